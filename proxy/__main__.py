@@ -1,0 +1,5 @@
+"""``python -m proxy``: the same as the ``mcp-normalizer`` command."""
+
+from .cli import main
+
+raise SystemExit(main())

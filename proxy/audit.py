@@ -1,0 +1,48 @@
+"""The rewrite log: one JSON line per rewrite, on the logger ``mcp_normalizer.rewrite`` (DESIGN section 4).
+
+Each line carries the time, rule, action, tool, JSON-RPC id, the hashed session/authorization scope,
+the era, the JSON pointers touched and a short reason (validator path and keyword). Payload values
+and header values are never written: the scope is a hash and reasons are built without values.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .normalize import Record
+from .types import JSON
+
+REWRITE_LOGGER = "mcp_normalizer.rewrite"
+
+
+class AuditLog:
+    """Writes :class:`~proxy.normalize.Record` objects as rewrite log lines.
+
+    Args:
+        upstream: a label for the upstream (its URL, or ``"in-process"``), added to each line.
+        logger: where lines go (default ``mcp_normalizer.rewrite``).
+    """
+
+    def __init__(self, upstream: str, logger: logging.Logger | None = None) -> None:
+        self.upstream = upstream
+        self.logger = logger or logging.getLogger(REWRITE_LOGGER)
+
+    def emit(self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None) -> None:
+        """Log one record as one line (``extra["audit"]`` holds the fields for formatters and tests)."""
+        rewrite = record.rewrite
+        fields = {
+            "event": record.event,
+            "rule": rewrite.rule,
+            "action": rewrite.action,
+            "applied": record.applied,
+            "method": method,
+            "tool": record.tool,
+            "jsonrpc_id": jsonrpc_id,
+            "scope": scope,
+            "era": era,
+            "upstream": self.upstream,
+            "pointers": list(rewrite.pointers),
+            "reason": rewrite.reason,
+        }
+        level = logging.WARNING if record.event == "unrepaired" else logging.INFO
+        self.logger.log(level, "%s %s: %s", record.event, rewrite.rule, rewrite.action, extra={"audit": fields})

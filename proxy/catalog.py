@@ -1,0 +1,131 @@
+"""What the proxy knows of each tool, scoped so that no two clients ever share it.
+
+A :class:`ToolCatalog` holds the tools of one *scope*: one upstream seen through one session and
+one authorization (DESIGN section 2, ``catalog.py``). It is filled from ``tools/list`` responses,
+every page, whether the client asked for them or the proxy fetched them itself. Each
+:class:`ToolEntry` keeps the ``outputSchema`` as the proxy advertised it, compiled once.
+:class:`CatalogStore` keeps a bounded number of scopes, least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .pointer import PointerPattern
+from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
+from .types import JSON, JSONObject
+
+
+@dataclass(slots=True)
+class ToolEntry:
+    """One tool as the proxy advertised it.
+
+    Attributes:
+        name: the tool name.
+        output_schema: the advertised ``outputSchema``, or ``None`` when the tool declares none.
+        nullable: places in ``structuredContent`` declared nullable (config or OpenAPI ``nullable``).
+        ui_resource_uri: ``_meta.ui.resourceUri`` of an MCP Apps tool, else ``None``.
+        compiled: the compiled ``outputSchema``; ``None`` when absent or unusable.
+        schema_problem: why the schema could not be compiled, if it could not.
+    """
+
+    name: str
+    output_schema: JSON | None
+    nullable: tuple[PointerPattern, ...] = ()
+    ui_resource_uri: str | None = None
+    compiled: CompiledSchema | None = None
+    schema_problem: str | None = None
+
+    @property
+    def has_output_schema(self) -> bool:
+        """True when the tool declares an ``outputSchema``."""
+        return self.output_schema is not None
+
+
+def build_entry(tool: JSONObject, nullable: tuple[PointerPattern, ...], compiler: SchemaCompiler) -> ToolEntry:
+    """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member)."""
+    schema = tool.get("outputSchema")
+    entry = ToolEntry(name=str(tool.get("name")), output_schema=schema, nullable=nullable)
+    meta = tool.get("_meta")
+    ui = meta.get("ui") if isinstance(meta, dict) else None
+    uri = ui.get("resourceUri") if isinstance(ui, dict) else None
+    if uri is None and isinstance(meta, dict):
+        uri = meta.get("ui/resourceUri")  # deprecated flat key of MCP Apps drafts
+    entry.ui_resource_uri = uri if isinstance(uri, str) else None
+    if schema is not None:
+        try:
+            entry.compiled = compiler.compile(schema)
+        except SchemaUnusable as exc:
+            entry.schema_problem = str(exc)
+    return entry
+
+
+@dataclass(slots=True)
+class ToolCatalog:
+    """The tools of one scope, by name.
+
+    Attributes:
+        tools: entries by tool name.
+        learned_at: ``time.monotonic()`` of the last update, ``None`` if never filled.
+    """
+
+    tools: dict[str, ToolEntry] = field(default_factory=dict)
+    learned_at: float | None = None
+
+    def get(self, name: str) -> ToolEntry | None:
+        """The entry of tool ``name``, if the scope has listed it."""
+        return self.tools.get(name)
+
+    def learn(self, entries: list[ToolEntry], *, first_page: bool) -> None:
+        """Record a ``tools/list`` page; the first page starts a new list, later pages add to it."""
+        if first_page:
+            self.tools = {}
+        for entry in entries:
+            self.tools[entry.name] = entry
+        self.learned_at = time.monotonic()
+
+
+def scope_key(upstream: str, session_id: str | None, authorization: str | None, cookie: str | None) -> str:
+    """Hash what identifies a client to the upstream into a short, log-safe scope key.
+
+    Two requests share a catalog only when they reach the same upstream with the same session id,
+    ``Authorization`` and ``Cookie`` headers. The raw values never leave this function.
+    """
+    digest = hashlib.sha256()
+    for part in (upstream, session_id or "", authorization or "", cookie or ""):
+        digest.update(part.encode("utf-8", "surrogateescape"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+class CatalogStore:
+    """Catalogs by scope key, at most ``max_scopes`` of them (least recently used dropped first).
+
+    Args:
+        max_scopes: how many scopes to remember; a dropped scope is re-learned on demand.
+    """
+
+    def __init__(self, max_scopes: int = 10_000) -> None:
+        self._catalogs: OrderedDict[str, ToolCatalog] = OrderedDict()
+        self._max = max_scopes
+
+    def __len__(self) -> int:
+        return len(self._catalogs)
+
+    def catalog(self, key: str) -> ToolCatalog:
+        """The catalog of scope ``key``, created empty if new."""
+        found = self._catalogs.get(key)
+        if found is None:
+            found = self._catalogs[key] = ToolCatalog()
+            if len(self._catalogs) > self._max:
+                self._catalogs.popitem(last=False)
+        else:
+            self._catalogs.move_to_end(key)
+        return found
+
+    def forget(self, key: str) -> None:
+        """Drop what was learned for scope ``key`` (session ended, tool list changed)."""
+        self._catalogs.pop(key, None)

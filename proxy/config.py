@@ -1,0 +1,302 @@
+"""Settings: the rule file (TOML), the process settings (CLI flags and ``MCP_NORMALIZER_*`` variables).
+
+Everything is validated when loaded, so a bad value stops the process before it listens, with one
+:class:`~proxy.errors.ConfigError` naming the problem. The rule file format::
+
+    [normalizer]
+    problem_meta_key = "org.htcom.protean/problem"   # _meta key of the RFC 9457 problem
+    report_only = false          # log what would be rewritten, change nothing
+    mirror_max_bytes = 65536     # largest structuredContent the text mirror copies
+    max_validate_bytes = 4194304 # larger results are not validated (logged)
+    fetch_tools_list = true      # fetch tools/list when a call names an unknown tool
+    fetch_timeout = 10.0         # seconds
+
+    [rules]                      # per rule: "on" | "off" | "report"
+    text_mirror = "on"
+
+    [tools."protean.list_runtimes"]
+    nullable = ["/runtimes/*/scope"]   # JSON pointers into structuredContent, * = any item
+    rules = { text_mirror = "off" }    # per-tool rule modes
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import ConfigError
+from .pointer import PointerPattern
+from .rules import RULES_BY_NAME, Mode, RuleSettings
+
+#: ``_meta`` key grammar (MCP 2025-06-18+ ``basic/index.mdx`` "_meta"): optional prefix of
+#: dot-separated labels ending in ``/``, then a name that starts and ends alphanumeric.
+_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_META_KEY = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*/)?(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)$")
+_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+_DEFAULTS = RuleSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolConfig:
+    """Per-tool declarations.
+
+    Attributes:
+        nullable: places in ``structuredContent`` declared nullable.
+        rules: rule modes for this tool, overriding the global ones.
+    """
+
+    nullable: tuple[PointerPattern, ...] = ()
+    rules: Mapping[str, Mode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizerConfig:
+    """The rule configuration shared by the middleware and the proxy.
+
+    Attributes:
+        rules: global rule modes by rule name (rules not named run in their default mode).
+        tools: per-tool declarations by tool name.
+        report_only: log every rewrite, change no byte.
+        settings: knobs the rules read (problem key, mirror size).
+        max_validate_bytes: results larger than this are passed through without schema rules.
+        fetch_tools_list: fetch ``tools/list`` from the upstream when a call names an unknown tool.
+        fetch_timeout: seconds allowed for that fetch (all pages).
+        path: the MCP endpoint path the middleware watches; ``None`` watches every path.
+        max_scopes: how many sessions/authorizations to remember tool catalogs for.
+    """
+
+    rules: Mapping[str, Mode] = field(default_factory=dict)
+    tools: Mapping[str, ToolConfig] = field(default_factory=dict)
+    report_only: bool = False
+    settings: RuleSettings = field(default_factory=RuleSettings)
+    max_validate_bytes: int = 4 * 1024 * 1024
+    fetch_tools_list: bool = True
+    fetch_timeout: float = 10.0
+    path: str | None = None
+    max_scopes: int = 10_000
+
+    def mode(self, rule: str, tool: str | None) -> Mode:
+        """The mode rule ``rule`` runs in for tool ``tool``."""
+        base = RULES_BY_NAME[rule].default
+        mode = self.rules.get(rule, base)
+        if tool is not None and tool in self.tools:
+            mode = self.tools[tool].rules.get(rule, mode)
+        if self.report_only and mode is Mode.ON:
+            return Mode.REPORT
+        return mode
+
+    def nullable_for(self, tool: str | None) -> tuple[PointerPattern, ...]:
+        """The configured nullable places of ``tool``."""
+        found = self.tools.get(tool) if tool is not None else None
+        return found.nullable if found is not None else ()
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> NormalizerConfig:
+        """Build a config from the decoded rule file.
+
+        Raises:
+            ConfigError: unknown section, key or rule, bad mode, bad pointer, bad ``_meta`` key.
+        """
+        _only(data, {"normalizer", "rules", "tools"}, source)
+        top = _table(data, "normalizer", source)
+        _only(top, set(_NORMALIZER_KEYS), f"{source} [normalizer]")
+        values: dict[str, Any] = {}
+        for key, kind in _NORMALIZER_KEYS.items():
+            if key in top:
+                value = top[key]
+                if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+                    raise ConfigError(f"{source}: [normalizer] {key} must be {_kind_name(kind)}")
+                values[key] = value
+        problem_key = values.pop("problem_meta_key", _DEFAULTS.problem_meta_key)
+        if not _META_KEY.match(problem_key):
+            raise ConfigError(f"{source}: [normalizer] problem_meta_key {problem_key!r} is not a valid _meta key")
+        for key in ("mirror_max_bytes", "max_validate_bytes", "max_scopes"):
+            if values.get(key, 0) < 0:
+                raise ConfigError(f"{source}: [normalizer] {key} must not be negative")
+        mirror = values.pop("mirror_max_bytes", _DEFAULTS.mirror_max_bytes)
+        if "fetch_timeout" in values:
+            values["fetch_timeout"] = float(values["fetch_timeout"])
+            if values["fetch_timeout"] <= 0:
+                raise ConfigError(f"{source}: [normalizer] fetch_timeout must be positive")
+        tools: dict[str, ToolConfig] = {}
+        for name, table in _table(data, "tools", source).items():
+            where = f"{source} [tools.{name!r}]"
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{where} must be a table")
+            _only(table, {"nullable", "rules"}, where)
+            pointers = table.get("nullable", [])
+            if not isinstance(pointers, list) or not all(isinstance(p, str) for p in pointers):
+                raise ConfigError(f"{where} nullable must be a list of JSON pointers")
+            try:
+                patterns = tuple(PointerPattern.parse(p) for p in pointers)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            tools[str(name)] = ToolConfig(nullable=patterns, rules=_modes(table.get("rules", {}), f"{where} rules"))
+        return cls(
+            rules=_modes(_table(data, "rules", source), f"{source} [rules]"),
+            tools=tools,
+            settings=RuleSettings(problem_meta_key=problem_key, mirror_max_bytes=mirror),
+            **values,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> NormalizerConfig:
+        """Load a TOML rule file.
+
+        Raises:
+            ConfigError: the file cannot be read, is not TOML, or is invalid.
+        """
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def shipped(cls) -> NormalizerConfig:
+        """The default rule file shipped with the package (``config/normalizer.toml``)."""
+        text = resources.files("proxy").joinpath("normalizer.toml").read_text(encoding="utf-8")
+        return cls.from_mapping(tomllib.loads(text), source="shipped config/normalizer.toml")
+
+
+_NORMALIZER_KEYS: dict[str, type | tuple[type, ...]] = {
+    "problem_meta_key": str,
+    "report_only": bool,
+    "mirror_max_bytes": int,
+    "max_validate_bytes": int,
+    "fetch_tools_list": bool,
+    "fetch_timeout": (int, float),
+    "path": str,
+    "max_scopes": int,
+}
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {bool: "true or false", int: "an integer", str: "a string", float: "a number"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names[k] for k in kinds)
+
+
+def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _table(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{source}: [{name}] must be a table")
+    return table
+
+
+def _modes(table: object, where: str) -> dict[str, Mode]:
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a table of rule = mode")
+    modes: dict[str, Mode] = {}
+    for rule, mode in table.items():
+        if rule not in RULES_BY_NAME:
+            raise ConfigError(f"{where}: unknown rule {rule!r} (known: {', '.join(RULES_BY_NAME)})")
+        try:
+            modes[rule] = Mode(mode)
+        except ValueError:
+            raise ConfigError(f"{where}: rule {rule!r} mode must be one of on, off, report, not {mode!r}") from None
+    return modes
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Process settings of the standalone proxy (CLI flags, or ``MCP_NORMALIZER_*`` variables).
+
+    Attributes:
+        upstream: the upstream MCP endpoint URL (``http`` or ``https``); the proxy serves the MCP
+            endpoint at the same path.
+        host: interface to listen on.
+        port: TCP port to listen on.
+        config_file: a TOML rule file replacing the shipped one, or ``None``.
+        report_only: log rewrites, change nothing (overrides the rule file).
+        log_level: ``critical``, ``error``, ``warning``, ``info`` or ``debug``.
+    """
+
+    upstream: str
+    host: str = "127.0.0.1"
+    port: int = 8765
+    config_file: str | None = None
+    report_only: bool = False
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"upstream {self.upstream!r} must be an http:// or https:// URL with a host")
+        try:
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError:
+            raise ConfigError(f"upstream {self.upstream!r} has an invalid port") from None
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port {self.port} is out of range 0-65535")
+        if self.log_level not in _LOG_LEVELS:
+            raise ConfigError(f"log level {self.log_level!r} must be one of {', '.join(_LOG_LEVELS)}")
+
+    @property
+    def mcp_path(self) -> str:
+        """The path of the MCP endpoint (the upstream URL's path, ``/`` if empty)."""
+        return urlsplit(self.upstream).path or "/"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``MCP_NORMALIZER_UPSTREAM``, ``_HOST``, ``_PORT``, ``_CONFIG``, ``_REPORT_ONLY``,
+        ``_LOG_LEVEL``; keyword ``overrides`` that are not ``None`` win.
+
+        Raises:
+            ConfigError: a value is missing or invalid.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, key in _ENV.items():
+            raw = env.get(key)
+            if raw is None or raw == "":
+                continue
+            if name == "port":
+                try:
+                    values[name] = int(raw)
+                except ValueError:
+                    raise ConfigError(f"{key}={raw!r} is not a port number") from None
+            elif name == "report_only":
+                if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                    raise ConfigError(f"{key}={raw!r} must be true or false")
+                values[name] = raw.lower() in ("1", "true", "yes", "on")
+            else:
+                values[name] = raw.lower() if name == "log_level" else raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if "upstream" not in values:
+            raise ConfigError("no upstream: pass --upstream URL or set MCP_NORMALIZER_UPSTREAM")
+        return cls(**values)
+
+    def load_config(self) -> NormalizerConfig:
+        """The rule config these settings select, with the MCP path and report-only flag applied.
+
+        Raises:
+            ConfigError: the rule file cannot be read or is invalid.
+        """
+        config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
+        return replace(config, path=self.mcp_path, report_only=config.report_only or self.report_only)
+
+
+_ENV = {
+    "upstream": "MCP_NORMALIZER_UPSTREAM",
+    "host": "MCP_NORMALIZER_HOST",
+    "port": "MCP_NORMALIZER_PORT",
+    "config_file": "MCP_NORMALIZER_CONFIG",
+    "report_only": "MCP_NORMALIZER_REPORT_ONLY",
+    "log_level": "MCP_NORMALIZER_LOG_LEVEL",
+}

@@ -1,0 +1,132 @@
+"""``mcp-normalizer demo``: the main job on a built-in example.
+
+Starts the legacy Protean upstream (:func:`~proxy.demo.upstream.protean_server`), puts the proxy in
+front of it (the same app ``mcp-normalizer --upstream`` runs), calls every tool with each real strict
+client available here (TS SDK 1.32.2 and ``@modelcontextprotocol/client`` 2.x through Node, the
+Python ``mcp`` client) directly and through the proxy, prints what each got, and then keeps serving
+both URLs so you can point your own client at them. The rewrite log goes to stderr as JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Literal
+
+import anyio
+import uvicorn
+
+from ..app import create_app
+from ..cli import bind
+from ..config import Settings
+from ..logs import configure_logging
+from .clients import ClientUnavailable, node_available, python_available, run_node, run_python
+from .upstream import protean_server
+
+CALLS = [
+    ("protean.scope_list", {}),
+    ("protean.list_runtimes", {}),
+    ("protean.deploy", {"service": "billing"}),
+    ("protean.whoami", {}),
+]
+
+
+def _summary(step: dict[str, Any]) -> str:
+    """One line for a table cell: what the client handed to its caller."""
+    if not step["ok"]:
+        message = str(step["error"]["message"]).replace("\n", " ")
+        return "THROWS " + message[:110]
+    value = step["value"]
+    parts = ["isError" if value.get("isError") else "ok"]
+    texts = [b.get("text", "") for b in value.get("content", []) if b.get("type") == "text"]
+    if texts:
+        parts.append("text " + json.dumps(texts[0][:60]))
+    else:
+        parts.append("no text")
+    meta = value.get("_meta") or {}
+    problems = [k for k in meta if k.endswith("/problem")]
+    if problems:
+        parts.append(f"_meta[{problems[0]!r}].code={meta[problems[0]].get('code')!r}")
+    if "structuredContent" in value:
+        parts.append("structuredContent " + json.dumps(value["structuredContent"], separators=(",", ":"))[:100])
+    return ", ".join(parts)
+
+
+async def _compare(direct: str, proxied: str) -> list[tuple[str, str, str, str]]:
+    steps = [{"op": "listTools"}] + [
+        {"op": "callTool", "name": name, "arguments": args, "progress": True} for name, args in CALLS
+    ]
+    rows: list[tuple[str, str, str, str]] = []
+    results: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    if node_available():
+        for sdk, label in (("v1", "TS SDK 1.32.2"), ("v2", "TS client 2.4.0")):
+            got = await run_node(sdk, [{"url": direct, "steps": steps}, {"url": proxied, "steps": steps}])
+            results[label] = (got[0], got[1])
+    if python_available():
+        results["Python mcp 2.3.0"] = (await run_python(direct, steps), await run_python(proxied, steps))
+    for index, (name, _) in enumerate(CALLS, start=1):
+        for label, (via_direct, via_proxy) in results.items():
+            rows.append((name, label, _summary(via_direct["steps"][index]), _summary(via_proxy["steps"][index])))
+    return rows
+
+
+def _print_rows(rows: list[tuple[str, str, str, str]]) -> None:
+    if not rows:
+        print("No real client is installed here (run scripts/bootstrap): nothing to compare.")
+        return
+    current = None
+    for tool, client, direct, proxied in rows:
+        if tool != current:
+            print(f"\n{tool}")
+            current = tool
+        print(f"  {client}")
+        print(f"    direct : {direct}")
+        print(f"    proxied: {proxied}")
+
+
+def run_demo(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    upstream_port: int = 8766,
+    response_mode: Literal["sse", "json"] = "sse",
+    once: bool = False,
+) -> int:
+    """Run the demo; returns the exit code (2 when a port cannot be bound)."""
+    try:
+        up_sock = bind(host, upstream_port)
+        px_sock = bind(host, port)
+    except OSError as exc:
+        print(f"mcp-normalizer: error: cannot listen on {host}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    direct = f"http://{host}:{up_sock.getsockname()[1]}/mcp"
+    proxied = f"http://{host}:{px_sock.getsockname()[1]}/mcp"
+    configure_logging("info")
+    upstream = uvicorn.Server(uvicorn.Config(protean_server(response_mode), log_config=None, log_level="warning"))
+    proxy = uvicorn.Server(
+        uvicorn.Config(create_app(Settings(upstream=direct)), log_config=None, log_level="warning", access_log=False)
+    )
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(upstream.serve, [up_sock])
+            tg.start_soon(proxy.serve, [px_sock])
+            while not (upstream.started and proxy.started):
+                await anyio.sleep(0.05)
+            print(f"Legacy Protean upstream: {direct}\nmcp-normalizer proxy:    {proxied}")
+            print("What strict MCP clients get for each tool, directly and through the proxy:")
+            try:
+                _print_rows(await _compare(direct, proxied))
+            except (ClientUnavailable, RuntimeError) as exc:
+                print(f"client run failed: {exc}")
+            if once:
+                upstream.should_exit = proxy.should_exit = True
+                return
+            print(f"\nServing. Point your client at {proxied} (or {direct} to see the raw server). Ctrl-C stops.")
+            sys.stdout.flush()
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,119 @@
+"""Drive real MCP clients against a URL and report what they received (used by the demo and the tests).
+
+- :func:`run_node`: ``@modelcontextprotocol/sdk`` 1.x or ``@modelcontextprotocol/client`` 2.x through
+  Node, with the script and lock file in ``tests/node/`` (installed with ``npm ci`` there).
+- :func:`run_python`: the Python ``mcp`` ``ClientSession`` (legacy handshake), if ``mcp`` is installed.
+
+Both take a plan of steps (``{"op": "listTools"}``, ``{"op": "callTool", "name": ..., "arguments":
+..., "progress": true}``) and return ``{"steps": [{"ok": bool, "value" | "error": ...}], "progress":
+[...]}`` per session, the shape ``tests/node/client.mjs`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+NODE_DIR = Path(__file__).resolve().parents[2] / "tests" / "node"
+
+Step = Mapping[str, Any]
+
+
+class ClientUnavailable(Exception):
+    """The requested client is not installed here."""
+
+
+def node_available() -> bool:
+    """True when Node and the npm clients of ``tests/node`` are installed."""
+    return shutil.which("node") is not None and (NODE_DIR / "node_modules" / "@modelcontextprotocol").is_dir()
+
+
+def python_available() -> bool:
+    """True when the Python ``mcp`` client is importable."""
+    try:
+        import mcp.client.session  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+async def run_node(sdk: str, sessions: Sequence[Mapping[str, Any]], *, timeout: float = 120) -> list[dict[str, Any]]:
+    """Run the TS client (``sdk`` ``"v1"`` or ``"v2"``) over ``sessions`` (``{"url", "headers"?, "steps"}``).
+
+    Raises:
+        ClientUnavailable: Node or the npm clients are missing.
+        RuntimeError: the script failed or printed something that is not its JSON report.
+    """
+    if not node_available():
+        raise ClientUnavailable("node and tests/node/node_modules are needed (npm ci in tests/node)")
+    plan = json.dumps({"sdk": sdk, "sessions": list(sessions)})
+    with anyio.fail_after(timeout):
+        done = await anyio.run_process(
+            ["node", str(NODE_DIR / "client.mjs")], input=plan.encode(), check=False, cwd=NODE_DIR
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"node client exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"node client printed {done.stdout[-2000:]!r}") from None
+    sessions_out: list[dict[str, Any]] = report["sessions"]
+    return sessions_out
+
+
+async def run_python(url: str, steps: Sequence[Step], headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run the Python ``mcp`` ``ClientSession`` (it negotiates 2025-11-25) over ``steps``.
+
+    Raises:
+        ClientUnavailable: ``mcp`` is not installed.
+    """
+    try:
+        import httpx2
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+    except ImportError as exc:
+        raise ClientUnavailable(f"the Python mcp client is not installed: {exc}") from None
+
+    record: dict[str, Any] = {"steps": [], "progress": []}
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        record["progress"].append({"progress": progress, "total": total, "message": message})
+
+    def describe(exc: BaseException) -> dict[str, Any]:
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        return {"name": type(exc).__name__, "message": str(exc)}
+
+    try:
+        async with (
+            httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            for step in steps:
+                try:
+                    if step["op"] == "listTools":
+                        value: Any = await session.list_tools()
+                    elif step["op"] == "callTool":
+                        value = await session.call_tool(
+                            step["name"],
+                            dict(step.get("arguments") or {}),
+                            progress_callback=on_progress if step.get("progress") else None,
+                        )
+                    else:
+                        raise ValueError(f"unknown op {step['op']}")
+                    record["steps"].append(
+                        {"ok": True, "value": value.model_dump(by_alias=True, mode="json", exclude_none=True)}
+                    )
+                except Exception as exc:
+                    record["steps"].append({"ok": False, "error": describe(exc)})
+    except Exception as exc:
+        failed = describe(exc)
+        record["steps"] += [{"ok": False, "error": failed}] * (len(steps) - len(record["steps"]))
+    return record

@@ -1,0 +1,318 @@
+"""A small legacy MCP server (Streamable HTTP, 2025-03-26 to 2025-11-25) that says exactly what it is told.
+
+:class:`LegacyServer` answers ``initialize``, ``ping``, ``tools/list`` and ``tools/call`` from a list
+of :class:`ToolSpec`, byte-exact and without validating anything, so it can put any non-conforming
+result on the wire. It mints a session id at ``initialize``, answers with JSON or SSE
+(``response_mode``), streams progress notifications before a result when the client sent a
+``progressToken``, and accepts 2025-03-26 batches. :func:`protean_server` builds the built-in
+example: the old Protean contract that strict clients reject.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import orjson
+
+from ..types import JSON, JSONObject, Message, Receive, Scope, Send
+
+VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """What a tool handler gets.
+
+    Attributes:
+        name: the tool called.
+        arguments: the call's arguments (``{}`` when absent).
+        headers: the request headers, lower-case names.
+    """
+
+    name: str
+    arguments: JSONObject
+    headers: Mapping[str, str]
+    _progress_token: JSON = None
+    _notify: Callable[[JSONObject], Awaitable[None]] | None = None
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress`` on the response stream (SSE mode, token given)."""
+        if self._progress_token is None or self._notify is None:
+            return
+        params: JSONObject = {"progressToken": self._progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+
+Handler = Callable[[ToolCall], Awaitable[JSONObject]]
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    """A tool as listed (``tool``, sent verbatim in ``tools/list``) and what calling it returns."""
+
+    tool: JSONObject
+    handler: Handler
+
+
+def returning(result: JSONObject) -> Handler:
+    """A handler that returns ``result`` verbatim."""
+
+    async def handler(call: ToolCall) -> JSONObject:
+        return result
+
+    return handler
+
+
+@dataclass
+class LegacyServer:
+    """ASGI app of a legacy MCP server at every path (``/mcp`` by convention).
+
+    Args:
+        tools: the tools, or a function of the request headers returning them (tool lists that
+            differ per authorization).
+        response_mode: ``sse`` (``text/event-stream``, CRLF) or ``json`` (``application/json``).
+        page_size: tools per ``tools/list`` page (``None``: one page).
+        name: ``serverInfo.name``.
+
+    Attributes:
+        requests: every JSON-RPC message received, with its headers, in arrival order.
+    """
+
+    tools: Sequence[ToolSpec] | Callable[[Mapping[str, str]], Sequence[ToolSpec]]
+    response_mode: Literal["sse", "json"] = "sse"
+    page_size: int | None = None
+    name: str = "legacy-example"
+    requests: list[tuple[JSONObject, Mapping[str, str]]] = field(default_factory=list)
+
+    def _tools(self, headers: Mapping[str, str]) -> Sequence[ToolSpec]:
+        return self.tools(headers) if callable(self.tools) else self.tools
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope["method"] == "DELETE":
+            await _respond(send, 200, b"", [])
+            return
+        if scope["method"] != "POST":
+            await _respond(send, 405, b"", [(b"allow", b"POST, DELETE")])
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        try:
+            decoded = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+            await _respond(send, 400, orjson.dumps(error), [(b"content-type", b"application/json")])
+            return
+        batch = isinstance(decoded, list)
+        messages = decoded if batch else [decoded]
+        for message in messages:
+            self.requests.append((message, headers))
+        calls = [m for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
+        session = headers.get("mcp-session-id") or secrets.token_hex(16)
+        extra = [(b"mcp-session-id", session.encode())]
+        if not calls:
+            await _respond(send, 202, b"", extra)
+            return
+        if self.response_mode == "json":
+            replies = [await self._dispatch(m, headers, None) for m in calls]
+            payload = orjson.dumps(replies if batch else replies[0])
+            await _respond(send, 200, payload, [(b"content-type", b"application/json"), *extra])
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *extra],
+            }
+        )
+
+        async def emit(msg: Any) -> None:
+            data = orjson.dumps(msg)
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"event: message\r\ndata: " + data + b"\r\n\r\n",
+                    "more_body": True,
+                }
+            )
+
+        if batch:
+            replies = [await self._dispatch(m, headers, emit) for m in calls]
+            await emit(replies)
+        else:
+            await emit(await self._dispatch(calls[0], headers, emit))
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _dispatch(
+        self, message: JSONObject, headers: Mapping[str, str], emit: Callable[[JSONObject], Awaitable[None]] | None
+    ) -> JSONObject:
+        method, params = message.get("method"), message.get("params") or {}
+        reply: JSONObject = {"jsonrpc": "2.0", "id": message.get("id")}
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            reply["result"] = {
+                "protocolVersion": asked if asked in VERSIONS else VERSIONS[0],
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": self.name, "version": "1.0.0"},
+            }
+        elif method == "ping":
+            reply["result"] = {}
+        elif method == "tools/list":
+            tools = [spec.tool for spec in self._tools(headers)]
+            start = int(params.get("cursor") or 0)
+            end = len(tools) if self.page_size is None else start + self.page_size
+            reply["result"] = {"tools": tools[start:end]}
+            if end < len(tools):
+                reply["result"]["nextCursor"] = str(end)
+        elif method == "tools/call":
+            spec = next((s for s in self._tools(headers) if s.tool["name"] == params.get("name")), None)
+            if spec is None:
+                reply["error"] = {"code": -32602, "message": f"Unknown tool: {params.get('name')}"}
+            else:
+                meta = params.get("_meta") or {}
+                call = ToolCall(
+                    spec.tool["name"], params.get("arguments") or {}, headers, meta.get("progressToken"), emit
+                )
+                reply["result"] = await spec.handler(call)
+        else:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        return reply
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    start: Message = {"type": "http.response.start", "status": status, "headers": headers}
+    if body or status not in (202, 204):
+        start["headers"] = [*headers, (b"content-length", str(len(body)).encode())]
+    await send(start)
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- the built-in example: the old Protean contract ------------------------------------------------
+
+_EMPTY_INPUT: JSONObject = {"type": "object", "properties": {}}
+FORBIDDEN: JSONObject = {
+    "type": "https://protean.example/problems/forbidden",
+    "title": "Forbidden",
+    "status": 403,
+    "detail": "token lacks scope 'scopes:read'",
+    "code": "SCOPE_DENIED",
+}
+GATE_FAILED: JSONObject = {
+    "type": "https://protean.example/problems/gate-failed",
+    "title": "Deployment gate failed",
+    "status": 409,
+    "detail": "gate 'change-freeze' is closed until Monday",
+    "code": "GATE_FAILED",
+    "gate": "change-freeze",
+}
+RUNTIMES: JSONObject = {
+    "runtimes": [
+        {"name": "python3.12", "scope": "team-a"},
+        {"name": "python3.11", "scope": None},
+        {"name": "node22", "scope": None},
+    ]
+}
+
+
+async def _deploy(call: ToolCall) -> JSONObject:
+    for step, message in enumerate(("build", "upload", "gate check"), start=1):
+        await call.progress(step, 3, message)
+        await anyio.sleep(0.2)
+    return {"content": [], "structuredContent": GATE_FAILED, "isError": True}
+
+
+def protean_tools() -> list[ToolSpec]:
+    """The four tools of the legacy Protean example and their non-conforming results."""
+    return [
+        ToolSpec(
+            {
+                "name": "protean.scope_list",
+                "description": "List the caller's scopes (gated: needs scopes:read).",
+                "inputSchema": _EMPTY_INPUT,
+                "outputSchema": {
+                    "type": "object",
+                    "properties": {"scopes": {"type": "array", "items": {"type": "string"}}},
+                    "required": ["scopes"],
+                },
+            },
+            returning(
+                {
+                    "content": [{"type": "text", "text": FORBIDDEN["detail"]}],
+                    "structuredContent": FORBIDDEN,
+                    "isError": True,
+                }
+            ),
+        ),
+        ToolSpec(
+            {
+                "name": "protean.list_runtimes",
+                "description": "List deployable runtimes and the scope each is restricted to.",
+                "inputSchema": _EMPTY_INPUT,
+                "outputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "runtimes": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {"name": {"type": "string"}, "scope": {"type": "string"}},
+                                "required": ["name", "scope"],
+                            },
+                        }
+                    },
+                    "required": ["runtimes"],
+                },
+            },
+            returning(
+                {
+                    "content": [{"type": "text", "text": orjson.dumps(RUNTIMES).decode()}],
+                    "structuredContent": RUNTIMES,
+                }
+            ),
+        ),
+        ToolSpec(
+            {
+                "name": "protean.deploy",
+                "description": "Deploy a service; streams progress, then runs the release gates.",
+                "inputSchema": {"type": "object", "properties": {"service": {"type": "string"}}},
+                "outputSchema": {
+                    "type": "object",
+                    "properties": {"deploymentId": {"type": "string"}, "url": {"type": "string"}},
+                    "required": ["deploymentId"],
+                },
+            },
+            _deploy,
+        ),
+        ToolSpec(
+            {
+                "name": "protean.whoami",
+                "description": "Who the token belongs to (text only).",
+                "inputSchema": _EMPTY_INPUT,
+            },
+            returning({"content": [{"type": "text", "text": "svc-deployer@team-a"}], "structuredContent": {}}),
+        ),
+    ]
+
+
+def protean_server(response_mode: Literal["sse", "json"] = "sse") -> LegacyServer:
+    """The built-in example upstream: a legacy Protean server that follows the old contract."""
+    return LegacyServer(protean_tools(), response_mode=response_mode, name="protean-legacy")

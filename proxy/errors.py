@@ -1,0 +1,46 @@
+"""Exceptions raised by mcp-normalizer.
+
+The tree::
+
+    NormalizerError
+    ├── ConfigError            invalid settings, config file or rule; the CLI exits 2
+    ├── DecodeError            bytes that are not the JSON they should be; the message passes through
+    └── UpstreamError          the upstream could not be used for a request
+        ├── UpstreamUnavailable  connect or transport failure (HTTP 502)
+        └── UpstreamTimeout      connect, first-byte or idle timeout (HTTP 504)
+
+Rules never raise on purpose: a rule that raises is a bug, and the transformer then forwards the
+original message unchanged and logs the fault (fail open, DESIGN section 3).
+"""
+
+from __future__ import annotations
+
+
+class NormalizerError(Exception):
+    """Base class of every error mcp-normalizer raises."""
+
+
+class ConfigError(NormalizerError):
+    """Settings, the config file or a rule declaration is invalid; the message names the problem."""
+
+
+class DecodeError(NormalizerError):
+    """A body or SSE event that should hold JSON does not; it is forwarded untouched."""
+
+
+class UpstreamError(NormalizerError):
+    """The upstream MCP server could not answer a request."""
+
+    status_code = 502
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Connecting to or talking with the upstream failed (answered with HTTP 502)."""
+
+    status_code = 502
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream did not connect, answer or keep streaming in time (answered with HTTP 504)."""
+
+    status_code = 504

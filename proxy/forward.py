@@ -1,0 +1,224 @@
+"""``Forwarder``: the ASGI app that relays every request to one fixed upstream over httpx, streaming.
+
+It is a plain reverse proxy and knows nothing of MCP; the standalone proxy wraps it in
+:class:`~proxy.middleware.NormalizerMiddleware`. Requests go to the upstream origin at the same path
+and query (never anywhere else: it is not an open proxy). Hop-by-hop headers are stripped both ways
+(RFC 9110 section 7.6.1), ``Host`` is set by httpx to the upstream's authority, ``accept-encoding``
+is forced to ``identity`` so bodies can be rewritten, and cookies are never stored (one client's
+``Set-Cookie`` must never reach another client's request). Response bodies are relayed chunk by
+chunk as they arrive; a client disconnect closes the upstream stream at once (in 2026-07-28 that is
+how a call is cancelled).
+
+Upstream failures before the response starts become 502 (unreachable) or 504 (timeout); when the
+request was a JSON-RPC request, the body is a JSON-RPC error with the request's id.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import logging
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from .errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from .jsoncodec import dumps, loads
+from .types import JSON, Message, RawHeaders, Receive, Scope, Send
+
+logger = logging.getLogger("mcp_normalizer.forward")
+
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+    }
+)
+_DROP_REQUEST = _HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding"}
+_DROP_RESPONSE = _HOP_BY_HOP
+
+
+def _strip(headers: RawHeaders, drop: frozenset[bytes]) -> RawHeaders:
+    """Remove hop-by-hop headers, and every header the ``Connection`` header names."""
+    named = {
+        token.strip().lower()
+        for key, value in headers
+        if key.lower() == b"connection"
+        for token in value.split(b",")
+        if token.strip()
+    }
+    return [(key.lower(), value) for key, value in headers if key.lower() not in drop and key.lower() not in named]
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """A cookie jar that never stores anything."""
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        return None
+
+    def extract_cookies(self, response: object, request: object) -> None:
+        return None
+
+
+class Forwarder:
+    """ASGI app relaying requests to ``upstream``'s origin (scheme, host, port), streaming.
+
+    Args:
+        upstream: the upstream MCP endpoint URL; only its origin is used for routing, every request
+            keeps its own path and query.
+        connect_timeout: seconds to connect to the upstream.
+        read_timeout: seconds to wait for each chunk (``None``: no limit; tool calls and SSE
+            streams may be quiet for a long time).
+        client: an ``httpx.AsyncClient`` to use instead of the one the forwarder creates.
+        max_body_bytes: largest request body relayed; a larger one gets 413.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float | None = None,
+        client: httpx.AsyncClient | None = None,
+        max_body_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
+        parts = urlsplit(upstream)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.max_body_bytes = max_body_bytes
+        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=30.0, pool=10.0)
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The shared upstream client (created on first use if the lifespan did not run)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self._timeout,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=100, keepalive_expiry=4.0),
+                follow_redirects=False,
+                trust_env=False,
+                cookies=_NoCookies(),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the upstream client if the forwarder created it."""
+        if self._client is not None and self._owns_client:
+            await self._client.aclose()
+            self._client = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets are not relayed
+        body = await _read_body(receive, self.max_body_bytes)
+        if body is None:
+            await _error(send, 413, None, f"Request body exceeds {self.max_body_bytes} bytes")
+            return
+        url = self.origin + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        headers = _strip(list(scope["headers"]), _DROP_REQUEST)
+        headers.append((b"accept-encoding", b"identity"))
+        request = self.client.build_request(scope["method"], url, headers=headers, content=body)
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
+            return
+        except httpx.HTTPError as exc:
+            await _upstream_failed(
+                send, body, UpstreamUnavailable(f"upstream unreachable: {exc or type(exc).__name__}")
+            )
+            return
+        try:
+            await self._relay(response, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def _relay(self, response: httpx.Response, receive: Receive, send: Send) -> None:
+        headers = _strip(list(response.headers.raw), _DROP_RESPONSE)
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        async with anyio.create_task_group() as tg:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch_disconnect)
+            try:
+                async for chunk in response.aiter_raw():
+                    if chunk:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError as exc:
+                # The upstream died mid-stream: end the response; what arrived was already relayed.
+                logger.warning("upstream stream ended with %s", type(exc).__name__)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts)
+
+
+def _request_id(body: bytes) -> JSON:
+    """The id of a single JSON-RPC request body, else ``None``."""
+    try:
+        message = loads(body) if body else None
+    except Exception:
+        return None
+    return message.get("id") if isinstance(message, dict) and "method" in message else None
+
+
+async def _upstream_failed(send: Send, body: bytes, error: UpstreamError) -> None:
+    logger.warning("%s", error)
+    await _error(send, error.status_code, _request_id(body), str(error))
+
+
+async def _error(send: Send, status: int, request_id: JSON, message: str) -> None:
+    """Answer with a JSON-RPC error body (MCP clients read JSON-RPC errors from any status)."""
+    payload = dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})

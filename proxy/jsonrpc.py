@@ -1,0 +1,146 @@
+"""JSON-RPC 2.0 message classification and request/response correlation for MCP.
+
+The proxy rewrites only responses to ``tools/call`` and ``tools/list`` (DESIGN section 3). This
+module reads a POST body once, finds the requests of those methods (single messages and 2025-03-26
+batches alike) and keys them by JSON-RPC id, so responses on the same exchange can be matched.
+MCP ids are strings or integers (never ``null``, spec ``basic/index.mdx``); ``1`` and ``"1"`` are
+different ids, so keys carry the type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import DecodeError
+from .jsoncodec import loads
+from .types import JSON, JSONObject, RawHeaders
+
+#: A JSON-RPC id made hashable with its type: ``("s", "abc")`` or ``("n", 3)``.
+IdKey = tuple[str, str | int]
+
+TOOLS_CALL = "tools/call"
+TOOLS_LIST = "tools/list"
+WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST})
+
+#: First protocol version in which ``structuredContent`` may be any JSON value (SEP-2106).
+MODERN_ERA = "2026-07-28"
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+
+
+def id_key(value: object) -> IdKey | None:
+    """Key a JSON-RPC id; ``None`` for ids MCP does not allow (``null``, booleans, floats, objects)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, int):
+        return ("n", int(value))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    """A watched request whose response the proxy must recognise.
+
+    Attributes:
+        method: ``tools/call`` or ``tools/list``.
+        tool: the tool name of a ``tools/call`` (``params.name``), else ``None``.
+        cursor: the pagination cursor of a ``tools/list``, ``None`` for the first page.
+        meta: the request's ``params._meta`` (2026-07-28 carries the protocol fields there).
+    """
+
+    method: str
+    tool: str | None = None
+    cursor: str | None = None
+    meta: JSONObject = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """What a POST body asks for, as far as the proxy cares.
+
+    Attributes:
+        pending: watched requests by id key.
+        era: the protocol version of the exchange (header, then body ``_meta``), or ``None``.
+        batch: the body was a JSON array (2025-03-26 batching).
+    """
+
+    pending: dict[IdKey, PendingRequest]
+    era: str | None
+    batch: bool = False
+
+    @property
+    def tools_called(self) -> set[str]:
+        """Names of the tools this body calls."""
+        return {p.tool for p in self.pending.values() if p.tool is not None}
+
+
+def header(headers: RawHeaders, name: bytes) -> str | None:
+    """The first value of header ``name`` (lower-case bytes), decoded as Latin-1, or ``None``."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _watch(message: JSON) -> tuple[IdKey, PendingRequest] | None:
+    if not isinstance(message, dict) or message.get("method") not in WATCHED_METHODS:
+        return None
+    key = id_key(message.get("id"))
+    if key is None:
+        return None  # a notification, or an id the upstream will reject anyway
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    name = params.get("name")
+    cursor = params.get("cursor")
+    return key, PendingRequest(
+        method=message["method"],
+        tool=name if isinstance(name, str) and message["method"] == TOOLS_CALL else None,
+        cursor=cursor if isinstance(cursor, str) else None,
+        meta=meta,
+    )
+
+
+def _era(headers: RawHeaders, messages: list[JSON]) -> str | None:
+    version = header(headers, b"mcp-protocol-version")
+    if version:
+        return version.strip()
+    for message in messages:
+        if isinstance(message, dict) and isinstance(message.get("params"), dict):
+            meta = message["params"].get("_meta")
+            if isinstance(meta, dict) and isinstance(meta.get(PROTOCOL_VERSION_META), str):
+                return str(meta[PROTOCOL_VERSION_META])
+            if message.get("method") == "initialize" and isinstance(message["params"].get("protocolVersion"), str):
+                return str(message["params"]["protocolVersion"])
+    return None
+
+
+def inspect_request(body: bytes, headers: RawHeaders) -> RequestInfo | None:
+    """Find the watched requests in a POST body.
+
+    Cheap for everything else: a body that does not mention ``tools`` is not parsed (a method
+    written as ``tools\\/call`` still contains it). Invalid JSON is not the proxy's business: the
+    upstream answers it.
+
+    Returns:
+        ``None`` when the body holds no ``tools/call`` or ``tools/list`` request.
+    """
+    if b"tools" not in body:
+        return None
+    try:
+        decoded = loads(body)
+    except DecodeError:
+        return None
+    batch = isinstance(decoded, list)
+    messages = decoded if batch else [decoded]
+    pending = dict(found for found in map(_watch, messages) if found is not None)
+    if not pending:
+        return None
+    return RequestInfo(pending=pending, era=_era(headers, messages), batch=batch)
+
+
+def object_only(era: str | None) -> bool:
+    """True for eras before 2026-07-28, where ``structuredContent`` must be a JSON object."""
+    return era is None or era < MODERN_ERA

@@ -1,0 +1,314 @@
+"""``NormalizerMiddleware``: pure ASGI middleware that normalizes an MCP app's tool results.
+
+Wrap any Streamable HTTP MCP app (for example the MCP Python SDK's ``streamable_http_app()``)::
+
+    app = NormalizerMiddleware(inner_mcp_app)
+
+The standalone proxy is this same middleware around :class:`proxy.forward.Forwarder`. Lifespan,
+websocket and every request the proxy does not watch go straight to the inner app with the original
+``send``. For a POST carrying ``tools/call`` or ``tools/list`` requests, the body is read once and
+replayed to the inner app, and the response is driven through a
+:class:`~proxy.transform.ResponseTransformer`. When a call names a tool the proxy has not seen in
+this scope, it fetches ``tools/list`` through the inner app itself (same authorization and session
+headers, all pages), concurrently with the call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable
+
+import anyio
+
+from .audit import AuditLog
+from .catalog import CatalogStore, ToolCatalog, scope_key
+from .config import NormalizerConfig
+from .errors import DecodeError
+from .jsoncodec import dumps, loads
+from .jsonrpc import MODERN_ERA, TOOLS_LIST, RequestInfo, header, inspect_request
+from .normalize import Normalizer
+from .sse import SSESplitter, parse_event
+from .transform import Exchange, ResponseTransformer
+from .types import ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
+
+logger = logging.getLogger("mcp_normalizer.middleware")
+
+#: Request headers copied onto the proxy's own ``tools/list`` requests.
+_FETCH_HEADERS = frozenset(
+    {b"host", b"authorization", b"cookie", b"mcp-session-id", b"mcp-protocol-version", b"origin", b"user-agent"}
+)
+_FETCH_ID = itertools.count(1)
+_MAX_PAGES = 100
+
+
+class NormalizerMiddleware:
+    """Pure ASGI middleware around an MCP app (Streamable HTTP transport).
+
+    Args:
+        app: the inner ASGI app (an MCP server app, or the proxy's forwarder).
+        config: rule configuration; ``None`` uses the shipped ``config/normalizer.toml``.
+        upstream: a label for the upstream in log lines, and part of every scope key.
+        max_body_bytes: largest request body read for inspection; a larger POST gets 413.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        config: NormalizerConfig | None = None,
+        *,
+        upstream: str = "in-process",
+        max_body_bytes: int = 4 * 1024 * 1024,
+    ) -> None:
+        self.app = app
+        self.config = config if config is not None else NormalizerConfig.shipped()
+        self.normalizer = Normalizer(self.config)
+        self.catalogs = CatalogStore(self.config.max_scopes)
+        self.audit = AuditLog(upstream)
+        self.upstream = upstream
+        self.max_body_bytes = max_body_bytes
+        self._inflight: dict[str, anyio.Event] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (self.config.path is not None and scope["path"] != self.config.path):
+            await self.app(scope, receive, send)
+            return
+        headers: RawHeaders = scope["headers"]
+        if scope["method"] == "DELETE":
+            self.catalogs.forget(self._scope_key(headers))  # the session ends: what was learned for it goes
+        if scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _buffer_body(receive, self.max_body_bytes)
+        if body is None:
+            await _too_large(send, self.max_body_bytes)
+            return
+        info = inspect_request(body, headers)
+        if info is None:
+            await self.app(scope, replay, send)
+            return
+        key = self._scope_key(headers)
+        exchange = Exchange(pending=info.pending, era=info.era, scope=key, catalog=self.catalogs.catalog(key))
+        transformer = ResponseTransformer(exchange, self.normalizer, self.audit)
+        fetched = anyio.Event()
+        unknown = {tool for tool in info.tools_called if exchange.catalog.get(tool) is None}
+        async with anyio.create_task_group() as tg:
+            if unknown and self.config.fetch_tools_list:
+                exchange.fetching |= unknown
+                tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
+            await self.app(scope, replay, _TransformingSend(send, transformer, fetched))
+
+    def _scope_key(self, headers: RawHeaders) -> str:
+        return scope_key(
+            self.upstream,
+            header(headers, b"mcp-session-id"),
+            header(headers, b"authorization"),
+            header(headers, b"cookie"),
+        )
+
+    async def _fetch_for(
+        self, scope: Scope, info: RequestInfo, exchange: Exchange, unknown: set[str], fetched: anyio.Event
+    ) -> None:
+        """Learn the scope's tools (once per scope at a time), then release the waiting response."""
+        try:
+            waiting = self._inflight.get(exchange.scope)
+            if waiting is not None:
+                await waiting.wait()
+                return
+            done = self._inflight[exchange.scope] = anyio.Event()
+            try:
+                with anyio.move_on_after(self.config.fetch_timeout) as timer:
+                    await self._learn_tools(scope, info, exchange.catalog, exchange.era)
+                if timer.cancelled_caught:
+                    logger.warning(
+                        "tools/list fetch timed out after %ss (scope %s)", self.config.fetch_timeout, exchange.scope
+                    )
+            except Exception:
+                logger.warning("tools/list fetch failed (scope %s)", exchange.scope, exc_info=True)
+            finally:
+                done.set()
+                del self._inflight[exchange.scope]
+        finally:
+            exchange.fetching -= unknown
+            fetched.set()
+
+    async def _learn_tools(self, scope: Scope, info: RequestInfo, catalog: ToolCatalog, era: str | None) -> None:
+        """Fetch every ``tools/list`` page through the inner app and learn it into ``catalog``."""
+        call_meta = next((p.meta for p in info.pending.values() if p.meta), {})
+        protocol_meta = {k: v for k, v in call_meta.items() if k.startswith("io.modelcontextprotocol/")}
+        modern = era is not None and era >= MODERN_ERA
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            params: JSONObject = {}
+            if modern:
+                params["_meta"] = protocol_meta
+            if cursor is not None:
+                params["cursor"] = cursor
+            request_id = f"mcp-normalizer-tools-list-{next(_FETCH_ID)}"
+            body = dumps({"jsonrpc": "2.0", "id": request_id, "method": TOOLS_LIST, "params": params})
+            result = await self._inner_request(scope, body, request_id, modern)
+            if result is None:
+                return
+            outcome = self.normalizer.tools_list(result, era)
+            catalog.learn(outcome.entries, first_page=cursor is None)
+            next_cursor = result.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                return
+            cursor = next_cursor
+
+    async def _inner_request(self, scope: Scope, body: bytes, request_id: str, modern: bool) -> JSONObject | None:
+        """POST one JSON-RPC request to the inner app, as the client would; return its result."""
+        headers: RawHeaders = [(k, v) for k, v in scope["headers"] if k in _FETCH_HEADERS]
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if modern:
+            headers.append((b"mcp-method", TOOLS_LIST.encode()))
+        sub_scope = {**scope, "method": "POST", "headers": headers}
+        complete = anyio.Event()
+        delivered = False
+        status = 0
+        content_type = ""
+        chunks: list[bytes] = []
+
+        async def receive() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await complete.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            nonlocal status, content_type
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                content_type = (header(list(message.get("headers", [])), b"content-type") or "").lower()
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    complete.set()
+
+        try:
+            await self.app(sub_scope, receive, send)
+        finally:
+            complete.set()
+        if status != 200:
+            logger.warning("tools/list fetch answered HTTP %s", status)
+            return None
+        return _find_result(b"".join(chunks), content_type, request_id)
+
+
+def _find_result(body: bytes, content_type: str, request_id: str) -> JSONObject | None:
+    """The ``result`` of response ``request_id`` in a JSON or SSE body."""
+    if content_type.startswith("text/event-stream"):
+        splitter = SSESplitter()
+        candidates: Iterable[bytes | None] = (parse_event(b).data for b in [*splitter.feed(body), splitter.flush()])
+    else:
+        candidates = [body]
+    for data in candidates:
+        if not data:
+            continue
+        try:
+            value = loads(data)
+        except DecodeError:
+            continue
+        for message in value if isinstance(value, list) else [value]:
+            if (
+                isinstance(message, dict)
+                and message.get("id") == request_id
+                and isinstance(message.get("result"), dict)
+            ):
+                result: JSONObject = message["result"]
+                return result
+    return None
+
+
+class _TransformingSend:
+    """The ``send`` handed to the inner app: runs the response through the transformer."""
+
+    __slots__ = ("_fetched", "_send", "_start", "_t")
+
+    def __init__(self, send: Send, transformer: ResponseTransformer, fetched: anyio.Event) -> None:
+        self._send = send
+        self._t = transformer
+        self._fetched = fetched
+        self._start: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        t = self._t
+        if kind == "http.response.start":
+            t.start(message["status"], list(message.get("headers", [])))
+            self._start = message
+            if not t.hold_start:
+                await self._send_start()
+            return
+        if kind != "http.response.body":
+            await self._send(message)
+            return
+        more = bool(message.get("more_body", False))
+        out = t.feed(message.get("body", b""))
+        if not more:
+            out += t.finish()
+        while t.stalled:
+            await self._fetched.wait()
+            out += t.resume()
+        if self._start is not None and not t.hold_start:
+            await self._send_start()
+        if self._start is None and (out or not more):
+            await self._send({"type": "http.response.body", "body": out, "more_body": more})
+
+    async def _send_start(self) -> None:
+        assert self._start is not None
+        start = {**self._start, "headers": self._t.headers}
+        self._start = None
+        await self._send(start)
+
+
+async def _buffer_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """Read the whole request body (at most ``limit`` bytes) and return it with a replaying ``receive``.
+
+    The replaying ``receive`` hands the body out once as a single ``http.request``, then falls
+    through to the real ``receive`` so ``http.disconnect`` still reaches the inner app.
+    """
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # disconnected before the body was complete
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None, receive
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(parts)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Request body exceeds {limit} bytes"}}
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,192 @@
+"""What every rule shares: its description, the contexts it reads and the rewrite it reports.
+
+A rule is pure: it takes a ``Tool`` (from a ``tools/list`` result) or a ``CallToolResult`` plus a
+context, and returns ``None`` (nothing to do) or a new object and one :class:`Rewrite` describing
+the change. It never mutates its input and never does I/O; the engine decides whether the change is
+applied (mode ``on``) or only reported (mode ``report``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..pointer import PointerPattern, format_pointer, resolve
+from ..types import JSON, JSONObject
+
+if TYPE_CHECKING:
+    from ..catalog import ToolEntry
+
+#: ``_meta`` prefix of the proxy's own annotations (reverse DNS, not reserved: MCP ``basic/index.mdx`` "_meta").
+META_PREFIX = "dev.mcp-normalizer/"
+#: ``_meta`` key holding original values the proxy replaced, by JSON pointer into ``structuredContent``.
+ORIGINAL_VALUES_KEY = META_PREFIX + "original-values"
+#: ``_meta`` key holding a whole ``structuredContent`` the proxy moved when the problem key was taken.
+ORIGINAL_STRUCTURED_KEY = META_PREFIX + "original-structured-content"
+
+
+class Mode(enum.StrEnum):
+    """How a rule runs: ``on`` applies and logs, ``report`` only logs, ``off`` skips it."""
+
+    ON = "on"
+    OFF = "off"
+    REPORT = "report"
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """One change a rule made (or would make) to one message; one rewrite log line.
+
+    Attributes:
+        rule: the rule's stable name.
+        action: what was done, a short verb phrase (``moved structuredContent to _meta``).
+        pointers: JSON pointers touched, relative to the result or the tool.
+        reason: why, without payload values (validator path and keyword, for example).
+    """
+
+    rule: str
+    action: str
+    pointers: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSettings:
+    """Global knobs rules read.
+
+    Attributes:
+        problem_meta_key: ``_meta`` key of the RFC 9457 problem (default ``org.htcom.protean/problem``).
+        mirror_max_bytes: largest serialized ``structuredContent`` the text mirror copies into ``content``.
+    """
+
+    problem_meta_key: str = "org.htcom.protean/problem"
+    mirror_max_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a ``tools/list`` rule knows about the tool it looks at.
+
+    Attributes:
+        era: the negotiated protocol version, ``None`` when unknown (treated as legacy).
+        settings: global rule knobs.
+        nullable: places declared nullable for this tool in the config.
+    """
+
+    era: str | None
+    settings: RuleSettings
+    nullable: tuple[PointerPattern, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResultContext:
+    """What a ``tools/call`` rule knows about the result it looks at.
+
+    Attributes:
+        tool: the catalog entry of the called tool, ``None`` when the proxy does not know the tool.
+        era: the negotiated protocol version, ``None`` when unknown (treated as legacy).
+        settings: global rule knobs.
+    """
+
+    tool: ToolEntry | None
+    era: str | None
+    settings: RuleSettings
+
+
+ToolHook = Callable[[JSONObject, ToolContext], "tuple[JSONObject, Rewrite] | None"]
+ResultHook = Callable[[JSONObject, ResultContext], "tuple[JSONObject, Rewrite] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A named normalization rule for one family of faults.
+
+    Attributes:
+        name: stable name, used in config, logs and metrics.
+        kind: the fault family it repairs (``cases/faults.md``).
+        summary: one line for the README's rule reference.
+        default: the mode when the config does not say.
+        on_tool: repair of a ``Tool`` in a ``tools/list`` result, if the rule has one.
+        on_result: repair of a ``CallToolResult``, if the rule has one.
+        conformance: the result hook repairs a success result against its ``outputSchema``; such
+            repairs are kept only when together they make the result conform.
+    """
+
+    name: str
+    kind: str
+    summary: str
+    default: Mode = Mode.ON
+    on_tool: ToolHook | None = None
+    on_result: ResultHook | None = None
+    conformance: bool = False
+
+
+def text_blocks(result: JSONObject) -> list[JSONObject]:
+    """The ``text`` content blocks of a result (blocks with a string ``text``)."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+
+def with_meta(result: JSONObject, key: str, value: object) -> tuple[JSONObject, str]:
+    """Return a copy of ``result`` whose ``_meta`` also holds ``value``, and the key used.
+
+    A key the server already set is never overwritten: ``value`` then goes under the proxy's
+    :data:`ORIGINAL_STRUCTURED_KEY`, numbered if that is taken too. The server's ``_meta`` object
+    is copied, not mutated.
+    """
+    meta = result.get("_meta")
+    merged: JSONObject = dict(meta) if isinstance(meta, dict) else {}
+    chosen = key
+    n = 1
+    while chosen in merged:
+        chosen = ORIGINAL_STRUCTURED_KEY if n == 1 else f"{ORIGINAL_STRUCTURED_KEY}-{n}"
+        n += 1
+    merged[chosen] = value
+    return {**result, "_meta": merged}, chosen
+
+
+def set_at(document: JSON, path: Sequence[str | int], value: JSON) -> JSON:
+    """Return a copy of ``document`` with ``value`` at ``path``; containers on the way are copied.
+
+    Raises:
+        KeyError: ``path`` does not lead to an existing member or item.
+    """
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(document, dict) and isinstance(step, str) and step in document:
+        return {**document, step: set_at(document[step], rest, value)}
+    if isinstance(document, list) and isinstance(step, int) and 0 <= step < len(document):
+        copy = list(document)
+        copy[step] = set_at(document[step], rest, value)
+        return copy
+    raise KeyError(format_pointer(path))
+
+
+def delete_at(document: JSON, path: Sequence[str | int]) -> JSON:
+    """Return a copy of ``document`` without the object member at ``path`` (copy-on-write).
+
+    Raises:
+        KeyError: the parent of ``path`` is not an object holding that member.
+    """
+    *parent_path, name = path
+    found, parent = resolve(document, parent_path)
+    if not found or not isinstance(parent, dict) or name not in parent:
+        raise KeyError(format_pointer(path))
+    return set_at(document, parent_path, {k: v for k, v in parent.items() if k != name})
+
+
+def with_original_values(result: JSONObject, originals: dict[str, JSON]) -> JSONObject:
+    """Return a copy of ``result`` whose ``_meta`` records ``originals`` (pointer -> replaced value).
+
+    Values from several rules on one result are merged under :data:`ORIGINAL_VALUES_KEY`.
+    """
+    meta = result.get("_meta")
+    merged: JSONObject = dict(meta) if isinstance(meta, dict) else {}
+    previous = merged.get(ORIGINAL_VALUES_KEY)
+    merged[ORIGINAL_VALUES_KEY] = {**(previous if isinstance(previous, dict) else {}), **originals}
+    return {**result, "_meta": merged}

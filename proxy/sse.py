@@ -1,0 +1,170 @@
+"""Server-sent events: a byte-exact incremental splitter, an event parser and a rewriter.
+
+The proxy never decodes an event it does not rewrite. :class:`SSESplitter` cuts the raw byte stream
+into event blocks (each block ends with the blank line that dispatches it, WHATWG HTML section 9.2.5
+"Parsing an event stream"); every block is forwarded exactly as received, so ids, ``event:``,
+``retry:``, comments and the stream's own line endings (CRLF, LF or CR) survive. Only blocks that
+carry a response the proxy rewrites are parsed (:func:`parse_event`) and re-rendered
+(:func:`replace_data`), keeping their non-data lines verbatim and in order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LINE_END = re.compile(rb"[\r\n]")
+
+
+class SSESplitter:
+    """Incremental splitter of an SSE byte stream into raw event blocks.
+
+    ``feed(chunk)`` returns the blocks completed by ``chunk``; ``flush()`` returns what is left at
+    the end of the stream (an unterminated tail, or ``b""``). Concatenating every returned piece
+    gives back the input bytes exactly, whatever the chunking.
+
+    A block is emitted as soon as its dispatching blank line has arrived. When that blank line ends
+    with a CR at the end of a chunk, the block is emitted at once rather than waiting for a possible
+    LF; an LF that then starts the next chunk completes the CRLF and is handed out as a block of
+    its own (``b"\n"``), so the bytes stay identical and in order.
+
+    Args:
+        max_pending: bytes of an unfinished event to hold before giving up on splitting; above it,
+            ``overflowed`` becomes true and the caller should pass the rest of the stream through.
+    """
+
+    __slots__ = ("_buf", "_scan", "_line_start", "_after_cr", "max_pending", "overflowed")
+
+    def __init__(self, max_pending: int = 16 * 1024 * 1024) -> None:
+        self._buf = bytearray()
+        self._scan = 0  # where the search for the next line end resumes
+        self._line_start = 0  # start of the line being read
+        self._after_cr = False  # the previous line ended with CR at index _scan - 1
+        self.max_pending = max_pending
+        self.overflowed = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add ``chunk`` and return the event blocks it completes, in order, byte-identical."""
+        if not chunk:
+            return []
+        buf = self._buf
+        buf += chunk
+        blocks: list[bytes] = []
+        cut = 0  # start of the block being assembled
+        scan, line_start, after_cr = self._scan, self._line_start, self._after_cr
+        while True:
+            match = _LINE_END.search(buf, scan)
+            if match is None:
+                break
+            i = match.start()
+            if after_cr and i == scan and buf[i] == 0x0A and i == line_start:
+                # LF right after a CR line end: the second half of a CRLF terminator.
+                if i == cut:  # it completes the blank line of a block already handed out
+                    blocks.append(b"\n")
+                    cut = i + 1
+                line_start = scan = i + 1
+                after_cr = False
+                continue
+            end = i + 1
+            after_cr = buf[i] == 0x0D
+            if i == line_start:
+                # A blank line dispatches the block, terminator included (a lone blank line is a block too).
+                if after_cr and end < len(buf) and buf[end] == 0x0A:
+                    end += 1
+                    after_cr = False
+                blocks.append(bytes(buf[cut:end]))
+                cut = end
+            line_start = scan = end
+        if cut:
+            del buf[:cut]
+            scan -= cut
+            line_start -= cut
+        self._scan, self._line_start, self._after_cr = scan, line_start, after_cr
+        if len(buf) > self.max_pending:
+            self.overflowed = True
+        return blocks
+
+    def flush(self) -> bytes:
+        """Return the unterminated tail at the end of the stream and reset the splitter."""
+        tail = bytes(self._buf)
+        self._buf.clear()
+        self._scan = self._line_start = 0
+        self._after_cr = False
+        return tail
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """The fields of one event block that the proxy needs.
+
+    Attributes:
+        event: the ``event:`` value, or ``"message"`` when absent (the SSE default type).
+        data: the ``data:`` lines joined with ``\\n`` as bytes, or ``None`` when the block has no
+            data line (a comment, a bare ``id:`` or ``retry:``).
+        id: the ``id:`` value, if any.
+    """
+
+    event: str
+    data: bytes | None
+    id: bytes | None
+
+
+def _lines(block: bytes) -> list[bytes]:
+    """Split a block into lines without terminators (CRLF, LF and CR all end a line)."""
+    return block.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+
+
+def _field(line: bytes) -> tuple[bytes, bytes]:
+    name, colon, value = line.partition(b":")
+    if colon and value.startswith(b" "):
+        value = value[1:]
+    return name, value
+
+
+def parse_event(block: bytes) -> SSEEvent:
+    """Read the event type, data and id of one raw event block (WHATWG HTML section 9.2.6)."""
+    event = b""
+    data: list[bytes] = []
+    event_id: bytes | None = None
+    for line in _lines(block.removeprefix(b"\xef\xbb\xbf")):
+        if not line or line.startswith(b":"):
+            continue
+        name, value = _field(line)
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event = value
+        elif name == b"id" and b"\0" not in value:
+            event_id = value
+    return SSEEvent(
+        event=event.decode("utf-8", "replace") or "message",
+        data=b"\n".join(data) if data else None,
+        id=event_id,
+    )
+
+
+def replace_data(block: bytes, data: bytes) -> bytes:
+    """Return ``block`` with its data replaced by ``data`` (which must hold no line break).
+
+    Every non-data line (``id:``, ``event:``, ``retry:``, comments) is kept verbatim and in place;
+    the first ``data:`` line becomes ``data: <data>`` and later data lines are dropped. The block's
+    own line terminator is reused, so a CRLF stream stays CRLF.
+    """
+    match = _LINE_END.search(block)
+    if match is None:
+        return b"data: " + data + b"\n\n"
+    i = match.start()
+    eol = b"\r\n" if block[i : i + 2] == b"\r\n" else block[i : i + 1]
+    out: list[bytes] = []
+    placed = False
+    for line in _lines(block):
+        if line and _field(line)[0] == b"data":
+            if not placed:
+                out.append(b"data: " + data)
+                placed = True
+            continue
+        out.append(line)
+    # _lines() of a terminated block ends with two empty strings (the blank line and what follows it)
+    while out and out[-1] == b"":
+        out.pop()
+    return eol.join(out) + eol + eol

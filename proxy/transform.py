@@ -1,0 +1,272 @@
+"""The sans-IO response transformer shared by the middleware and the proxy.
+
+One :class:`ResponseTransformer` handles one HTTP response. ``start()`` reads the status and
+headers and picks a mode; ``feed(chunk)`` returns the bytes that may go to the client now;
+``finish()`` returns the rest. It never awaits: when a response needs the schema of a tool whose
+``tools/list`` is still being fetched, it sets :attr:`~ResponseTransformer.stalled`, keeps that
+event and everything after it, and the caller calls :meth:`~ResponseTransformer.resume` once the
+fetch is over.
+
+- ``application/json`` (status 200): the body is collected, its responses normalized, and
+  ``content-length`` recomputed (the caller holds the response start until then).
+- ``text/event-stream``: split into events; an event is forwarded byte-identical as soon as it is
+  complete unless it carries a response the proxy rewrites.
+- Anything else (other statuses, content types, encodings): passed through untouched.
+
+A rule that raises is a bug: the message it was working on is forwarded unchanged and the fault is
+logged (fail open, DESIGN section 3).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .audit import AuditLog
+from .catalog import ToolCatalog
+from .errors import DecodeError
+from .jsoncodec import dumps, loads
+from .jsonrpc import TOOLS_CALL, TOOLS_LIST, IdKey, PendingRequest, header, id_key
+from .normalize import Normalizer
+from .sse import SSESplitter, parse_event, replace_data
+from .types import JSON, RawHeaders
+
+logger = logging.getLogger("mcp_normalizer.transform")
+
+Mode = Literal["json", "sse", "pass"]
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What the proxy watches on one HTTP exchange.
+
+    Attributes:
+        pending: watched requests of this exchange by JSON-RPC id key.
+        era: the protocol version of the exchange, ``None`` when unknown.
+        scope: the hashed session/authorization scope (safe to log).
+        catalog: the tool catalog of that scope.
+        fetching: tools whose ``tools/list`` fetch is in flight; a response for one of them waits.
+    """
+
+    pending: dict[IdKey, PendingRequest]
+    era: str | None
+    scope: str
+    catalog: ToolCatalog
+    fetching: set[str] = field(default_factory=set)
+
+
+class _Stall(Exception):
+    """Internal: the message needs a tool schema that is still being fetched."""
+
+
+class ResponseTransformer:
+    """Normalizes the JSON-RPC responses of one HTTP response, streaming.
+
+    Args:
+        exchange: the requests to watch and where their tools are known.
+        normalizer: the rule engine.
+        audit: where rewrite log lines go.
+        max_json_bytes: a JSON body larger than this is passed through without rewriting (logged).
+        max_event_bytes: an SSE event larger than this ends splitting; the rest passes through.
+    """
+
+    def __init__(
+        self,
+        exchange: Exchange,
+        normalizer: Normalizer,
+        audit: AuditLog,
+        *,
+        max_json_bytes: int = 64 * 1024 * 1024,
+        max_event_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.exchange = exchange
+        self.normalizer = normalizer
+        self.audit = audit
+        self.mode: Mode = "pass"
+        self.status = 0
+        self.headers: RawHeaders = []
+        self._max_json = max_json_bytes
+        self._body = bytearray()
+        self._splitter = SSESplitter(max_pending=max_event_bytes)
+        self._queue: deque[bytes] = deque()
+        self._finished = False
+        self.stalled = False
+
+    @property
+    def hold_start(self) -> bool:
+        """True while the response start must be held (JSON mode: ``content-length`` may change)."""
+        return self.mode == "json"
+
+    def start(self, status: int, headers: RawHeaders) -> None:
+        """Read the response start and choose the mode; :attr:`headers` holds the headers to send."""
+        self.status = status
+        content_type = (header(headers, b"content-type") or "").split(";")[0].strip().lower()
+        encoding = (header(headers, b"content-encoding") or "identity").strip().lower()
+        if status != 200 or encoding != "identity":
+            self.mode = "pass"
+        elif content_type == "application/json":
+            self.mode = "json"
+        elif content_type == "text/event-stream":
+            self.mode = "sse"
+            headers = [(k, v) for k, v in headers if k != b"content-length"]
+        self.headers = list(headers)
+
+    # -- body ---------------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the next body chunk; return the bytes that may be sent now."""
+        if self.mode == "pass":
+            return chunk
+        if self.mode == "json":
+            self._body += chunk
+            if len(self._body) > self._max_json:
+                logger.warning("JSON body above %d bytes: passed through without rewriting", self._max_json)
+                self.mode = "pass"
+                out, self._body = bytes(self._body), bytearray()
+                return out
+            return b""
+        if self._splitter.overflowed:
+            return self._drain() + chunk if not self.stalled else self._hold(chunk)
+        blocks = self._splitter.feed(chunk)
+        if self._splitter.overflowed:
+            logger.warning("SSE event above %d bytes: rest of the stream passed through", self._splitter.max_pending)
+            blocks.append(self._splitter.flush())
+        self._queue.extend(blocks)
+        return b"" if self.stalled else self._drain()
+
+    def finish(self) -> bytes:
+        """End of the body: return everything left (normalized where it applies)."""
+        self._finished = True
+        if self.mode == "json":
+            return self._finish_json()
+        if self.mode == "sse":
+            tail = self._splitter.flush()
+            if tail:
+                self._queue.append(tail)  # an unterminated event is never dispatched: forward as is
+            return b"" if self.stalled else self._drain()
+        return b""
+
+    def resume(self) -> bytes:
+        """After the tool fetch the stall waited for: return what can now be sent."""
+        self.stalled = False
+        if self.mode == "json" and self._finished:
+            return self._finish_json()
+        return self._drain()
+
+    def _hold(self, chunk: bytes) -> bytes:
+        self._queue.append(chunk)
+        return b""
+
+    def _drain(self) -> bytes:
+        out = bytearray()
+        while self._queue:
+            try:
+                out += self._event(self._queue[0])
+            except _Stall:
+                self.stalled = True
+                break
+            self._queue.popleft()
+        return bytes(out)
+
+    def _event(self, block: bytes) -> bytes:
+        if not self.exchange.pending or b'"result"' not in block:
+            return block
+        event = parse_event(block)
+        if event.event != "message" or not event.data:
+            return block
+        try:
+            value = loads(event.data)
+        except DecodeError:
+            return block
+        new = self._messages(value, len(event.data))
+        if new is value:
+            return block
+        try:
+            return replace_data(block, dumps(new))
+        except DecodeError:
+            logger.warning("rewritten message cannot be encoded: forwarded unchanged")
+            return block
+
+    def _finish_json(self) -> bytes:
+        body = bytes(self._body)
+        try:
+            value = loads(body)
+        except DecodeError:
+            value = None
+        try:
+            new = self._messages(value, len(body)) if value is not None else None
+        except _Stall:
+            self.stalled = True
+            return b""
+        self.mode = "pass"  # the start may go now
+        self._body = bytearray()
+        if new is None or new is value:
+            return body
+        try:
+            out = dumps(new)
+        except DecodeError:
+            logger.warning("rewritten message cannot be encoded: forwarded unchanged")
+            return body
+        self.headers = [(k, v) for k, v in self.headers if k != b"content-length"]
+        self.headers.append((b"content-length", str(len(out)).encode()))
+        return out
+
+    # -- JSON-RPC -----------------------------------------------------------------------------
+
+    def _messages(self, value: JSON, size: int) -> JSON:
+        """Normalize one message or a batch; return ``value`` itself when nothing changed.
+
+        Raises:
+            _Stall: a response needs a tool whose ``tools/list`` is still being fetched.
+        """
+        batch = value if isinstance(value, list) else [value]
+        for message in batch:
+            request = self._request_of(message)
+            if request is not None and request.method == TOOLS_CALL and request.tool in self.exchange.fetching:
+                if self.exchange.catalog.get(request.tool) is None:
+                    raise _Stall
+        changed = False
+        out = []
+        for message in batch:
+            new = self._message(message, size)
+            changed = changed or new is not message
+            out.append(new)
+        if not changed:
+            return value
+        return out if isinstance(value, list) else out[0]
+
+    def _request_of(self, message: JSON) -> PendingRequest | None:
+        if not isinstance(message, dict) or not isinstance(message.get("result"), dict):
+            return None
+        key = id_key(message.get("id"))
+        return self.exchange.pending.get(key) if key is not None else None
+
+    def _message(self, message: JSON, size: int) -> JSON:
+        request = self._request_of(message)
+        if request is None:
+            return message
+        assert isinstance(message, dict)
+        result = message["result"]
+        exchange = self.exchange
+        try:
+            if request.method == TOOLS_LIST:
+                outcome = self.normalizer.tools_list(result, exchange.era)
+                exchange.catalog.learn(outcome.entries, first_page=request.cursor is None)
+            elif result.get("resultType", "complete") == "complete":
+                tool = request.tool
+                entry = exchange.catalog.get(tool) if tool is not None else None
+                outcome = self.normalizer.tools_call(result, tool, entry, exchange.era, size)
+            else:
+                return message  # input_required, task: not a CallToolResult yet
+        except Exception:
+            logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, message.get("id"))
+            return message
+        for record in outcome.records:
+            self.audit.emit(
+                record, method=request.method, jsonrpc_id=message.get("id"), scope=exchange.scope, era=exchange.era
+            )
+        if not outcome.changed:
+            return message
+        return {**message, "result": outcome.result}

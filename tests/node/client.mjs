@@ -1,0 +1,61 @@
+// Drives a real MCP client (@modelcontextprotocol/sdk 1.x or @modelcontextprotocol/client 2.x) over
+// Streamable HTTP and prints what it received as one JSON line.
+//
+// Usage: node client.mjs '<plan JSON>'   (or the plan on stdin)
+// Plan: {"sdk": "v1" | "v2", "sessions": [{"url": "...", "headers": {...}, "steps": [
+//          {"op": "listTools"},
+//          {"op": "callTool", "name": "...", "arguments": {...}, "progress": true}
+//        ]}]}
+// Output: {"sdk": "...", "sessions": [{"steps": [{"ok": true, "value": ...} |
+//          {"ok": false, "error": {"name", "code", "message"}}], "progress": [...]}]}
+// A step that throws does not stop the session; a failed connect fails all its steps.
+import { readFileSync } from 'node:fs';
+
+const raw = process.argv[2] ?? readFileSync(0, 'utf8');
+const plan = JSON.parse(raw);
+const v2 = plan.sdk === 'v2';
+const { Client, StreamableHTTPClientTransport } = v2
+  ? await import('@modelcontextprotocol/client')
+  : {
+      ...(await import('@modelcontextprotocol/sdk/client/index.js')),
+      ...(await import('@modelcontextprotocol/sdk/client/streamableHttp.js')),
+    };
+
+const describe = (e) => ({ name: e?.name, code: e?.code, message: String(e?.message ?? e) });
+
+const out = { sdk: v2 ? '@modelcontextprotocol/client' : '@modelcontextprotocol/sdk', sessions: [] };
+for (const session of plan.sessions) {
+  const record = { steps: [], progress: [] };
+  out.sessions.push(record);
+  const client = new Client({ name: 'mcp-normalizer-test', version: '0.0.1' });
+  const transport = new StreamableHTTPClientTransport(new URL(session.url), {
+    requestInit: { headers: session.headers ?? {} },
+  });
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    for (const _ of session.steps) record.steps.push({ ok: false, error: describe(e) });
+    continue;
+  }
+  for (const step of session.steps) {
+    try {
+      if (step.op === 'listTools') {
+        record.steps.push({ ok: true, value: await client.listTools() });
+      } else if (step.op === 'callTool') {
+        const options = step.progress
+          ? { onprogress: (p) => record.progress.push({ ...p, at: Date.now() }) }
+          : undefined;
+        const params = { name: step.name, arguments: step.arguments ?? {} };
+        // 1.x: callTool(params, resultSchema, options); 2.x: callTool(params, options)
+        const value = v2 ? await client.callTool(params, options) : await client.callTool(params, undefined, options);
+        record.steps.push({ ok: true, value, at: Date.now() });
+      } else {
+        record.steps.push({ ok: false, error: { name: 'PlanError', message: `unknown op ${step.op}` } });
+      }
+    } catch (e) {
+      record.steps.push({ ok: false, error: describe(e) });
+    }
+  }
+  await client.close().catch(() => {});
+}
+console.log(JSON.stringify(out));

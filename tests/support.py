@@ -1,0 +1,135 @@
+"""Test plumbing: real servers on loopback, the public fault cases, log capture, small JSON helpers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import referencing
+import uvicorn
+
+from proxy import NormalizerConfig, Settings, create_app
+from proxy.audit import REWRITE_LOGGER
+from proxy.cli import bind
+from proxy.types import ASGIApp
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES_FILE = Path(os.environ.get("MCP_NORMALIZER_CASES", ROOT.parent / "shared" / "cases" / "public.json"))
+
+
+@contextmanager
+def serve(app: ASGIApp, *, lifespan: str = "auto") -> Iterator[str]:
+    """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan=lifespan,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@contextmanager
+def proxy_for(upstream_url: str, config: NormalizerConfig | None = None) -> Iterator[str]:
+    """Run ``create_app`` in front of ``upstream_url`` (an MCP endpoint URL); yield the proxy's base URL."""
+    settings = Settings(upstream=upstream_url)
+    with serve(create_app(settings, config=config)) as url:
+        yield url
+
+
+class RewriteLog(logging.Handler):
+    """Collects the audit fields of every rewrite log line (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[dict[str, Any]] = []
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        audit = getattr(record, "audit", None)
+        if isinstance(audit, dict):
+            self.lines.append(audit)
+
+    def rewrites(self, **match: Any) -> list[dict[str, Any]]:
+        """Lines of event ``rewrite`` whose fields equal ``match``."""
+        return [
+            line for line in self.lines if line["event"] == "rewrite" and all(line.get(k) == v for k, v in match.items())
+        ]
+
+
+@contextmanager
+def capture_rewrites() -> Iterator[RewriteLog]:
+    """Attach a :class:`RewriteLog` to the rewrite logger for the duration."""
+    handler = RewriteLog()
+    logger = logging.getLogger(REWRITE_LOGGER)
+    logger.addHandler(handler)
+    previous = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
+def load_cases(*kinds: str) -> list[dict[str, Any]]:
+    """The public fault cases of the given kinds (all kinds when none given), read from ``../shared``."""
+    cases = json.loads(CASES_FILE.read_text(encoding="utf-8"))
+    return [case for case in cases if not kinds or case["kind"] in kinds]
+
+
+def conforms(instance: Any, schema: Any) -> bool:
+    """Validate as the SDK clients do (dialect from ``$schema``, 2020-12 default, no remote refs)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return bool(cls(schema, registry=referencing.Registry()).is_valid(instance))
+
+
+def leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every scalar in ``value`` with its path (empty containers count as scalars)."""
+    if isinstance(value, dict) and value:
+        for key, sub in value.items():
+            yield from leaves(sub, (*path, key))
+    elif isinstance(value, list) and value:
+        for index, sub in enumerate(value):
+            yield from leaves(sub, (*path, index))
+    else:
+        yield path, value
+
+
+def contains_value(haystack: Any, needle: Any) -> bool:
+    """True when ``needle`` equals ``haystack`` or any value nested in it."""
+    if haystack == needle and type(haystack) is type(needle):
+        return True
+    if isinstance(haystack, dict):
+        return any(contains_value(v, needle) for v in haystack.values())
+    if isinstance(haystack, list):
+        return any(contains_value(v, needle) for v in haystack)
+    return False
