@@ -10,8 +10,9 @@ that cannot be made conforming is left as it is, and the reason is logged).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
@@ -58,6 +59,42 @@ class Outcome:
     entries: list[ToolEntry] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Track:
+    """One message through a sequence of rules, in two versions.
+
+    ``would`` has every change of every rule not ``off`` (what the proxy would emit with all of them
+    ``on``: report-only mode previews exactly that); ``real`` has only the changes of rules ``on``
+    (what is emitted). They are the same object until a rule in ``report`` mode makes a change.
+    """
+
+    would: JSONObject
+    real: JSONObject
+    records: list[Record] = field(default_factory=list)
+
+    def run(self, config: NormalizerConfig, rules: Iterable[tuple[str, Hook]], ctx: Any, tool: str | None) -> None:
+        for name, hook in rules:
+            mode = config.mode(name, tool)
+            if mode is Mode.OFF:
+                continue
+            done = hook(self.would, ctx)
+            if done is None:
+                continue
+            self.records.append(Record(done[1], tool, applied=mode is Mode.ON))
+            in_step = self.real is self.would
+            self.would = done[0]
+            if mode is Mode.ON:
+                if in_step:
+                    self.real = self.would
+                else:
+                    again = hook(self.real, ctx)
+                    self.real = again[0] if again is not None else self.real
+
+
+Hook = Callable[[JSONObject, Any], "tuple[JSONObject, Rewrite] | None"]
+_TOOL_HOOKS = tuple((rule.name, rule.on_tool) for rule in RULES if rule.on_tool is not None)
+
+
 class Normalizer:
     """Applies the configured rules.
 
@@ -73,8 +110,9 @@ class Normalizer:
     def tools_list(self, result: JSONObject, era: str | None) -> Outcome:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries.
 
-        Members of ``tools`` that are not objects with a string ``name`` pass through untouched
-        and are not learned.
+        The entries describe each tool as the proxy advertises it with every rule not ``off``
+        applied, so report-only mode previews what the proxy would do. Members of ``tools`` that
+        are not objects with a string ``name`` pass through untouched and are not learned.
         """
         tools = result.get("tools")
         outcome = Outcome(result=result)
@@ -85,25 +123,18 @@ class Normalizer:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 continue
             name = tool["name"]
-            nullable_mode = self.config.mode("nullable", name)
-            configured = self.config.nullable_for(name) if nullable_mode is not Mode.OFF else ()
-            ctx = ToolContext(era=era, settings=self.config.settings, nullable=configured)
-            current = tool
-            for rule in RULES:
-                mode = self.config.mode(rule.name, name)
-                if rule.on_tool is None or mode is Mode.OFF:
-                    continue
-                done = rule.on_tool(current, ctx)
-                if done is None:
-                    continue
-                outcome.records.append(Record(done[1], name, applied=mode is Mode.ON))
-                if mode is Mode.ON:
-                    current = done[0]
-            if current is not tool:
-                emitted[index] = current
+            nullable_on = self.config.mode("nullable", name) is not Mode.OFF
+            configured = self.config.nullable_for(name) if nullable_on else ()
+            track = _Track(tool, tool)
+            track.run(
+                self.config, _TOOL_HOOKS, ToolContext(era=era, settings=self.config.settings, nullable=configured), name
+            )
+            outcome.records += track.records
+            if track.real is not tool:
+                emitted[index] = track.real
                 outcome.changed = True
-            places = declared_places(tool, configured) if nullable_mode is not Mode.OFF else ()
-            outcome.entries.append(build_entry(current, places, self.compiler))
+            places = declared_places(tool, configured) if nullable_on else ()
+            outcome.entries.append(build_entry(track.would, places, self.compiler))
         if outcome.changed:
             outcome.result = {**result, "tools": emitted}
         return outcome
@@ -121,73 +152,52 @@ class Normalizer:
             size: the encoded size of the message in bytes (for ``max_validate_bytes``).
         """
         outcome = Outcome(result=result)
-        validate = size <= self.config.max_validate_bytes
-        if not validate and entry is not None and entry.compiled is not None:
+        if size > self.config.max_validate_bytes and entry is not None and entry.compiled is not None:
             reason = f"result of {size} bytes exceeds max_validate_bytes={self.config.max_validate_bytes}"
             outcome.records.append(Record(Rewrite("validation", "skipped", (), reason), tool, False, "skipped"))
-        ctx = ResultContext(tool=entry if validate else _without_schema(entry), era=era, settings=self.config.settings)
-        current = result
+            entry = _without_schema(entry)
+        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings)
+        track = _Track(result, result)
         for rule in RULES:
-            if rule.on_result is None or rule.conformance:
-                if rule is _GROUP[0]:
-                    current = self._conform(current, ctx, tool, outcome)
+            if rule.on_result is None:
                 continue
-            mode = self.config.mode(rule.name, tool)
-            if mode is Mode.OFF:
-                continue
-            done = rule.on_result(current, ctx)
-            if done is None:
-                continue
-            outcome.records.append(Record(done[1], tool, applied=mode is Mode.ON))
-            if mode is Mode.ON:
-                current = done[0]
-        outcome.result = current
-        outcome.changed = current is not result
+            if not rule.conformance:
+                track.run(self.config, [(rule.name, rule.on_result)], ctx, tool)
+            elif rule is _GROUP[0]:
+                self._conform(track, ctx, tool)
+        outcome.records += track.records
+        outcome.result = track.real
+        outcome.changed = track.real is not result
         return outcome
 
-    def _conform(self, result: JSONObject, ctx: ResultContext, tool: str | None, outcome: Outcome) -> JSONObject:
+    def _conform(self, track: _Track, ctx: ResultContext, tool: str | None) -> None:
         """Run the conformance group; keep its changes only if they make the result conform."""
-        entry = ctx.tool
+        entry, result = ctx.tool, track.would
         if (
             entry is None
             or entry.compiled is None
             or result.get("isError") is True
             or "structuredContent" not in result
         ):
-            return result
+            return
         try:
             if entry.compiled.is_valid(result["structuredContent"]):
-                return result
+                return
         except SchemaUnusable:
-            return result
-        shadow, real = result, result
-        records: list[Record] = []
-        for rule in _GROUP:
-            mode = self.config.mode(rule.name, tool)
-            if mode is Mode.OFF or rule.on_result is None:
-                continue
-            done = rule.on_result(shadow, ctx)
-            if done is None:
-                continue
-            shadow = done[0]
-            records.append(Record(done[1], tool, applied=mode is Mode.ON))
-            if mode is Mode.ON:
-                again = rule.on_result(real, ctx) if real is not shadow else done
-                real = again[0] if again is not None else real
+            return
+        group = _Track(track.would, track.real)
+        group.run(self.config, [(rule.name, rule.on_result) for rule in _GROUP if rule.on_result], ctx, tool)
         try:
-            remaining = entry.compiled.violations(shadow["structuredContent"], limit=3)
+            remaining = entry.compiled.violations(group.would["structuredContent"], limit=3)
         except SchemaUnusable:
             remaining = []
         if remaining:
             reason = "structuredContent still fails outputSchema at " + ", ".join(v.describe() for v in remaining)
-            outcome.records.append(
-                Record(
-                    Rewrite("conformance", "left unchanged", ("/structuredContent",), reason), tool, False, "unrepaired"
-                )
-            )
-            return result
-        outcome.records.extend(records)
-        return real
+            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
+            track.records.append(Record(rewrite, tool, False, "unrepaired"))
+            return
+        track.would, track.real = group.would, group.real
+        track.records += group.records
 
 
 def _without_schema(entry: ToolEntry | None) -> ToolEntry | None:

@@ -81,15 +81,17 @@ class RewriteLog(logging.Handler):
     def rewrites(self, **match: Any) -> list[dict[str, Any]]:
         """Lines of event ``rewrite`` whose fields equal ``match``."""
         return [
-            line for line in self.lines if line["event"] == "rewrite" and all(line.get(k) == v for k, v in match.items())
+            line
+            for line in self.lines
+            if line["event"] == "rewrite" and all(line.get(k) == v for k, v in match.items())
         ]
 
 
 @contextmanager
-def capture_rewrites() -> Iterator[RewriteLog]:
-    """Attach a :class:`RewriteLog` to the rewrite logger for the duration."""
+def capture_rewrites(logger_name: str = REWRITE_LOGGER) -> Iterator[RewriteLog]:
+    """Attach a :class:`RewriteLog` to ``logger_name`` (the rewrite logger by default) for the duration."""
     handler = RewriteLog()
-    logger = logging.getLogger(REWRITE_LOGGER)
+    logger = logging.getLogger(logger_name)
     logger.addHandler(handler)
     previous = logger.level
     logger.setLevel(logging.DEBUG)

@@ -42,8 +42,13 @@ def python_available() -> bool:
     return True
 
 
-async def run_node(sdk: str, sessions: Sequence[Mapping[str, Any]], *, timeout: float = 120) -> list[dict[str, Any]]:
+async def run_node(
+    sdk: str, sessions: Sequence[Mapping[str, Any]], *, request_timeout: float = 30, timeout: float = 300
+) -> list[dict[str, Any]]:
     """Run the TS client (``sdk`` ``"v1"`` or ``"v2"``) over ``sessions`` (``{"url", "headers"?, "steps"}``).
+
+    ``request_timeout`` (seconds) bounds each MCP request: a response the client cannot parse is
+    never matched to its request, and the client would otherwise wait 60 s for it.
 
     Raises:
         ClientUnavailable: Node or the npm clients are missing.
@@ -51,7 +56,7 @@ async def run_node(sdk: str, sessions: Sequence[Mapping[str, Any]], *, timeout: 
     """
     if not node_available():
         raise ClientUnavailable("node and tests/node/node_modules are needed (npm ci in tests/node)")
-    plan = json.dumps({"sdk": sdk, "sessions": list(sessions)})
+    plan = json.dumps({"sdk": sdk, "timeoutMs": int(request_timeout * 1000), "sessions": list(sessions)})
     with anyio.fail_after(timeout):
         done = await anyio.run_process(
             ["node", str(NODE_DIR / "client.mjs")], input=plan.encode(), check=False, cwd=NODE_DIR

@@ -2,7 +2,7 @@
 // Streamable HTTP and prints what it received as one JSON line.
 //
 // Usage: node client.mjs '<plan JSON>'   (or the plan on stdin)
-// Plan: {"sdk": "v1" | "v2", "sessions": [{"url": "...", "headers": {...}, "steps": [
+// Plan: {"sdk": "v1" | "v2", "timeoutMs"?: 30000, "sessions": [{"url": "...", "headers": {...}, "steps": [
 //          {"op": "listTools"},
 //          {"op": "callTool", "name": "...", "arguments": {...}, "progress": true}
 //        ]}]}
@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 const raw = process.argv[2] ?? readFileSync(0, 'utf8');
 const plan = JSON.parse(raw);
 const v2 = plan.sdk === 'v2';
+const timeout = plan.timeoutMs ?? 30000; // per request; an unparseable response otherwise hangs for 60 s
 const { Client, StreamableHTTPClientTransport } = v2
   ? await import('@modelcontextprotocol/client')
   : {
@@ -40,11 +41,20 @@ for (const session of plan.sessions) {
   for (const step of session.steps) {
     try {
       if (step.op === 'listTools') {
-        record.steps.push({ ok: true, value: await client.listTools() });
+        record.steps.push({ ok: true, value: await client.listTools(undefined, { timeout }) });
       } else if (step.op === 'callTool') {
-        const options = step.progress
-          ? { onprogress: (p) => record.progress.push({ ...p, at: Date.now() }) }
-          : undefined;
+        const options = { timeout };
+        if (step.progress) {
+          let released = false;
+          options.onprogress = (p) => {
+            record.progress.push({ ...p, at: Date.now() });
+            // Tell a test upstream that the progress notification arrived (it holds the result until then).
+            if (step.releaseUrl && !released) {
+              released = true;
+              fetch(step.releaseUrl, { method: 'POST' }).catch(() => {});
+            }
+          };
+        }
         const params = { name: step.name, arguments: step.arguments ?? {} };
         // 1.x: callTool(params, resultSchema, options); 2.x: callTool(params, options)
         const value = v2 ? await client.callTool(params, options) : await client.callTool(params, undefined, options);
