@@ -254,13 +254,8 @@ def protean_tools() -> list[ToolSpec]:
                     "required": ["scopes"],
                 },
             },
-            returning(
-                {
-                    "content": [{"type": "text", "text": FORBIDDEN["detail"]}],
-                    "structuredContent": FORBIDDEN,
-                    "isError": True,
-                }
-            ),
+            # The old contract: the problem travels only in structuredContent.
+            returning({"content": [], "structuredContent": FORBIDDEN, "isError": True}),
         ),
         ToolSpec(
             {

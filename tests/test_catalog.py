@@ -1,0 +1,138 @@
+"""What the proxy learns of tools: from tools/list responses (all pages), by fetching when a call
+names an unknown tool, and never across sessions or authorizations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+import pytest
+
+from proxy.demo.clients import run_node
+from proxy.demo.upstream import FORBIDDEN, LegacyServer, ToolSpec, protean_tools, returning
+
+from .support import proxy_for, serve
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+PROBLEM_KEY = "org.htcom.protean/problem"
+
+
+async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], rid: int, **headers: str) -> Any:
+    """POST one JSON-RPC request; return the decoded response (JSON or the last SSE event)."""
+    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+    response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers})
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        return orjson.loads(data[-1])
+    return response.json()
+
+
+async def initialize(http: httpx.AsyncClient, url: str, **headers: str) -> dict[str, str]:
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers})
+    return {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **headers}
+
+
+def tools_list_requests(upstream: LegacyServer) -> list[tuple[dict[str, Any], Any]]:
+    return [(message, headers) for message, headers in upstream.requests if message.get("method") == "tools/list"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse", "json"])
+async def test_a_call_to_an_unseen_tool_fetches_all_pages_with_the_callers_headers(mode: str) -> None:
+    upstream = LegacyServer(protean_tools(), response_mode=mode, page_size=1)
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url, authorization="Bearer alice")
+            # No tools/list from the client: the proxy must learn the tools itself.
+            error = await rpc(http, url, "tools/call", {"name": "protean.scope_list", "arguments": {}}, 1, **session)
+            whoami = await rpc(http, url, "tools/call", {"name": "protean.whoami", "arguments": {}}, 2, **session)
+    assert error["result"]["_meta"][PROBLEM_KEY] == FORBIDDEN
+    assert "structuredContent" not in whoami["result"]  # learned from the 4th page: no outputSchema
+    fetched = tools_list_requests(upstream)
+    assert [(m.get("params") or {}).get("cursor") for m, _ in fetched] == [None, "1", "2", "3"]
+    for message, headers in fetched:
+        assert headers["authorization"] == "Bearer alice"
+        assert headers["mcp-session-id"] == session["mcp-session-id"]
+        assert str(message["id"]).startswith("mcp-normalizer-")
+
+
+@pytest.mark.anyio
+async def test_client_listed_pages_are_all_learned() -> None:
+    upstream = LegacyServer(protean_tools(), page_size=2)
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            first = await rpc(http, url, "tools/list", {}, 1, **session)
+            second = await rpc(http, url, "tools/list", {"cursor": first["result"]["nextCursor"]}, 2, **session)
+            whoami = await rpc(http, url, "tools/call", {"name": "protean.whoami", "arguments": {}}, 3, **session)
+    assert [t["name"] for t in second["result"]["tools"]] == ["protean.deploy", "protean.whoami"]
+    assert "structuredContent" not in whoami["result"]
+    assert len(tools_list_requests(upstream)) == 2  # both pages came from the client: no fetch
+
+
+def per_token_tools(headers: Any) -> list[ToolSpec]:
+    """Tool ``report`` declares an outputSchema for Alice's token and none for Bob's."""
+    tool: dict[str, Any] = {"name": "report", "inputSchema": {"type": "object"}}
+    if headers.get("authorization") == "Bearer alice":
+        tool["outputSchema"] = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    return [ToolSpec(tool, returning({"content": [{"type": "text", "text": "r"}], "structuredContent": {}}))]
+
+
+@pytest.mark.anyio
+async def test_two_authorizations_never_share_what_the_proxy_learned() -> None:
+    # Stateless traffic (no session id): only the authorization tells the two clients apart.
+    upstream = LegacyServer(per_token_tools, response_mode="json")
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            alice, bob = {"authorization": "Bearer alice"}, {"authorization": "Bearer bob"}
+            await rpc(http, url, "tools/list", {}, 1, **alice)
+            await rpc(http, url, "tools/list", {}, 1, **bob)
+            for_alice = await rpc(http, url, "tools/call", {"name": "report"}, 2, **alice)
+            for_bob = await rpc(http, url, "tools/call", {"name": "report"}, 2, **bob)
+            carol = await rpc(http, url, "tools/call", {"name": "report"}, 2, authorization="Bearer alice2")
+    assert for_alice["result"]["structuredContent"] == {}  # Alice's tool declares an outputSchema: kept
+    assert "structuredContent" not in for_bob["result"]  # Bob's declares none: dropped
+    assert "structuredContent" not in carol["result"]  # an unseen authorization is fetched for, not guessed
+
+
+@pytest.mark.anyio
+async def test_concurrent_sessions_with_different_tool_lists_each_get_their_own_normalization() -> None:
+    upstream = LegacyServer(per_token_tools)
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "report"}]
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        results: dict[str, Any] = {}
+
+        async def client(token: str) -> None:
+            session = {"url": px + "/mcp", "headers": {"authorization": f"Bearer {token}"}, "steps": steps}
+            results[token] = await run_node("v2", [session] * 3)
+
+        async with anyio.create_task_group() as tg:
+            for token in ("alice", "bob"):
+                tg.start_soon(client, token)
+    for token, sessions in results.items():
+        for record in sessions:
+            assert all(step["ok"] for step in record["steps"]), record
+            call = record["steps"][1]["value"]
+            assert ("structuredContent" in call) == (token == "alice"), (token, call)
+
+
+@pytest.mark.anyio
+async def test_ending_a_session_forgets_what_was_learned_for_it() -> None:
+    upstream = LegacyServer(protean_tools())
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            await rpc(http, url, "tools/list", {}, 1, **session)
+            await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 2, **session)
+            assert len(tools_list_requests(upstream)) == 1
+            await http.delete(url, headers=session)
+            await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 3, **session)
+    assert len(tools_list_requests(upstream)) == 2  # the proxy fetched again after DELETE

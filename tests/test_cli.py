@@ -1,0 +1,185 @@
+"""The command line as users and other tools drive it: a real process, real clients, exit codes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+
+from proxy.demo.clients import run_node
+from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
+
+from .support import ROOT, serve
+
+PROBLEM_KEY = "org.htcom.protean/problem"
+EXE = str(Path(sys.executable).with_name("mcp-normalizer"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def running(argv: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """Run ``argv`` until it listens on ``port``; on exit stop it with SIGTERM and fill the list
+    yielded with its stderr lines."""
+    process = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=ROOT
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 20
+        while not listening(port):
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            assert time.monotonic() < deadline, "the proxy did not start listening"
+            time.sleep(0.05)
+        yield lines
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=20)
+        lines.extend(err.decode().splitlines())
+
+
+STEPS = [
+    {"op": "listTools"},
+    {"op": "callTool", "name": "protean.scope_list"},
+    {"op": "callTool", "name": "protean.list_runtimes"},
+]
+
+
+def assert_protean_fixed(record: dict[str, object]) -> None:
+    steps = record["steps"]
+    assert isinstance(steps, list) and all(step["ok"] for step in steps), steps
+    scope_list, list_runtimes = steps[1]["value"], steps[2]["value"]
+    assert scope_list["isError"] is True and scope_list["_meta"][PROBLEM_KEY] == FORBIDDEN
+    assert [b["text"] for b in scope_list["content"]] == ["[SCOPE_DENIED] token lacks scope 'scopes:read'"]
+    assert list_runtimes["structuredContent"] == RUNTIMES
+
+
+@pytest.mark.anyio
+async def test_cli_proxy_fixes_protean_for_the_ts_sdk_1_client() -> None:
+    port = free_port()
+    with serve(protean_server()) as up:
+        direct = (await run_node("v1", [{"url": up + "/mcp", "steps": STEPS}]))[0]
+        with running([EXE, "--upstream", up + "/mcp", "--port", str(port)], port) as log:
+            proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
+    assert not direct["steps"][1]["ok"] and not direct["steps"][2]["ok"]  # both throw directly
+    assert_protean_fixed(proxied)
+    lines = [orjson.loads(line) for line in log]  # every log line is JSON
+    rewrites = [line for line in lines if line.get("event") == "rewrite"]
+    assert sorted(line["rule"] for line in rewrites) == ["error_problem", "nullable"]
+
+
+@pytest.mark.anyio
+async def test_python_m_proxy_reads_its_settings_from_the_environment() -> None:
+    port = free_port()
+    with serve(protean_server("json")) as up:
+        env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_PORT": str(port)}
+        with running([sys.executable, "-m", "proxy"], port, env):
+            proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
+    assert_protean_fixed(proxied)
+
+
+@pytest.mark.anyio
+async def test_uvicorn_factory_command_from_the_readme() -> None:
+    port = free_port()
+    with serve(protean_server()) as up:
+        argv = [sys.executable, "-m", "uvicorn", "proxy.app:create_app", "--factory", "--port", str(port)]
+        with running(argv, port, {"MCP_NORMALIZER_UPSTREAM": up + "/mcp"}) as log:
+            proxied = (await run_node("v2", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
+    assert_protean_fixed(proxied)
+    assert any('"rule":"error_problem"' in line for line in log)  # the rewrite log is on
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=30, env={**clean, **(env or {})})
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("make_args", "names"),
+    [
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--bogus"], "--bogus"),
+        (lambda tmp: [], "upstream"),
+        (lambda tmp: ["--upstream", "ftp://example.com/mcp"], "ftp://example.com/mcp"),
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--port", "http"], "--port"),
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--port", "70000"], "70000"),
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--log-level", "loud"], "loud"),
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--config", str(tmp / "missing.toml")], "missing.toml"),
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--config", write(tmp, "[rules\n")], "TOML"),
+        (
+            lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--config", write(tmp, '[rules]\nnope = "on"\n')],
+            "nope",
+        ),
+        (
+            lambda tmp: [
+                "--upstream",
+                "http://127.0.0.1:9/mcp",
+                "--config",
+                write(tmp, '[rules]\ntext_mirror = "x"\n'),
+            ],
+            "text_mirror",
+        ),
+        (
+            lambda tmp: [
+                "--upstream",
+                "http://127.0.0.1:9/mcp",
+                "--config",
+                write(tmp, '[tools."t"]\nnullable = ["runtimes/*"]\n'),
+            ],
+            "runtimes/*",
+        ),
+        (
+            lambda tmp: [
+                "--upstream",
+                "http://127.0.0.1:9/mcp",
+                "--config",
+                write(tmp, '[normalizer]\nproblem_meta_key = "bad key!"\n'),
+            ],
+            "bad key!",
+        ),
+    ],
+)
+def test_bad_input_gives_one_line_naming_the_problem_and_exit_code_2(
+    tmp_path: Path, make_args: Callable[[Path], list[str]], names: str
+) -> None:
+    port = free_port()
+    args = make_args(tmp_path)
+    done = run_cli(*args) if "--port" in args else run_cli(*args, "--port", str(port))
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mcp-normalizer: error: "), done.stderr
+    assert names in lines[0]
+    assert not listening(port)
+
+
+def test_a_taken_port_is_reported_in_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--port", str(port))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in done.stderr

@@ -1,0 +1,103 @@
+"""The third way to run: ``NormalizerMiddleware`` around an in-process MCP app (the MCP Python SDK's
+own ``streamable_http_app()``, whose low-level server does no output validation), served by uvicorn.
+Its lifespan (the SDK's session manager) must pass through the middleware."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import mcp_types as types
+import orjson
+import pytest
+from mcp.server.lowlevel import Server
+
+from proxy import NormalizerMiddleware
+from proxy.demo.clients import run_node, run_python
+from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_tools
+
+from .support import capture_rewrites, serve
+
+PROBLEM_KEY = "org.htcom.protean/problem"
+STEPS = [
+    {"op": "listTools"},
+    {"op": "callTool", "name": "protean.scope_list"},
+    {"op": "callTool", "name": "protean.list_runtimes"},
+]
+
+
+def sdk_app(json_response: bool, listed: list[str] | None = None) -> Any:
+    """The Protean tools served by the real SDK (mcp 2.x low-level ``Server``); each ``tools/list``
+    appends the request id to ``listed``."""
+    specs = {spec.tool["name"]: spec.tool for spec in protean_tools()}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if listed is not None:
+            listed.append(str(ctx.request_id))
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t["name"],
+                    description=t["description"],
+                    input_schema=t["inputSchema"],
+                    output_schema=t.get("outputSchema"),
+                )
+                for t in specs.values()
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        text = [types.TextContent(type="text", text=FORBIDDEN["detail"])]
+        if params.name == "protean.scope_list":
+            return types.CallToolResult(content=text, structured_content=FORBIDDEN, is_error=True)
+        body = orjson.dumps(RUNTIMES).decode()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=body)], structured_content=RUNTIMES)
+
+    server = Server("protean-sdk", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    return server.streamable_http_app(json_response=json_response)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("json_response", [False, True])
+async def test_middleware_around_an_in_process_sdk_app(json_response: bool) -> None:
+    with serve(sdk_app(json_response), lifespan="on") as plain:
+        direct = (await run_node("v1", [{"url": plain + "/mcp", "steps": STEPS}]))[0]
+    wrapped = NormalizerMiddleware(sdk_app(json_response))
+    with serve(wrapped, lifespan="on") as base, capture_rewrites() as log:
+        url = base + "/mcp"
+        got = {
+            "ts-sdk-1": (await run_node("v1", [{"url": url, "steps": STEPS}]))[0],
+            "ts-client-2": (await run_node("v2", [{"url": url, "steps": STEPS}]))[0],
+            "python": await run_python(url, STEPS),
+        }
+    assert not direct["steps"][1]["ok"] and not direct["steps"][2]["ok"]
+    for client, record in got.items():
+        assert all(step["ok"] for step in record["steps"]), (client, record)
+        scope_list, list_runtimes = record["steps"][1]["value"], record["steps"][2]["value"]
+        assert scope_list["_meta"][PROBLEM_KEY] == FORBIDDEN and scope_list["isError"] is True
+        assert list_runtimes["structuredContent"] == RUNTIMES
+    assert len(log.rewrites(rule="error_problem")) == 3
+
+
+@pytest.mark.anyio
+async def test_middleware_fetches_tools_through_the_in_process_app() -> None:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "protean.scope_list"}}
+    listed: list[str] = []
+    with serve(NormalizerMiddleware(sdk_app(True, listed)), lifespan="on") as base:
+        async with httpx.AsyncClient(base_url=base, timeout=30, headers=headers) as http:
+            response = await http.post("/mcp", content=orjson.dumps(init))
+            session = {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+            notified = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post("/mcp", content=orjson.dumps(notified), headers=session)
+            result = (await http.post("/mcp", content=orjson.dumps(call), headers=session)).json()["result"]
+    assert result["_meta"][PROBLEM_KEY] == FORBIDDEN
+    assert result["isError"] is True
+    # The client never listed tools: the middleware did, through the in-process app, in the session.
+    assert len(listed) == 1 and listed[0].startswith("mcp-normalizer-tools-list-")
