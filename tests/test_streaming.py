@@ -203,3 +203,28 @@ async def test_an_upstream_that_dies_mid_stream_loses_nothing_already_sent() -> 
     assert received.startswith(expected)  # every complete event, byte-identical, in order
     tail = received[len(expected) :]
     assert tail in (b"", dying[3].replace(b"{id}", b"7"))  # the cut event: as sent, never completed
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse", "json"])
+async def test_numbers_survive_a_rewrite_exactly(mode: str) -> None:
+    big = b'{"id":18446744073709551616,"ratio":0.10000000000000000001,"n":-9223372036854775809}'
+    # The problem carries numbers orjson alone would round; the rewrite must keep every digit.
+    result = b'{"content":[],"isError":true,"structuredContent":{"title":"t","detail":"d","extra":' + big + b"}}"
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        request = orjson.loads((await receive())["body"])
+        if request["method"] == "tools/list":
+            body = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": [SLOW_TOOL]}})
+        else:
+            body = b'{"jsonrpc":"2.0","id":' + orjson.dumps(request["id"]) + b',"result":' + result + b"}"
+        if mode == "sse":
+            body = b"event: message\ndata: " + body + b"\n\n"
+        kind = b"text/event-stream" if mode == "sse" else b"application/json"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+        await send({"type": "http.response.body", "body": body})
+
+    with serve(app) as up, proxy_for(up + "/mcp") as px:
+        _, body = await post_stream(px + "/mcp")
+    assert b'"org.htcom.protean/problem"' in body
+    assert big in body

@@ -1,0 +1,92 @@
+"""The SSE splitter and rewriter: any chunking gives the same bytes and events as the whole stream."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.sse import SSESplitter, parse_event, replace_data
+
+EOLS = [b"\n", b"\r\n", b"\r"]
+LINES = st.sampled_from(
+    [
+        b"event: message",
+        b'data: {"jsonrpc":"2.0","id":1,"result":{}}',
+        b"data: ",
+        b"data",
+        b"data:no-space",
+        b"id: 42",
+        b"retry: 1500",
+        b": ping - 2026-11-29",
+        b":",
+        "data: caf\u00e9 \u2028 end".encode(),
+    ]
+)
+EVENTS = st.lists(LINES, min_size=0, max_size=4)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> bytes:
+    eol = draw(st.sampled_from(EOLS))
+    mixed = draw(st.booleans())
+    out = b"\xef\xbb\xbf" if draw(st.booleans()) else b""
+    for event in draw(st.lists(EVENTS, max_size=6)):
+        for line in event:
+            out += line + (draw(st.sampled_from(EOLS)) if mixed else eol)
+        out += eol
+    if draw(st.booleans()):
+        out += draw(LINES)  # an unterminated tail
+    return out
+
+
+def split(stream: bytes, cuts: list[int]) -> tuple[list[bytes], bytes]:
+    splitter = SSESplitter()
+    blocks: list[bytes] = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        blocks += splitter.feed(stream[start:cut])
+        start = cut
+    blocks += splitter.feed(stream[start:])
+    return blocks, splitter.flush()
+
+
+def dispatched(blocks: list[bytes]) -> list[tuple[str, bytes | None, bytes | None]]:
+    return [(e.event, e.data, e.id) for e in map(parse_event, blocks) if e.data is not None]
+
+
+@given(stream=streams(), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=30))
+def test_any_chunking_gives_back_the_same_bytes_and_events(stream: bytes, cuts: list[int]) -> None:
+    whole, whole_tail = split(stream, [])
+    chunked, chunked_tail = split(stream, [c for c in cuts if c <= len(stream)])
+    assert b"".join(chunked) + chunked_tail == stream
+    assert b"".join(whole) + whole_tail == stream
+    assert dispatched(chunked) == dispatched(whole)
+
+
+def test_an_event_is_released_when_its_blank_line_arrives_not_later() -> None:
+    splitter = SSESplitter()
+    assert splitter.feed(b"event: message\r\ndata: 1\r\n") == []
+    assert splitter.feed(b"\r\n") == [b"event: message\r\ndata: 1\r\n\r\n"]
+    # A CR-terminated blank line at the end of a chunk releases the event at once; the LF that
+    # completes the CRLF comes out on its own.
+    assert splitter.feed(b"data: 2\r\r") == [b"data: 2\r\r"]
+    assert splitter.feed(b"\ndata: 3\n\n") == [b"\n", b"data: 3\n\n"]
+
+
+def test_parse_event_reads_fields_like_a_browser() -> None:
+    event = parse_event(b"\xef\xbb\xbfid: 7\r\nevent: note\r\ndata: a\r\ndata:b\r\n: comment\r\n\r\n")
+    assert (event.event, event.data, event.id) == ("note", b"a\nb", b"7")
+    assert parse_event(b": only a comment\n\n").data is None
+    assert parse_event(b"id: 1\ndata: \n\n").data == b""  # a priming event: empty data, dispatched
+
+
+def test_replace_data_keeps_every_other_line_and_the_line_ends() -> None:
+    block = b"id: 9\r\nevent: message\r\ndata: {\r\ndata: }\r\nretry: 10\r\n\r\n"
+    assert replace_data(block, b'{"x":1}') == b'id: 9\r\nevent: message\r\ndata: {"x":1}\r\nretry: 10\r\n\r\n'
+    assert replace_data(b"data: old\n\n", b"new") == b"data: new\n\n"
+
+
+def test_an_oversized_event_is_flagged_for_pass_through() -> None:
+    splitter = SSESplitter(max_pending=16)
+    assert splitter.feed(b"data: " + b"x" * 32) == []
+    assert splitter.overflowed
