@@ -90,7 +90,9 @@ class ResponseTransformer:
         self._max_json = max_json_bytes
         self._body = bytearray()
         self._splitter = SSESplitter(max_pending=max_event_bytes)
-        self._queue: deque[bytes] = deque()
+        # Pieces waiting to go out, in order: (bytes, inspect?). Raw bytes after an oversized event
+        # are not event blocks and are never inspected.
+        self._queue: deque[tuple[bytes, bool]] = deque()
         self._finished = False
         self.stalled = False
 
@@ -128,12 +130,14 @@ class ResponseTransformer:
                 return out
             return b""
         if self._splitter.overflowed:
-            return self._drain() + chunk if not self.stalled else self._hold(chunk)
-        blocks = self._splitter.feed(chunk)
-        if self._splitter.overflowed:
-            logger.warning("SSE event above %d bytes: rest of the stream passed through", self._splitter.max_pending)
-            blocks.append(self._splitter.flush())
-        self._queue.extend(blocks)
+            self._queue.append((chunk, False))
+        else:
+            self._queue.extend((block, True) for block in self._splitter.feed(chunk))
+            if self._splitter.overflowed:
+                logger.warning(
+                    "SSE event above %d bytes: rest of the stream passed through", self._splitter.max_pending
+                )
+                self._queue.append((self._splitter.flush(), False))
         return b"" if self.stalled else self._drain()
 
     def finish(self) -> bytes:
@@ -144,7 +148,7 @@ class ResponseTransformer:
         if self.mode == "sse":
             tail = self._splitter.flush()
             if tail:
-                self._queue.append(tail)  # an unterminated event is never dispatched: forward as is
+                self._queue.append((tail, False))  # an unterminated event is never dispatched: as is
             return b"" if self.stalled else self._drain()
         return b""
 
@@ -155,15 +159,12 @@ class ResponseTransformer:
             return self._finish_json()
         return self._drain()
 
-    def _hold(self, chunk: bytes) -> bytes:
-        self._queue.append(chunk)
-        return b""
-
     def _drain(self) -> bytes:
         out = bytearray()
         while self._queue:
+            piece, inspect = self._queue[0]
             try:
-                out += self._event(self._queue[0])
+                out += self._event(piece) if inspect else piece
             except _Stall:
                 self.stalled = True
                 break

@@ -1,0 +1,62 @@
+"""The sans-IO transformer on its own: stalls keep order, oversized events pass through untouched."""
+
+from __future__ import annotations
+
+import orjson
+
+from proxy.audit import AuditLog
+from proxy.catalog import ToolCatalog
+from proxy.config import NormalizerConfig
+from proxy.jsonrpc import PendingRequest
+from proxy.normalize import Normalizer
+from proxy.transform import Exchange, ResponseTransformer
+
+TOOL = {"name": "t", "inputSchema": {"type": "object"}}
+PROGRESS = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
+RESPONSE = (
+    b'data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"x"}],"structuredContent":{}}}\n\n'
+)
+SSE = [(b"content-type", b"text/event-stream")]
+
+
+def transformer(**limits: int) -> tuple[ResponseTransformer, Exchange, Normalizer]:
+    normalizer = Normalizer(NormalizerConfig())
+    exchange = Exchange(
+        pending={("n", 1): PendingRequest("tools/call", tool="t")}, era=None, scope="s", catalog=ToolCatalog()
+    )
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), **limits)
+    t.start(200, SSE)
+    return t, exchange, normalizer
+
+
+def test_a_response_waiting_for_its_tool_schema_holds_only_itself_and_what_follows() -> None:
+    t, exchange, normalizer = transformer()
+    exchange.fetching.add("t")
+    out = t.feed(PROGRESS + RESPONSE[:30])
+    assert out == PROGRESS and not t.stalled
+    assert t.feed(RESPONSE[30:] + b": after\n\n") == b""
+    assert t.stalled
+    assert t.finish() == b""  # still waiting
+    exchange.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
+    exchange.fetching.clear()
+    rest = t.resume()
+    assert not t.stalled
+    first, second = rest.split(b"\n\n", 1)
+    assert "structuredContent" not in orjson.loads(first.removeprefix(b"data: "))["result"]  # rewritten
+    assert second == b": after\n\n"
+
+
+def test_an_oversized_event_ends_inspection_but_every_byte_goes_out_in_order() -> None:
+    t, exchange, normalizer = transformer(max_event_bytes=64)
+    exchange.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
+    huge = b"data: " + b"x" * 200 + b"\n\n"
+    out = t.feed(PROGRESS) + t.feed(huge[:100]) + t.feed(huge[100:] + RESPONSE) + t.finish()
+    assert out == PROGRESS + huge + RESPONSE  # the response after the oversized event is not rewritten
+
+
+def test_non_200_and_encoded_responses_pass_through() -> None:
+    t, _, _ = transformer()
+    t.start(400, [(b"content-type", b"application/json")])
+    assert t.mode == "pass" and t.feed(b"{not json") == b"{not json"
+    t.start(200, [(b"content-type", b"text/event-stream"), (b"content-encoding", b"gzip")])
+    assert t.mode == "pass"
