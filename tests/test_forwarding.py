@@ -1,0 +1,125 @@
+"""The proxy as a plain reverse proxy: other paths untouched, hop-by-hop headers stripped, no cookie
+shared between clients, no remote ``$ref`` fetched, and a clear JSON-RPC error when the upstream is down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from proxy.types import Receive, Scope, Send
+
+from .support import proxy_for, serve
+from .test_cli import free_port
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+class Echo:
+    """Answers every request with what it received; sets a cookie on ``/login``."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        self.seen.append({"path": scope["path"], "query": scope["query_string"].decode(), "headers": headers})
+        reply = orjson.dumps({"path": scope["path"], "query": scope["query_string"].decode(), "body": body.decode()})
+        extra = [(b"set-cookie", b"sid=alice-secret; Path=/")] if scope["path"] == "/login" else []
+        hop = [(b"connection", b"x-private"), (b"x-private", b"1"), (b"keep-alive", b"timeout=5")]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 207,
+                "headers": [(b"content-type", b"application/json"), (b"x-upstream", b"yes"), *extra, *hop],
+            }
+        )
+        await send({"type": "http.response.body", "body": reply})
+
+
+@pytest.mark.anyio
+async def test_other_paths_and_queries_are_forwarded_untouched() -> None:
+    echo = Echo()
+    with serve(echo) as up, proxy_for(up + "/platform/mcp") as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.post(
+                px + "/.well-known/oauth-protected-resource?x=1&y=%20",
+                content=b'{"method":"tools/call","id":1}',  # looks like MCP, but not on the MCP path
+                headers={"connection": "x-secret", "x-secret": "s", "proxy-authorization": "Basic x"},
+            )
+    assert response.status_code == 207
+    assert response.json() == {
+        "path": "/.well-known/oauth-protected-resource",
+        "query": "x=1&y=%20",
+        "body": '{"method":"tools/call","id":1}',
+    }
+    assert response.headers["x-upstream"] == "yes"
+    assert "x-private" not in response.headers and "keep-alive" not in response.headers  # hop-by-hop
+    sent = echo.seen[0]["headers"]
+    assert "x-secret" not in sent and "proxy-authorization" not in sent
+    assert sent["host"] == up.removeprefix("http://")  # the upstream's own authority
+    assert sent["accept-encoding"] == "identity"
+
+
+@pytest.mark.anyio
+async def test_a_cookie_set_for_one_client_never_reaches_another() -> None:
+    echo = Echo()
+    with serve(echo) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=10) as alice, httpx.AsyncClient(timeout=10) as bob:
+            login = await alice.get(px + "/login")
+            assert login.headers["set-cookie"].startswith("sid=alice-secret")  # passed to Alice
+            await bob.get(px + "/anything")
+    assert "cookie" not in echo.seen[1]["headers"]
+
+
+@pytest.mark.anyio
+async def test_a_remote_ref_in_an_output_schema_is_never_fetched() -> None:
+    ref_server = Echo()
+    with serve(ref_server) as refs:
+        tool = {
+            "name": "t",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"a": {"$ref": refs + "/schema.json"}}},
+        }
+
+        async def upstream(scope: Scope, receive: Receive, send: Send) -> None:
+            request = orjson.loads((await receive())["body"])
+            result: dict[str, Any] = {"tools": [tool]}
+            if request["method"] == "tools/call":
+                result = {"content": [], "structuredContent": {"a": 1}, "isError": True}
+            body = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": body})
+
+        with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+            async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+                listed = await http.post(px + "/mcp", content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
+                call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}}
+                called = await http.post(px + "/mcp", content=orjson.dumps(call))
+    assert listed.json()["result"]["tools"] == [tool]
+    assert called.json()["result"]["structuredContent"] == {"a": 1}  # schema unusable: left as sent
+    assert ref_server.seen == []
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_upstream_gives_502_with_a_json_rpc_error_for_the_request() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    with proxy_for(dead) as px:
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            response = await http.post(px + "/mcp", content=b'{"jsonrpc":"2.0","id":"a-1","method":"ping"}')
+    assert response.status_code == 502
+    body = response.json()
+    assert body["id"] == "a-1" and body["error"]["code"] == -32000
+    assert "unreachable" in body["error"]["message"]
