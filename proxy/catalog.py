@@ -3,15 +3,14 @@
 A :class:`ToolCatalog` holds the tools of one *scope*: one upstream seen through one session and
 one authorization (DESIGN section 2, ``catalog.py``). It is filled from ``tools/list`` responses,
 every page, whether the client asked for them or the proxy fetched them itself. Each
-:class:`ToolEntry` keeps the ``outputSchema`` as the proxy advertised it, compiled once.
-:class:`CatalogStore` keeps a bounded number of scopes, least recently used dropped first.
+:class:`ToolEntry` keeps the ``outputSchema`` as the proxy advertised it, compiled once. Scopes
+themselves live in :mod:`proxy.scopes`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .pointer import PointerPattern
@@ -70,22 +69,39 @@ class ToolCatalog:
     Attributes:
         tools: entries by tool name.
         learned_at: ``time.monotonic()`` of the last update, ``None`` if never filled.
+        expires_at: ``time.monotonic()`` after which the list may no longer be reused (2026-07-28
+            ``ttlMs``), ``None`` for lists that stay valid until invalidated (legacy sessions).
     """
 
     tools: dict[str, ToolEntry] = field(default_factory=dict)
     learned_at: float | None = None
+    expires_at: float | None = None
 
     def get(self, name: str) -> ToolEntry | None:
-        """The entry of tool ``name``, if the scope has listed it."""
+        """The entry of tool ``name``, if the scope has listed it and the list is still fresh."""
+        if self.expires_at is not None and time.monotonic() >= self.expires_at:
+            return None
         return self.tools.get(name)
 
-    def learn(self, entries: list[ToolEntry], *, first_page: bool) -> None:
-        """Record a ``tools/list`` page; the first page starts a new list, later pages add to it."""
+    def learn(self, entries: list[ToolEntry], *, first_page: bool, ttl: float | None = None) -> None:
+        """Record a ``tools/list`` page; the first page starts a new list, later pages add to it.
+
+        Args:
+            entries: the page's tools.
+            first_page: the request carried no cursor.
+            ttl: seconds the list may be reused (``ttlMs`` / 1000), ``None`` for no limit.
+        """
         if first_page:
             self.tools = {}
         for entry in entries:
             self.tools[entry.name] = entry
         self.learned_at = time.monotonic()
+        self.expires_at = None if ttl is None else self.learned_at + ttl
+
+    def clear(self) -> None:
+        """Forget every tool (``notifications/tools/list_changed``)."""
+        self.tools = {}
+        self.expires_at = None
 
 
 def scope_key(upstream: str, session_id: str | None, authorization: str | None, cookie: str | None) -> str:
@@ -99,33 +115,3 @@ def scope_key(upstream: str, session_id: str | None, authorization: str | None, 
         digest.update(part.encode("utf-8", "surrogateescape"))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
-
-
-class CatalogStore:
-    """Catalogs by scope key, at most ``max_scopes`` of them (least recently used dropped first).
-
-    Args:
-        max_scopes: how many scopes to remember; a dropped scope is re-learned on demand.
-    """
-
-    def __init__(self, max_scopes: int = 10_000) -> None:
-        self._catalogs: OrderedDict[str, ToolCatalog] = OrderedDict()
-        self._max = max_scopes
-
-    def __len__(self) -> int:
-        return len(self._catalogs)
-
-    def catalog(self, key: str) -> ToolCatalog:
-        """The catalog of scope ``key``, created empty if new."""
-        found = self._catalogs.get(key)
-        if found is None:
-            found = self._catalogs[key] = ToolCatalog()
-            if len(self._catalogs) > self._max:
-                self._catalogs.popitem(last=False)
-        else:
-            self._catalogs.move_to_end(key)
-        return found
-
-    def forget(self, key: str) -> None:
-        """Drop what was learned for scope ``key`` (session ended, tool list changed)."""
-        self._catalogs.pop(key, None)

@@ -1,8 +1,11 @@
 """JSON-RPC 2.0 message classification and request/response correlation for MCP.
 
-The proxy rewrites only responses to ``tools/call`` and ``tools/list`` (DESIGN section 3). This
-module reads a POST body once, finds the requests of those methods (single messages and 2025-03-26
-batches alike) and keys them by JSON-RPC id, so responses on the same exchange can be matched.
+The proxy rewrites only responses to ``tools/call`` and ``tools/list``, and the final results of
+tasks that wrap a tool call (``tasks/result`` in 2025-11-25, ``tasks/get`` in the 2026-07-28 tasks
+extension; DESIGN section 3). It also watches ``subscriptions/listen`` streams for
+``notifications/tools/list_changed``. This module reads a POST body once, finds the requests of
+those methods (single messages and 2025-03-26 batches alike) and keys them by JSON-RPC id, so
+responses can be matched.
 MCP ids are strings or integers (never ``null``, spec ``basic/index.mdx``); ``1`` and ``"1"`` are
 different ids, so keys carry the type.
 """
@@ -20,7 +23,10 @@ IdKey = tuple[str, str | int]
 
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
-WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST})
+TASKS_RESULT = "tasks/result"
+TASKS_GET = "tasks/get"
+SUBSCRIPTIONS_LISTEN = "subscriptions/listen"
+WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST, TASKS_RESULT, TASKS_GET, SUBSCRIPTIONS_LISTEN})
 
 #: First protocol version in which ``structuredContent`` may be any JSON value (SEP-2106).
 MODERN_ERA = "2026-07-28"
@@ -43,15 +49,17 @@ class PendingRequest:
     """A watched request whose response the proxy must recognise.
 
     Attributes:
-        method: ``tools/call`` or ``tools/list``.
+        method: one of :data:`WATCHED_METHODS`.
         tool: the tool name of a ``tools/call`` (``params.name``), else ``None``.
         cursor: the pagination cursor of a ``tools/list``, ``None`` for the first page.
+        task_id: the ``params.taskId`` of ``tasks/result`` and ``tasks/get``.
         meta: the request's ``params._meta`` (2026-07-28 carries the protocol fields there).
     """
 
     method: str
     tool: str | None = None
     cursor: str | None = None
+    task_id: str | None = None
     meta: JSONObject = field(default_factory=dict)
 
 
@@ -68,11 +76,6 @@ class RequestInfo:
     pending: dict[IdKey, PendingRequest]
     era: str | None
     batch: bool = False
-
-    @property
-    def tools_called(self) -> set[str]:
-        """Names of the tools this body calls."""
-        return {p.tool for p in self.pending.values() if p.tool is not None}
 
 
 def header(headers: RawHeaders, name: bytes) -> str | None:
@@ -93,12 +96,12 @@ def _watch(message: JSON) -> tuple[IdKey, PendingRequest] | None:
     params = params if isinstance(params, dict) else {}
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
-    name = params.get("name")
-    cursor = params.get("cursor")
+    name, cursor, task_id = params.get("name"), params.get("cursor"), params.get("taskId")
     return key, PendingRequest(
         method=message["method"],
         tool=name if isinstance(name, str) and message["method"] == TOOLS_CALL else None,
         cursor=cursor if isinstance(cursor, str) else None,
+        task_id=task_id if isinstance(task_id, str) else None,
         meta=meta,
     )
 
@@ -120,14 +123,20 @@ def _era(headers: RawHeaders, messages: list[JSON]) -> str | None:
 def inspect_request(body: bytes, headers: RawHeaders) -> RequestInfo | None:
     """Find the watched requests in a POST body.
 
-    Cheap for everything else: a body that does not mention ``tools`` is not parsed (a method
-    written as ``tools\\/call`` still contains it). Invalid JSON is not the proxy's business: the
-    upstream answers it.
+    Cheap for everything else. A 2026-07-28 request names its method in the ``Mcp-Method`` header
+    (SEP-2243): when that header names a method the proxy does not watch, the body is not read (if
+    the body disagrees, the upstream rejects the request with ``-32020`` and there is nothing to
+    normalize). Otherwise a body that mentions none of the watched methods' words is not parsed (a
+    method written as ``tools\\/call`` still contains ``tools``). When a body is parsed, its methods
+    are what count, never the header. Invalid JSON is not the proxy's business: the upstream answers it.
 
     Returns:
-        ``None`` when the body holds no ``tools/call`` or ``tools/list`` request.
+        ``None`` when the body holds no watched request.
     """
-    if b"tools" not in body:
+    announced = header(headers, b"mcp-method")
+    if announced is not None and announced.strip() not in WATCHED_METHODS:
+        return None
+    if b"tools" not in body and b"tasks" not in body and b"subscriptions" not in body:
         return None
     try:
         decoded = loads(body)

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import anyio
 
 from .audit import AuditLog
-from .catalog import CatalogStore, ToolCatalog, scope_key
+from .catalog import ToolEntry, scope_key
 from .config import NormalizerConfig
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
-from .jsonrpc import MODERN_ERA, TOOLS_LIST, RequestInfo, header, inspect_request
+from .jsonrpc import TOOLS_LIST, RequestInfo, header, inspect_request, object_only
 from .normalize import Normalizer
+from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
 from .transform import Exchange, ResponseTransformer
 from .types import ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
@@ -63,40 +65,79 @@ class NormalizerMiddleware:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
         self.normalizer = Normalizer(self.config)
-        self.catalogs = CatalogStore(self.config.max_scopes)
+        self.scopes = ScopeStore(Limits(max_scopes=self.config.max_scopes))
         self.audit = AuditLog(upstream)
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
-        self._inflight: dict[str, anyio.Event] = {}
+        self._inflight: dict[str, _Fetch] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (self.config.path is not None and scope["path"] != self.config.path):
             await self.app(scope, receive, send)
             return
         headers: RawHeaders = scope["headers"]
-        if scope["method"] == "DELETE":
-            self.catalogs.forget(self._scope_key(headers))  # the session ends: what was learned for it goes
-        if scope["method"] != "POST":
+        session = header(headers, b"mcp-session-id")
+        method = scope["method"]
+        if method == "POST":
+            await self._post(scope, receive, send, session)
+        elif method == "GET" and session is not None:
+            await self._get(scope, receive, send)
+        else:
+            if method == "DELETE":
+                self.scopes.forget(self._scope_key(headers))  # the session ends: what was learned for it goes
             await self.app(scope, receive, send)
-            return
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send, session: str | None) -> None:
+        headers: RawHeaders = scope["headers"]
         body, replay = await _buffer_body(receive, self.max_body_bytes)
         if body is None:
             await _too_large(send, self.max_body_bytes)
             return
         info = inspect_request(body, headers)
         if info is None:
-            await self.app(scope, replay, send)
+            await self.app(scope, replay, send if session is None else self._watch_session(scope, send))
             return
         key = self._scope_key(headers)
-        exchange = Exchange(pending=info.pending, era=info.era, scope=key, catalog=self.catalogs.catalog(key))
+        state = self.scopes.state(key)
+        if session is not None:
+            for id_key, request in info.pending.items():
+                if request.method != TOOLS_LIST:
+                    state.pending.put(id_key, request)  # its response may come on a later GET
+        exchange = Exchange(info.pending, info.era, key, state, self.scopes.public)
+        needed = {tool for tool in map(exchange.tool_of, info.pending.values()) if tool is not None}
+        unknown = {tool for tool in needed if exchange.tool(tool) is None}
+        await self._exchange(scope, replay, send, exchange, info, unknown)
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A legacy session's GET stream: it may carry resumed responses and ``list_changed``."""
+        headers: RawHeaders = scope["headers"]
+        key = self._scope_key(headers)
+        state = self.scopes.peek(key)
+        if state is None:
+            await self.app(scope, receive, self._watch_session(scope, send))
+            return
+        era = header(headers, b"mcp-protocol-version")
+        exchange = Exchange(state.pending, era, key, state, self.scopes.public)
+        await self._exchange(scope, receive, send, exchange, None, set())
+
+    async def _exchange(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        exchange: Exchange,
+        info: RequestInfo | None,
+        unknown: set[str],
+    ) -> None:
+        """Run the inner app with the response going through a transformer (and a tool fetch if needed)."""
         transformer = ResponseTransformer(exchange, self.normalizer, self.audit)
         fetched = anyio.Event()
-        unknown = {tool for tool in info.tools_called if exchange.catalog.get(tool) is None}
+        on_404 = self._forget_on_404(scope) if header(scope["headers"], b"mcp-session-id") is not None else None
         async with anyio.create_task_group() as tg:
-            if unknown and self.config.fetch_tools_list:
+            if info is not None and unknown and self.config.fetch_tools_list:
                 exchange.fetching |= unknown
                 tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
-            await self.app(scope, replay, _TransformingSend(send, transformer, fetched))
+            await self.app(scope, receive, _TransformingSend(send, transformer, fetched, on_404))
 
     def _scope_key(self, headers: RawHeaders) -> str:
         return scope_key(
@@ -106,19 +147,40 @@ class NormalizerMiddleware:
             header(headers, b"cookie"),
         )
 
+    def _forget_on_404(self, scope: Scope) -> Callable[[int], None]:
+        key = self._scope_key(scope["headers"])
+
+        def check(status: int) -> None:
+            if status == 404:  # the upstream no longer knows the session: the client re-initializes
+                self.scopes.forget(key)
+
+        return check
+
+    def _watch_session(self, scope: Scope, send: Send) -> Send:
+        """``send`` that forgets the session's state when the upstream answers 404 (session expired)."""
+        check = self._forget_on_404(scope)
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                check(message["status"])
+            await send(message)
+
+        return watched
+
     async def _fetch_for(
         self, scope: Scope, info: RequestInfo, exchange: Exchange, unknown: set[str], fetched: anyio.Event
     ) -> None:
-        """Learn the scope's tools (once per scope at a time), then release the waiting response."""
+        """Learn the scope's tools (one fetch per scope at a time), then release the waiting response."""
         try:
-            waiting = self._inflight.get(exchange.scope)
-            if waiting is not None:
-                await waiting.wait()
+            running = self._inflight.get(exchange.scope)
+            if running is not None:
+                await running.done.wait()
+                exchange.learned.update((entry.name, entry) for entry in running.entries)
                 return
-            done = self._inflight[exchange.scope] = anyio.Event()
+            fetch = self._inflight[exchange.scope] = _Fetch()
             try:
                 with anyio.move_on_after(self.config.fetch_timeout) as timer:
-                    await self._learn_tools(scope, info, exchange.catalog, exchange.era)
+                    await self._learn_tools(scope, info, exchange, fetch)
                 if timer.cancelled_caught:
                     logger.warning(
                         "tools/list fetch timed out after %ss (scope %s)", self.config.fetch_timeout, exchange.scope
@@ -126,17 +188,17 @@ class NormalizerMiddleware:
             except Exception:
                 logger.warning("tools/list fetch failed (scope %s)", exchange.scope, exc_info=True)
             finally:
-                done.set()
+                fetch.done.set()
                 del self._inflight[exchange.scope]
         finally:
             exchange.fetching -= unknown
             fetched.set()
 
-    async def _learn_tools(self, scope: Scope, info: RequestInfo, catalog: ToolCatalog, era: str | None) -> None:
-        """Fetch every ``tools/list`` page through the inner app and learn it into ``catalog``."""
+    async def _learn_tools(self, scope: Scope, info: RequestInfo, exchange: Exchange, fetch: _Fetch) -> None:
+        """Fetch every ``tools/list`` page through the inner app and learn it for the exchange's scope."""
         call_meta = next((p.meta for p in info.pending.values() if p.meta), {})
         protocol_meta = {k: v for k, v in call_meta.items() if k.startswith("io.modelcontextprotocol/")}
-        modern = era is not None and era >= MODERN_ERA
+        modern = not object_only(exchange.era)
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
             params: JSONObject = {}
@@ -149,8 +211,9 @@ class NormalizerMiddleware:
             result = await self._inner_request(scope, body, request_id, modern)
             if result is None:
                 return
-            outcome = self.normalizer.tools_list(result, era)
-            catalog.learn(outcome.entries, first_page=cursor is None)
+            outcome = self.normalizer.tools_list(result, exchange.era)
+            exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
+            fetch.entries.extend(outcome.entries)
             next_cursor = result.get("nextCursor")
             if not isinstance(next_cursor, str) or not next_cursor:
                 return
@@ -226,21 +289,38 @@ def _find_result(body: bytes, content_type: str, request_id: str) -> JSONObject 
     return None
 
 
+@dataclass(slots=True)
+class _Fetch:
+    """A ``tools/list`` fetch in flight for one scope; later exchanges wait for it."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    entries: list[ToolEntry] = field(default_factory=list)
+
+
 class _TransformingSend:
     """The ``send`` handed to the inner app: runs the response through the transformer."""
 
-    __slots__ = ("_fetched", "_send", "_start", "_t")
+    __slots__ = ("_fetched", "_on_status", "_send", "_start", "_t")
 
-    def __init__(self, send: Send, transformer: ResponseTransformer, fetched: anyio.Event) -> None:
+    def __init__(
+        self,
+        send: Send,
+        transformer: ResponseTransformer,
+        fetched: anyio.Event,
+        on_status: Callable[[int], None] | None = None,
+    ) -> None:
         self._send = send
         self._t = transformer
         self._fetched = fetched
+        self._on_status = on_status
         self._start: Message | None = None
 
     async def __call__(self, message: Message) -> None:
         kind = message["type"]
         t = self._t
         if kind == "http.response.start":
+            if self._on_status is not None:
+                self._on_status(message["status"])
             t.start(message["status"], list(message.get("headers", [])))
             self._start = message
             if not t.hold_start:

@@ -21,17 +21,29 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .audit import AuditLog
-from .catalog import ToolCatalog
+from .catalog import ToolCatalog, ToolEntry
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
-from .jsonrpc import TOOLS_CALL, TOOLS_LIST, IdKey, PendingRequest, header, id_key
-from .normalize import Normalizer
+from .jsonrpc import (
+    TASKS_GET,
+    TASKS_RESULT,
+    TOOLS_CALL,
+    TOOLS_LIST,
+    IdKey,
+    PendingRequest,
+    header,
+    id_key,
+    object_only,
+)
+from .normalize import Normalizer, Outcome
+from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
-from .types import JSON, RawHeaders
+from .types import JSON, JSONObject, RawHeaders
 
 logger = logging.getLogger("mcp_normalizer.transform")
 
@@ -43,18 +55,59 @@ class Exchange:
     """What the proxy watches on one HTTP exchange.
 
     Attributes:
-        pending: watched requests of this exchange by JSON-RPC id key.
+        pending: watched requests by JSON-RPC id key: the POST's own, or for a legacy ``GET``
+            stream the session's unanswered ones (resumption).
         era: the protocol version of the exchange, ``None`` when unknown.
         scope: the hashed session/authorization scope (safe to log).
-        catalog: the tool catalog of that scope.
+        state: what is remembered for that scope (catalog, unanswered requests, tasks).
+        public: tools the upstream listed with ``cacheScope: "public"`` (any scope may use them).
         fetching: tools whose ``tools/list`` fetch is in flight; a response for one of them waits.
+        learned: tools learned during this exchange; usable by it even when the list's ``ttlMs``
+            is 0 (the list may not be reused by later exchanges).
     """
 
-    pending: dict[IdKey, PendingRequest]
+    pending: Mapping[IdKey, PendingRequest]
     era: str | None
     scope: str
-    catalog: ToolCatalog
+    state: ScopeState
+    public: ToolCatalog = field(default_factory=ToolCatalog)
     fetching: set[str] = field(default_factory=set)
+    learned: dict[str, ToolEntry] = field(default_factory=dict)
+
+    def tool(self, name: str | None) -> ToolEntry | None:
+        """The entry of tool ``name`` as this exchange may use it, if known."""
+        if name is None:
+            return None
+        return self.learned.get(name) or self.state.catalog.get(name) or self.public.get(name)
+
+    def tool_of(self, request: PendingRequest) -> str | None:
+        """The tool a watched request concerns: the called tool, or the tool that started its task."""
+        if request.tool is not None:
+            return request.tool
+        return self.state.tasks.get(request.task_id) if request.task_id is not None else None
+
+    def learn_tools(self, result: JSONObject, entries: list[ToolEntry], *, first_page: bool) -> None:
+        """Record a ``tools/list`` page: for the scope, for this exchange and, when the upstream
+        marked it ``cacheScope: "public"``, for every scope. A 2026-07-28 list is reused for its
+        ``ttlMs`` only (absent or negative: 0); a legacy list lasts until invalidated."""
+        ttl: float | None = None
+        if not object_only(self.era):
+            ttl_ms = result.get("ttlMs")
+            ttl = (
+                max(float(ttl_ms), 0.0) / 1000
+                if isinstance(ttl_ms, int | float) and not isinstance(ttl_ms, bool)
+                else 0.0
+            )
+        self.state.catalog.learn(entries, first_page=first_page, ttl=ttl)
+        if result.get("cacheScope") == "public":
+            self.public.learn(entries, first_page=first_page, ttl=ttl)
+        self.learned.update((entry.name, entry) for entry in entries)
+
+    def forget_tools(self) -> None:
+        """The upstream said its tool list changed: forget what was learned."""
+        self.state.catalog.clear()
+        self.public.clear()
+        self.learned.clear()
 
 
 class _Stall(Exception):
@@ -172,7 +225,7 @@ class ResponseTransformer:
         return bytes(out)
 
     def _event(self, block: bytes) -> bytes:
-        if not self.exchange.pending or b'"result"' not in block:
+        if not (self.exchange.pending and b'"result"' in block) and not any(word in block for word in _NOTICES):
             return block
         event = parse_event(block)
         if event.event != "message" or not event.data:
@@ -223,10 +276,12 @@ class ResponseTransformer:
             _Stall: a response needs a tool whose ``tools/list`` is still being fetched.
         """
         batch = value if isinstance(value, list) else [value]
+        exchange = self.exchange
         for message in batch:
             request = self._request_of(message)
-            if request is not None and request.method == TOOLS_CALL and request.tool in self.exchange.fetching:
-                if self.exchange.catalog.get(request.tool) is None:
+            if request is not None and request.method != TOOLS_LIST:
+                tool = exchange.tool_of(request)
+                if tool in exchange.fetching and exchange.tool(tool) is None:
                     raise _Stall
         changed = False
         out = []
@@ -245,29 +300,95 @@ class ResponseTransformer:
         return self.exchange.pending.get(key) if key is not None else None
 
     def _message(self, message: JSON, size: int) -> JSON:
+        if isinstance(message, dict) and "id" not in message and isinstance(message.get("method"), str):
+            return self._notification(message, size)
         request = self._request_of(message)
         if request is None:
             return message
         assert isinstance(message, dict)
-        result = message["result"]
         exchange = self.exchange
+        key = id_key(message.get("id"))
+        if key is not None:
+            exchange.state.pending.pop(key)  # answered: no later GET will carry it
         try:
-            if request.method == TOOLS_LIST:
-                outcome = self.normalizer.tools_list(result, exchange.era)
-                exchange.catalog.learn(outcome.entries, first_page=request.cursor is None)
-            elif result.get("resultType", "complete") == "complete":
-                tool = request.tool
-                entry = exchange.catalog.get(tool) if tool is not None else None
-                outcome = self.normalizer.tools_call(result, tool, entry, exchange.era, size)
-            else:
-                return message  # input_required, task: not a CallToolResult yet
+            result = self._result(request, message["result"], size)
         except Exception:
             logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, message.get("id"))
             return message
-        for record in outcome.records:
+        if result is None:
+            return message
+        for record in result.records:
             self.audit.emit(
                 record, method=request.method, jsonrpc_id=message.get("id"), scope=exchange.scope, era=exchange.era
             )
-        if not outcome.changed:
+        return {**message, "result": result.result} if result.changed else message
+
+    def _result(self, request: PendingRequest, result: JSONObject, size: int) -> Outcome | None:
+        """Normalize the result of one watched request; ``None`` when it is not the proxy's to touch."""
+        exchange, normalizer = self.exchange, self.normalizer
+        if request.method == TOOLS_LIST:
+            outcome = normalizer.tools_list(result, exchange.era)
+            exchange.learn_tools(result, outcome.entries, first_page=request.cursor is None)
+            return outcome
+        if request.method == TOOLS_CALL:
+            task_id = _task_handle(result)
+            if task_id is not None:
+                if request.tool is not None:
+                    exchange.state.tasks.put(task_id, request.tool)
+                return None
+            if result.get("resultType", "complete") != "complete":
+                return None  # input_required, or a result type this proxy does not know
+            return normalizer.tools_call(result, request.tool, exchange.tool(request.tool), exchange.era, size)
+        if request.method == TASKS_RESULT:  # 2025-11-25: the result is the tool's CallToolResult
+            tool = exchange.tool_of(request)
+            return normalizer.tools_call(result, tool, exchange.tool(tool), exchange.era, size)
+        if request.method == TASKS_GET:  # 2026-07-28 tasks extension: a completed task carries it
+            return self._completed_task(result, request.task_id, size)
+        return None
+
+    def _completed_task(self, task: JSONObject, task_id: str | None, size: int) -> Outcome | None:
+        inner = task.get("result")
+        if task.get("status") != "completed" or not isinstance(inner, dict):
+            return None
+        known = task.get("taskId") if isinstance(task.get("taskId"), str) else task_id
+        tool = self.exchange.state.tasks.get(known) if isinstance(known, str) else None
+        outcome = self.normalizer.tools_call(inner, tool, self.exchange.tool(tool), self.exchange.era, size)
+        if outcome.changed:
+            outcome.result = {**task, "result": outcome.result}
+        else:
+            outcome.result = task
+        return outcome
+
+    def _notification(self, message: JSONObject, size: int) -> JSONObject:
+        method = message["method"]
+        if method == "notifications/tools/list_changed":
+            self.exchange.forget_tools()
             return message
-        return {**message, "result": outcome.result}
+        params = message.get("params")
+        if method != "notifications/tasks" or not isinstance(params, dict):
+            return message
+        try:
+            outcome = self._completed_task(params, None, size)
+        except Exception:
+            logger.exception("rule fault on %s: notification forwarded unchanged", method)
+            return message
+        if outcome is None:
+            return message
+        for record in outcome.records:
+            self.audit.emit(record, method=method, jsonrpc_id=None, scope=self.exchange.scope, era=self.exchange.era)
+        return {**message, "params": outcome.result} if outcome.changed else message
+
+
+#: Words that make an event worth parsing even when it answers no watched request.
+_NOTICES = (b"list_changed", b"notifications/tasks")
+
+
+def _task_handle(result: JSONObject) -> str | None:
+    """The task id of a ``CreateTaskResult`` (2025-11-25 ``{task: {taskId}}``, 2026-07-28
+    ``{resultType: "task", taskId}``), else ``None``."""
+    if result.get("resultType") == "task" and isinstance(result.get("taskId"), str):
+        return str(result["taskId"])
+    task = result.get("task")
+    if isinstance(task, dict) and isinstance(task.get("taskId"), str) and "content" not in result:
+        return str(task["taskId"])
+    return None

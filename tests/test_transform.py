@@ -5,10 +5,10 @@ from __future__ import annotations
 import orjson
 
 from proxy.audit import AuditLog
-from proxy.catalog import ToolCatalog
 from proxy.config import NormalizerConfig
 from proxy.jsonrpc import PendingRequest
 from proxy.normalize import Normalizer
+from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
 TOOL = {"name": "t", "inputSchema": {"type": "object"}}
@@ -21,9 +21,7 @@ SSE = [(b"content-type", b"text/event-stream")]
 
 def transformer(**limits: int) -> tuple[ResponseTransformer, Exchange, Normalizer]:
     normalizer = Normalizer(NormalizerConfig())
-    exchange = Exchange(
-        pending={("n", 1): PendingRequest("tools/call", tool="t")}, era=None, scope="s", catalog=ToolCatalog()
-    )
+    exchange = Exchange({("n", 1): PendingRequest("tools/call", tool="t")}, None, "s", ScopeStore().state("s"))
     t = ResponseTransformer(exchange, normalizer, AuditLog("test"), **limits)
     t.start(200, SSE)
     return t, exchange, normalizer
@@ -37,7 +35,7 @@ def test_a_response_waiting_for_its_tool_schema_holds_only_itself_and_what_follo
     assert t.feed(RESPONSE[30:] + b": after\n\n") == b""
     assert t.stalled
     assert t.finish() == b""  # still waiting
-    exchange.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
+    exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     exchange.fetching.clear()
     rest = t.resume()
     assert not t.stalled
@@ -48,7 +46,7 @@ def test_a_response_waiting_for_its_tool_schema_holds_only_itself_and_what_follo
 
 def test_an_oversized_event_ends_inspection_but_every_byte_goes_out_in_order() -> None:
     t, exchange, normalizer = transformer(max_event_bytes=64)
-    exchange.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
+    exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     huge = b"data: " + b"x" * 200 + b"\n\n"
     out = t.feed(PROGRESS) + t.feed(huge[:100]) + t.feed(huge[100:] + RESPONSE) + t.finish()
     assert out == PROGRESS + huge + RESPONSE  # the response after the oversized event is not rewritten
