@@ -69,6 +69,8 @@ class NormalizerConfig:
         fetch_timeout: seconds allowed for that fetch (all pages).
         path: the MCP endpoint path the middleware watches; ``None`` watches every path.
         max_scopes: how many sessions/authorizations to remember tool catalogs for.
+        max_pending: unanswered ``tools/call`` requests remembered per legacy session (resumption).
+        pending_ttl: seconds such a request is remembered.
     """
 
     rules: Mapping[str, Mode] = field(default_factory=dict)
@@ -80,6 +82,8 @@ class NormalizerConfig:
     fetch_timeout: float = 10.0
     path: str | None = None
     max_scopes: int = 10_000
+    max_pending: int = 1_000
+    pending_ttl: float = 600.0
 
     def mode(self, rule: str, tool: str | None) -> Mode:
         """The mode rule ``rule`` runs in for tool ``tool``."""
@@ -116,7 +120,7 @@ class NormalizerConfig:
         problem_key = values.pop("problem_meta_key", _DEFAULTS.problem_meta_key)
         if not _META_KEY.match(problem_key):
             raise ConfigError(f"{source}: [normalizer] problem_meta_key {problem_key!r} is not a valid _meta key")
-        for key in ("mirror_max_bytes", "max_validate_bytes", "max_scopes"):
+        for key in ("mirror_max_bytes", "max_validate_bytes", "max_scopes", "max_pending", "pending_ttl"):
             if values.get(key, 0) < 0:
                 raise ConfigError(f"{source}: [normalizer] {key} must not be negative")
         mirror = values.pop("mirror_max_bytes", _DEFAULTS.mirror_max_bytes)
@@ -177,6 +181,8 @@ _NORMALIZER_KEYS: dict[str, type | tuple[type, ...]] = {
     "fetch_timeout": (int, float),
     "path": str,
     "max_scopes": int,
+    "max_pending": int,
+    "pending_ttl": (int, float),
 }
 
 

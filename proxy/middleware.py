@@ -65,7 +65,10 @@ class NormalizerMiddleware:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
         self.normalizer = Normalizer(self.config)
-        self.scopes = ScopeStore(Limits(max_scopes=self.config.max_scopes))
+        config = self.config
+        self.scopes = ScopeStore(
+            Limits(max_scopes=config.max_scopes, max_pending=config.max_pending, pending_ttl=config.pending_ttl)
+        )
         self.audit = AuditLog(upstream)
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes

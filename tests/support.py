@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
+import orjson
 import referencing
 import uvicorn
 
@@ -100,6 +102,27 @@ def capture_rewrites(logger_name: str = REWRITE_LOGGER) -> Iterator[RewriteLog]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
+
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], rid: Any, **headers: str) -> Any:
+    """POST one JSON-RPC request; return the decoded response (JSON, or the last SSE event's data)."""
+    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+    response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers})
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        return orjson.loads(data[-1])
+    return response.json()
+
+
+async def initialize(http: httpx.AsyncClient, url: str, **headers: str) -> dict[str, str]:
+    """A legacy ``initialize``; returns the headers the session's later requests carry."""
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers})
+    return {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **headers}
 
 
 def load_cases(*kinds: str) -> list[dict[str, Any]]:

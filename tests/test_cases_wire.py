@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from proxy.demo.clients import run_node, run_python
-from proxy.demo.upstream import LegacyServer, ToolSpec, returning
+from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .support import capture_rewrites, conforms, contains_value, leaves, load_cases, proxy_for, serve
 
@@ -24,10 +24,10 @@ ORIGINALS = "dev.mcp-normalizer/original-values"
 PROBLEM_KEY = "org.htcom.protean/problem"
 
 
-def case_server(cases: list[dict[str, Any]], mode: str) -> LegacyServer:
+def case_server(cases: list[dict[str, Any]], mode: str) -> ScriptedServer:
     """One upstream for all cases: the ``x-case`` request header picks the case's tool."""
     by_id = {case["id"]: [ToolSpec(case["tool"], returning(case["result"]))] for case in cases}
-    return LegacyServer(lambda headers: by_id.get(headers.get("x-case", ""), []), response_mode=mode)  # type: ignore[arg-type]
+    return ScriptedServer(lambda headers: by_id.get(headers.get("x-case", ""), []), response_mode=mode)  # type: ignore[arg-type]
 
 
 def steps(case: dict[str, Any]) -> list[dict[str, Any]]:

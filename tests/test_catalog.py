@@ -7,43 +7,24 @@ from typing import Any
 
 import anyio
 import httpx
-import orjson
 import pytest
 
 from proxy.demo.clients import run_node
-from proxy.demo.upstream import FORBIDDEN, LegacyServer, ToolSpec, protean_tools, returning
+from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
 
-from .support import proxy_for, serve
+from .support import initialize, proxy_for, rpc, serve
 
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 PROBLEM_KEY = "org.htcom.protean/problem"
 
 
-async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], rid: int, **headers: str) -> Any:
-    """POST one JSON-RPC request; return the decoded response (JSON or the last SSE event)."""
-    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-    response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers})
-    if response.headers["content-type"].startswith("text/event-stream"):
-        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-        return orjson.loads(data[-1])
-    return response.json()
-
-
-async def initialize(http: httpx.AsyncClient, url: str, **headers: str) -> dict[str, str]:
-    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
-    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-    response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers})
-    return {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **headers}
-
-
-def tools_list_requests(upstream: LegacyServer) -> list[tuple[dict[str, Any], Any]]:
+def tools_list_requests(upstream: ScriptedServer) -> list[tuple[dict[str, Any], Any]]:
     return [(message, headers) for message, headers in upstream.requests if message.get("method") == "tools/list"]
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_a_call_to_an_unseen_tool_fetches_all_pages_with_the_callers_headers(mode: str) -> None:
-    upstream = LegacyServer(protean_tools(), response_mode=mode, page_size=1)
+    upstream = ScriptedServer(protean_tools(), response_mode=mode, page_size=1)
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
@@ -63,7 +44,7 @@ async def test_a_call_to_an_unseen_tool_fetches_all_pages_with_the_callers_heade
 
 @pytest.mark.anyio
 async def test_client_listed_pages_are_all_learned() -> None:
-    upstream = LegacyServer(protean_tools(), page_size=2)
+    upstream = ScriptedServer(protean_tools(), page_size=2)
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
@@ -87,7 +68,7 @@ def per_token_tools(headers: Any) -> list[ToolSpec]:
 @pytest.mark.anyio
 async def test_two_authorizations_never_share_what_the_proxy_learned() -> None:
     # Stateless traffic (no session id): only the authorization tells the two clients apart.
-    upstream = LegacyServer(per_token_tools, response_mode="json")
+    upstream = ScriptedServer(per_token_tools, response_mode="json")
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
@@ -104,7 +85,7 @@ async def test_two_authorizations_never_share_what_the_proxy_learned() -> None:
 
 @pytest.mark.anyio
 async def test_concurrent_sessions_with_different_tool_lists_each_get_their_own_normalization() -> None:
-    upstream = LegacyServer(per_token_tools)
+    upstream = ScriptedServer(per_token_tools)
     steps = [{"op": "listTools"}, {"op": "callTool", "name": "report"}]
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         results: dict[str, Any] = {}
@@ -125,7 +106,7 @@ async def test_concurrent_sessions_with_different_tool_lists_each_get_their_own_
 
 @pytest.mark.anyio
 async def test_ending_a_session_forgets_what_was_learned_for_it() -> None:
-    upstream = LegacyServer(protean_tools())
+    upstream = ScriptedServer(protean_tools())
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:

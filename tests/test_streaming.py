@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from proxy.demo.clients import run_node
-from proxy.demo.upstream import LegacyServer, ToolCall, ToolSpec
+from proxy.demo.upstream import ScriptedServer, ToolCall, ToolSpec
 from proxy.jsoncodec import loads
 from proxy.sse import SSESplitter, parse_event
 from proxy.types import Receive, Scope, Send
@@ -29,7 +29,7 @@ SLOW_TOOL = {
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
-def held_upstream() -> tuple[LegacyServer, threading.Event, Callable[[Scope, Receive, Send], Awaitable[None]]]:
+def held_upstream() -> tuple[ScriptedServer, threading.Event, Callable[[Scope, Receive, Send], Awaitable[None]]]:
     """An upstream whose ``slow_job`` sends one progress notification, then holds its result until
     someone POSTs ``/release`` (the client, once it has received the progress notification)."""
     released = threading.Event()
@@ -41,7 +41,7 @@ def held_upstream() -> tuple[LegacyServer, threading.Event, Callable[[Scope, Rec
         text = "released after progress" if got else "progress was held back until the result"
         return {"content": [{"type": "text", "text": text}], "structuredContent": PROBLEM, "isError": True}
 
-    server = LegacyServer([ToolSpec(SLOW_TOOL, slow)])
+    server = ScriptedServer([ToolSpec(SLOW_TOOL, slow)])
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == "/release":
@@ -174,7 +174,7 @@ async def test_untouched_sse_events_pass_byte_identical_and_the_response_keeps_i
 @pytest.mark.anyio
 async def test_json_responses_get_a_recomputed_content_length() -> None:
     result = {"content": [{"type": "text", "text": "x"}], "structuredContent": PROBLEM, "isError": True}
-    upstream = LegacyServer([ToolSpec(SLOW_TOOL, lambda call: _value(result))], response_mode="json")
+    upstream = ScriptedServer([ToolSpec(SLOW_TOOL, lambda call: _value(result))], response_mode="json")
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         response, body = await post_stream(px + "/mcp")
     assert response.headers["content-type"] == "application/json"

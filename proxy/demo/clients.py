@@ -71,14 +71,25 @@ async def run_node(
     return sessions_out
 
 
-async def run_python(url: str, steps: Sequence[Step], headers: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Run the Python ``mcp`` ``ClientSession`` (it negotiates 2025-11-25) over ``steps``.
+async def run_python(
+    url: str, steps: Sequence[Step], headers: Mapping[str, str] | None = None, *, mode: str = "legacy"
+) -> dict[str, Any]:
+    """Run the Python ``mcp`` client over ``steps``.
+
+    Args:
+        url: the MCP endpoint.
+        steps: the plan (see the module docstring).
+        headers: extra request headers (``Authorization``, for example).
+        mode: ``"legacy"`` drives ``ClientSession`` (``initialize``, 2025-11-25); any other value is
+            the high-level ``Client``'s ``mode`` (``"2026-07-28"``: stateless requests, no handshake;
+            ``"auto"``: probe with ``server/discover`` and fall back).
 
     Raises:
         ClientUnavailable: ``mcp`` is not installed.
     """
     try:
         import httpx2
+        from mcp.client.client import Client
         from mcp.client.session import ClientSession
         from mcp.client.streamable_http import streamable_http_client
     except ImportError as exc:
@@ -94,30 +105,35 @@ async def run_python(url: str, steps: Sequence[Step], headers: Mapping[str, str]
             exc = exc.exceptions[0]
         return {"name": type(exc).__name__, "message": str(exc)}
 
-    try:
-        async with (
-            httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http,
-            streamable_http_client(url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            for step in steps:
-                try:
-                    if step["op"] == "listTools":
-                        value: Any = await session.list_tools()
-                    elif step["op"] == "callTool":
-                        value = await session.call_tool(
-                            step["name"],
-                            dict(step.get("arguments") or {}),
-                            progress_callback=on_progress if step.get("progress") else None,
-                        )
-                    else:
-                        raise ValueError(f"unknown op {step['op']}")
-                    record["steps"].append(
-                        {"ok": True, "value": value.model_dump(by_alias=True, mode="json", exclude_none=True)}
+    async def drive(session: Any) -> None:
+        for step in steps:
+            try:
+                if step["op"] == "listTools":
+                    value: Any = await session.list_tools()
+                elif step["op"] == "callTool":
+                    value = await session.call_tool(
+                        step["name"],
+                        dict(step.get("arguments") or {}),
+                        progress_callback=on_progress if step.get("progress") else None,
                     )
-                except Exception as exc:
-                    record["steps"].append({"ok": False, "error": describe(exc)})
+                else:
+                    raise ValueError(f"unknown op {step['op']}")
+                dumped = value.model_dump(by_alias=True, mode="json", exclude_none=True)
+                record["steps"].append({"ok": True, "value": dumped})
+            except Exception as exc:
+                record["steps"].append({"ok": False, "error": describe(exc)})
+
+    try:
+        async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http:
+            transport = streamable_http_client(url, http_client=http)
+            if mode == "legacy":
+                async with transport as (read, write), ClientSession(read, write) as session:
+                    await session.initialize()
+                    await drive(session)
+            else:
+                async with Client(transport, mode=mode) as client:
+                    record["protocolVersion"] = client.protocol_version
+                    await drive(client)
     except Exception as exc:
         failed = describe(exc)
         record["steps"] += [{"ok": False, "error": failed}] * (len(steps) - len(record["steps"]))

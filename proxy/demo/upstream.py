@@ -1,11 +1,17 @@
-"""A small legacy MCP server (Streamable HTTP, 2025-03-26 to 2025-11-25) that says exactly what it is told.
+"""A small MCP server (Streamable HTTP) that says exactly what it is told.
 
-:class:`LegacyServer` answers ``initialize``, ``ping``, ``tools/list`` and ``tools/call`` from a list
+:class:`ScriptedServer` answers ``initialize``, ``ping``, ``tools/list`` and ``tools/call`` from a list
 of :class:`ToolSpec`, byte-exact and without validating anything, so it can put any non-conforming
-result on the wire. It mints a session id at ``initialize``, answers with JSON or SSE
-(``response_mode``), streams progress notifications before a result when the client sent a
-``progressToken``, and accepts 2025-03-26 batches. :func:`protean_server` builds the built-in
-example: the old Protean contract that strict clients reject.
+result on the wire. It speaks both eras:
+
+- legacy (2025-03-26 to 2025-11-25): it mints a session id, accepts 2025-03-26 batches;
+- 2026-07-28 (a request whose ``params._meta`` names that version): no session, ``server/discover``,
+  ``resultType`` on every result, ``ttlMs``/``cacheScope`` on ``tools/list``, and a 400 with
+  ``-32020`` when the ``Mcp-Method`` header disagrees with the body (SEP-2243).
+
+It answers with JSON or SSE (``response_mode``) and streams progress notifications before a result
+when the client sent a ``progressToken``. :func:`protean_server` builds the built-in example: the
+old Protean contract that strict clients reject.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import orjson
 from ..types import JSON, JSONObject, Message, Receive, Scope, Send
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MODERN = "2026-07-28"
+PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 
 
 @dataclass(slots=True)
@@ -56,10 +64,17 @@ Handler = Callable[[ToolCall], Awaitable[JSONObject]]
 
 @dataclass(slots=True)
 class ToolSpec:
-    """A tool as listed (``tool``, sent verbatim in ``tools/list``) and what calling it returns."""
+    """A tool as listed (``tool``, sent verbatim in ``tools/list``) and what calling it returns.
+
+    With ``as_task``, a call is answered with a task handle when the client allows it (2025-11-25:
+    ``params.task`` on the request; 2026-07-28: the ``io.modelcontextprotocol/tasks`` extension in
+    the request's client capabilities); the handler's result is then delivered by ``tasks/result``
+    (2025-11-25) or inside the completed task of ``tasks/get`` (2026-07-28).
+    """
 
     tool: JSONObject
     handler: Handler
+    as_task: bool = False
 
 
 def returning(result: JSONObject) -> Handler:
@@ -72,7 +87,7 @@ def returning(result: JSONObject) -> Handler:
 
 
 @dataclass
-class LegacyServer:
+class ScriptedServer:
     """ASGI app of a legacy MCP server at every path (``/mcp`` by convention).
 
     Args:
@@ -81,6 +96,8 @@ class LegacyServer:
         response_mode: ``sse`` (``text/event-stream``, CRLF) or ``json`` (``application/json``).
         page_size: tools per ``tools/list`` page (``None``: one page).
         name: ``serverInfo.name``.
+        list_ttl_ms: ``ttlMs`` of 2026-07-28 ``tools/list`` results.
+        cache_scope: ``cacheScope`` of 2026-07-28 ``tools/list`` results.
 
     Attributes:
         requests: every JSON-RPC message received, with its headers, in arrival order.
@@ -90,6 +107,9 @@ class LegacyServer:
     response_mode: Literal["sse", "json"] = "sse"
     page_size: int | None = None
     name: str = "legacy-example"
+    list_ttl_ms: int = 60_000
+    cache_scope: Literal["private", "public"] = "private"
+    tasks: dict[str, JSONObject] = field(default_factory=dict)
     requests: list[tuple[JSONObject, Mapping[str, str]]] = field(default_factory=list)
 
     def _tools(self, headers: Mapping[str, str]) -> Sequence[ToolSpec]:
@@ -127,8 +147,13 @@ class LegacyServer:
         for message in messages:
             self.requests.append((message, headers))
         calls = [m for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
+        modern = not batch and _modern(decoded)
+        if modern and headers.get("mcp-method", decoded.get("method")) != decoded.get("method"):
+            error = {"jsonrpc": "2.0", "id": decoded.get("id"), "error": {"code": -32020, "message": "Header mismatch"}}
+            await _respond(send, 400, orjson.dumps(error), [(b"content-type", b"application/json")])
+            return
         session = headers.get("mcp-session-id") or secrets.token_hex(16)
-        extra = [(b"mcp-session-id", session.encode())]
+        extra = [] if modern else [(b"mcp-session-id", session.encode())]
         if not calls:
             await _respond(send, 202, b"", extra)
             return
@@ -165,9 +190,28 @@ class LegacyServer:
     async def _dispatch(
         self, message: JSONObject, headers: Mapping[str, str], emit: Callable[[JSONObject], Awaitable[None]] | None
     ) -> JSONObject:
+        reply = await self._answer(message, headers, emit)
+        result = reply.get("result")
+        if _modern(message) and isinstance(result, dict):
+            result.setdefault("resultType", "complete")
+            if message.get("method") == "tools/list":
+                result.update(ttlMs=self.list_ttl_ms, cacheScope=self.cache_scope)
+        return reply
+
+    async def _answer(
+        self, message: JSONObject, headers: Mapping[str, str], emit: Callable[[JSONObject], Awaitable[None]] | None
+    ) -> JSONObject:
         method, params = message.get("method"), message.get("params") or {}
         reply: JSONObject = {"jsonrpc": "2.0", "id": message.get("id")}
-        if method == "initialize":
+        if method == "server/discover":
+            reply["result"] = {
+                "supportedVersions": [MODERN, *VERSIONS[:3]],
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": self.name, "version": "1.0.0"},
+                "ttlMs": 0,
+                "cacheScope": "public",
+            }
+        elif method == "initialize":
             asked = params.get("protocolVersion")
             reply["result"] = {
                 "protocolVersion": asked if asked in VERSIONS else VERSIONS[0],
@@ -196,6 +240,46 @@ class LegacyServer:
         else:
             reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
         return reply
+
+
+def _wants_task(message: JSONObject) -> bool:
+    """A 2026-07-28 request whose client capabilities include the tasks extension."""
+    meta = (message.get("params") or {}).get("_meta") or {}
+    capabilities = meta.get("io.modelcontextprotocol/clientCapabilities") or {}
+    return _modern(message) and "io.modelcontextprotocol/tasks" in (capabilities.get("extensions") or {})
+
+
+def _task(task_id: str, status: str, *, modern: bool) -> JSONObject:
+    """A task handle: 2026-07-28 ``CreateTaskResult`` (flat) or 2025-11-25 (under ``task``)."""
+    stamp = "2026-11-29T12:00:00Z"
+    if modern:
+        return {
+            "resultType": "task",
+            "taskId": task_id,
+            "status": status,
+            "createdAt": stamp,
+            "lastUpdatedAt": stamp,
+            "ttlMs": 60_000,
+            "pollIntervalMs": 100,
+        }
+    return {
+        "task": {
+            "taskId": task_id,
+            "status": status,
+            "createdAt": stamp,
+            "lastUpdatedAt": stamp,
+            "ttl": 60_000,
+            "pollInterval": 100,
+        }
+    }
+
+
+def _modern(message: object) -> bool:
+    """True for a 2026-07-28 request (its ``params._meta`` names a modern protocol version)."""
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_META) if isinstance(meta, dict) else None
+    return isinstance(version, str) and version >= MODERN
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -308,6 +392,6 @@ def protean_tools() -> list[ToolSpec]:
     ]
 
 
-def protean_server(response_mode: Literal["sse", "json"] = "sse") -> LegacyServer:
+def protean_server(response_mode: Literal["sse", "json"] = "sse") -> ScriptedServer:
     """The built-in example upstream: a legacy Protean server that follows the old contract."""
-    return LegacyServer(protean_tools(), response_mode=response_mode, name="protean-legacy")
+    return ScriptedServer(protean_tools(), response_mode=response_mode, name="protean-legacy")
