@@ -236,7 +236,22 @@ class ScriptedServer:
                 call = ToolCall(
                     spec.tool["name"], params.get("arguments") or {}, headers, meta.get("progressToken"), emit
                 )
-                reply["result"] = await spec.handler(call)
+                result = dict(await spec.handler(call))  # a copy: canned results are shared
+                if spec.as_task and (_wants_task(message) or "task" in params):
+                    task_id = secrets.token_hex(8)
+                    self.tasks[task_id] = result
+                    result = _task(task_id, "working", modern=_modern(message))
+                reply["result"] = result
+        elif method in ("tasks/result", "tasks/get") and params.get("taskId") in self.tasks:
+            task_id = params["taskId"]
+            if method == "tasks/result":
+                related = {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+                reply["result"] = {**self.tasks[task_id], "_meta": related}
+            elif _modern(message):
+                completed = _task(task_id, "completed", modern=True)
+                reply["result"] = {**completed, "resultType": "complete", "result": self.tasks[task_id]}
+            else:
+                reply["result"] = _task(task_id, "completed", modern=False)["task"]
         else:
             reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
         return reply
