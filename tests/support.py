@@ -21,7 +21,7 @@ import uvicorn
 from proxy import NormalizerConfig, Settings, create_app
 from proxy.audit import REWRITE_LOGGER
 from proxy.cli import bind
-from proxy.types import ASGIApp
+from proxy.types import ASGIApp, Message, Receive
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES_FILE = Path(os.environ.get("MCP_NORMALIZER_CASES", ROOT.parent / "shared" / "cases" / "public.json"))
@@ -105,6 +105,31 @@ def capture_rewrites(logger_name: str = REWRITE_LOGGER) -> Iterator[RewriteLog]:
 
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+async def read_body(receive: Receive) -> bytes:
+    """Read a whole ASGI request body (for test upstreams)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands ``body`` out once, then defers to the real one (for test upstreams
+    that read a body and then let another app answer it)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], rid: Any, **headers: str) -> Any:

@@ -17,7 +17,7 @@ from proxy import NormalizerConfig
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, protean_server, protean_tools
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, initialize, proxy_for, rpc, serve
+from .support import HEADERS, initialize, proxy_for, read_body, replay_body, rpc, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -30,15 +30,6 @@ def fetches(upstream: ScriptedServer) -> int:
         for message, _ in upstream.requests
         if message.get("method") == "tools/list" and str(message.get("id")).startswith("mcp-normalizer-")
     )
-
-
-async def read_body(receive: Receive) -> bytes:
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            return body
 
 
 @pytest.mark.anyio
@@ -206,12 +197,7 @@ def resuming_upstream() -> tuple[ASGI, list[dict[str, Any]]]:
         body = await read_body(receive)
         message = orjson.loads(body)
         if message.get("method") != "tools/call":
-            replay_done = {"type": "http.request", "body": body, "more_body": False}
-
-            async def replay() -> Any:
-                return replay_done
-
-            await tools(scope, replay, send)
+            await tools(scope, replay_body(body, receive), send)
             return
         from proxy.demo.upstream import ToolCall
 

@@ -18,8 +18,8 @@ from proxy.demo.clients import run_python
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolCall, ToolSpec, protean_tools, returning
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, initialize, proxy_for, rpc, serve
-from .test_eras_legacy import fetches, read_body
+from .support import HEADERS, initialize, proxy_for, read_body, replay_body, rpc, serve
+from .test_eras_legacy import fetches
 
 MODERN = "2026-07-28"
 PROBLEM_KEY = "org.htcom.protean/problem"
@@ -148,16 +148,7 @@ async def test_server_discover_and_subscriptions_listen_pass_through_live() -> N
             return
         body = await read_body(receive)
         if b"subscriptions/listen" not in body:
-            sent = False
-
-            async def replay() -> Any:
-                nonlocal sent
-                if not sent:
-                    sent = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            await upstream(scope, replay, send)
+            await upstream(scope, replay_body(body, receive), send)
             return
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         await send({"type": "http.response.body", "body": ack, "more_body": True})

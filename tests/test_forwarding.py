@@ -11,7 +11,7 @@ import pytest
 
 from proxy.types import Receive, Scope, Send
 
-from .support import proxy_for, serve
+from .support import proxy_for, read_body, serve
 from .test_cli import free_port
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -26,12 +26,7 @@ class Echo:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.seen.append({"path": scope["path"], "query": scope["query_string"].decode(), "headers": headers})
         reply = orjson.dumps({"path": scope["path"], "query": scope["query_string"].decode(), "body": body.decode()})

@@ -18,7 +18,7 @@ from proxy.jsoncodec import loads
 from proxy.sse import SSESplitter, parse_event
 from proxy.types import Receive, Scope, Send
 
-from .support import capture_rewrites, proxy_for, serve
+from .support import capture_rewrites, proxy_for, read_body, serve
 
 PROBLEM = {"type": "https://example.test/problems/slow", "title": "Too slow", "status": 504, "detail": "it took long"}
 SLOW_TOOL = {
@@ -102,13 +102,7 @@ def raw_upstream(blocks: list[bytes], *, die: bool = False) -> Callable[[Scope, 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = orjson.loads(body)
+        request = orjson.loads(await read_body(receive))
         if request["method"] == "tools/list":
             reply = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": [SLOW_TOOL]}})
             await send(
