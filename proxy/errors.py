@@ -5,6 +5,7 @@ The tree::
     NormalizerError
     ├── ConfigError            invalid settings, config file or rule; the CLI exits 2
     ├── DecodeError            bytes that are not the JSON they should be; the message passes through
+    ├── ClientDisconnect       the client left before its request body was complete; nothing is forwarded
     └── UpstreamError          the upstream could not be used for a request
         ├── UpstreamUnavailable  connect or transport failure (HTTP 502)
         └── UpstreamTimeout      connect, first-byte or idle timeout (HTTP 504)
@@ -26,6 +27,10 @@ class ConfigError(NormalizerError):
 
 class DecodeError(NormalizerError):
     """A body or SSE event that should hold JSON does not; it is forwarded untouched."""
+
+
+class ClientDisconnect(NormalizerError):
+    """The client disconnected before sending its whole request body; the request is dropped."""
 
 
 class UpstreamError(NormalizerError):

@@ -10,7 +10,10 @@ chunk as they arrive; a client disconnect closes the upstream stream at once (in
 how a call is cancelled).
 
 Upstream failures before the response starts become 502 (unreachable) or 504 (timeout); when the
-request was a JSON-RPC request, the body is a JSON-RPC error with the request's id.
+request was a JSON-RPC request, the body is a JSON-RPC error with the request's id (a batch gets one
+per request). An upstream that breaks off a body already started raises
+:class:`~proxy.errors.UpstreamUnavailable`, so the client sees the break instead of a clean end.
+Request targets must be origin-form (``/path?query``): they are sent upstream byte for byte.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from .errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from .body import buffer_body
+from .errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from .jsoncodec import dumps, loads
-from .types import JSON, Message, RawHeaders, Receive, Scope, Send
+from .types import JSON, RawHeaders, Receive, Scope, Send
 
 logger = logging.getLogger("mcp_normalizer.forward")
 
@@ -122,25 +126,38 @@ class Forwarder:
             return
         if scope["type"] != "http":
             return  # websockets are not relayed
-        body = await _read_body(receive, self.max_body_bytes)
-        if body is None:
-            await _error(send, 413, None, f"Request body exceeds {self.max_body_bytes} bytes")
+        try:
+            body, complete = await buffer_body(receive, self.max_body_bytes)
+        except ClientDisconnect:
+            return  # never forward a truncated request
+        if not complete:
+            await _error(send, 413, b"", f"Request body exceeds {self.max_body_bytes} bytes")
             return
-        url = self.origin + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        target: bytes = scope.get("raw_path") or scope["path"].encode()
+        if not target.startswith(b"/"):
+            # Only origin-form targets: anything else could name another host (this is not an open proxy).
+            await _error(send, 400, body, "Request target must be an absolute path")
+            return
         if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
+            target += b"?" + scope["query_string"]
         headers = _strip(list(scope["headers"]), _DROP_REQUEST)
         headers.append((b"accept-encoding", b"identity"))
-        request = self.client.build_request(scope["method"], url, headers=headers, content=body)
+        # The target goes out byte for byte (no dot-segment normalization) to the upstream origin.
+        request = self.client.build_request(
+            scope["method"], self.origin + "/", headers=headers, content=body, extensions={"target": target}
+        )
+        sent = {key for key, _ in headers}
+        for default in ("accept", "user-agent"):  # httpx adds these; a proxy adds nothing
+            if default.encode() not in sent:
+                del request.headers[default]
         try:
             response = await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
             return
         except httpx.HTTPError as exc:
-            await _upstream_failed(
-                send, body, UpstreamUnavailable(f"upstream unreachable: {exc or type(exc).__name__}")
-            )
+            error = UpstreamUnavailable(f"upstream unreachable: {exc or type(exc).__name__}")
+            await _upstream_failed(send, body, error)
             return
         try:
             await self._relay(response, receive, send)
@@ -149,8 +166,15 @@ class Forwarder:
                 await response.aclose()
 
     async def _relay(self, response: httpx.Response, receive: Receive, send: Send) -> None:
+        """Relay the response as it arrives.
+
+        Raises:
+            UpstreamUnavailable: the upstream broke off the body; the response is left incomplete
+                (the client sees the break, as it would directly), never ended as if whole.
+        """
         headers = _strip(list(response.headers.raw), _DROP_RESPONSE)
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        failure: httpx.HTTPError | None = None
         async with anyio.create_task_group() as tg:
 
             async def watch_disconnect() -> None:
@@ -164,10 +188,12 @@ class Forwarder:
                     if chunk:
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as exc:
-                # The upstream died mid-stream: end the response; what arrived was already relayed.
-                logger.warning("upstream stream ended with %s", type(exc).__name__)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                failure = exc
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
+        if failure is not None:
+            raise UpstreamUnavailable(f"upstream broke off the response: {type(failure).__name__}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -180,40 +206,32 @@ class Forwarder:
                 return
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message: Message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(parts)
-
-
-def _request_id(body: bytes) -> JSON:
-    """The id of a single JSON-RPC request body, else ``None``."""
+def _request_ids(body: bytes) -> JSON:
+    """The id of a single JSON-RPC request (``None`` if none), or the list of ids of a batch."""
     try:
         message = loads(body) if body else None
-    except Exception:
+        dumps(message)  # an id that cannot be written back (a lone surrogate) counts as none
+    except DecodeError:
         return None
+    if isinstance(message, list):
+        return [m.get("id") for m in message if isinstance(m, dict) and "method" in m and "id" in m]
     return message.get("id") if isinstance(message, dict) and "method" in message else None
 
 
 async def _upstream_failed(send: Send, body: bytes, error: UpstreamError) -> None:
     logger.warning("%s", error)
-    await _error(send, error.status_code, _request_id(body), str(error))
+    await _error(send, error.status_code, body, str(error))
 
 
-async def _error(send: Send, status: int, request_id: JSON, message: str) -> None:
-    """Answer with a JSON-RPC error body (MCP clients read JSON-RPC errors from any status)."""
-    payload = dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}})
+async def _error(send: Send, status: int, body: bytes, message: str) -> None:
+    """Answer with a JSON-RPC error body for the request in ``body`` (MCP clients read JSON-RPC
+    errors from any status); a batch gets one error per request, in order."""
+    ids = _request_ids(body)
+    error = {"code": -32000, "message": message}
+    if isinstance(ids, list):
+        payload = dumps([{"jsonrpc": "2.0", "id": i, "error": error} for i in ids])
+    else:
+        payload = dumps({"jsonrpc": "2.0", "id": ids, "error": error})
     await send(
         {
             "type": "http.response.start",

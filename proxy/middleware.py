@@ -17,22 +17,23 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import anyio
 
 from .audit import AuditLog
+from .body import buffer_body, replay
 from .catalog import ToolEntry, scope_key
 from .config import NormalizerConfig
-from .errors import DecodeError
+from .errors import ClientDisconnect, DecodeError, UpstreamError
 from .jsoncodec import dumps, loads
-from .jsonrpc import TOOLS_LIST, RequestInfo, header, inspect_request, object_only
+from .jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, header, inspect_request, object_only
 from .normalize import Normalizer
 from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
 from .transform import Exchange, ResponseTransformer
-from .types import ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
+from .types import JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
 
 logger = logging.getLogger("mcp_normalizer.middleware")
 
@@ -51,7 +52,8 @@ class NormalizerMiddleware:
         app: the inner ASGI app (an MCP server app, or the proxy's forwarder).
         config: rule configuration; ``None`` uses the shipped ``config/normalizer.toml``.
         upstream: a label for the upstream in log lines, and part of every scope key.
-        max_body_bytes: largest request body read for inspection; a larger POST gets 413.
+        max_body_bytes: largest request body read for inspection; a larger POST passes through
+            untouched (MCP requests are small; the forwarder has its own limit).
     """
 
     def __init__(
@@ -92,13 +94,14 @@ class NormalizerMiddleware:
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, session: str | None) -> None:
         headers: RawHeaders = scope["headers"]
-        body, replay = await _buffer_body(receive, self.max_body_bytes)
-        if body is None:
-            await _too_large(send, self.max_body_bytes)
-            return
-        info = inspect_request(body, headers)
+        try:
+            body, complete = await buffer_body(receive, self.max_body_bytes)
+        except ClientDisconnect:
+            return  # never forward a truncated request
+        replayed = replay(body, complete, receive)
+        info = inspect_request(body, headers) if complete else None  # a huge body is not MCP's: untouched
         if info is None:
-            await self.app(scope, replay, send if session is None else self._watch_session(scope, send))
+            await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
         key = self._scope_key(headers)
         state = self.scopes.state(key)
@@ -109,7 +112,7 @@ class NormalizerMiddleware:
         exchange = Exchange(info.pending, info.era, key, state, self.scopes.public)
         needed = {tool for tool in map(exchange.tool_of, info.pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None}
-        await self._exchange(scope, replay, send, exchange, info, unknown)
+        await self._exchange(scope, replayed, send, exchange, info, unknown)
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A legacy session's GET stream: it may carry resumed responses and ``list_changed``."""
@@ -136,11 +139,21 @@ class NormalizerMiddleware:
         transformer = ResponseTransformer(exchange, self.normalizer, self.audit)
         fetched = anyio.Event()
         on_404 = self._forget_on_404(scope) if header(scope["headers"], b"mcp-session-id") is not None else None
+        wrapped = _TransformingSend(send, transformer, fetched, on_404)
+        failure: UpstreamError | None = None
         async with anyio.create_task_group() as tg:
             if info is not None and unknown and self.config.fetch_tools_list:
                 exchange.fetching |= unknown
                 tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
-            await self.app(scope, receive, _TransformingSend(send, transformer, fetched, on_404))
+            try:
+                await self.app(scope, receive, wrapped)
+            except UpstreamError as exc:
+                failure = exc
+        if failure is not None:
+            if wrapped.started:
+                raise failure  # bytes already went out: break the response, as the upstream did
+            ids = _ids(exchange.pending) if info is not None else []
+            await _upstream_error(send, failure, ids)
 
     def _scope_key(self, headers: RawHeaders) -> str:
         return scope_key(
@@ -303,7 +316,7 @@ class _Fetch:
 class _TransformingSend:
     """The ``send`` handed to the inner app: runs the response through the transformer."""
 
-    __slots__ = ("_fetched", "_on_status", "_send", "_start", "_t")
+    __slots__ = ("_fetched", "_on_status", "_send", "_start", "_t", "started")
 
     def __init__(
         self,
@@ -317,6 +330,7 @@ class _TransformingSend:
         self._fetched = fetched
         self._on_status = on_status
         self._start: Message | None = None
+        self.started = False  # has the response start gone to the client?
 
     async def __call__(self, message: Message) -> None:
         kind = message["type"]
@@ -348,50 +362,19 @@ class _TransformingSend:
         assert self._start is not None
         start = {**self._start, "headers": self._t.headers}
         self._start = None
+        self.started = True
         await self._send(start)
 
 
-async def _buffer_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """Read the whole request body (at most ``limit`` bytes) and return it with a replaying ``receive``.
-
-    The replaying ``receive`` hands the body out once as a single ``http.request``, then falls
-    through to the real ``receive`` so ``http.disconnect`` still reaches the inner app.
-    """
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break  # disconnected before the body was complete
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None, receive
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            break
-    body = b"".join(parts)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
+def _ids(pending: Mapping[IdKey, PendingRequest]) -> list[JSON]:
+    return [value for _, value in pending]
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Request body exceeds {limit} bytes"}}
-    )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
+async def _upstream_error(send: Send, error: UpstreamError, ids: list[JSON]) -> None:
+    """The upstream broke off before anything was sent: a JSON-RPC error per watched request."""
+    logger.warning("%s", error)
+    errors = [{"jsonrpc": "2.0", "id": i, "error": {"code": -32000, "message": str(error)}} for i in ids]
+    body = dumps(errors[0] if len(errors) == 1 else errors)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": body})

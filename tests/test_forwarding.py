@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -28,7 +29,14 @@ class Echo:
             return
         body = await read_body(receive)
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        self.seen.append({"path": scope["path"], "query": scope["query_string"].decode(), "headers": headers})
+        self.seen.append(
+            {
+                "path": scope["path"],
+                "raw_path": scope["raw_path"].decode(),
+                "query": scope["query_string"].decode(),
+                "headers": headers,
+            }
+        )
         reply = orjson.dumps({"path": scope["path"], "query": scope["query_string"].decode(), "body": body.decode()})
         extra = [(b"set-cookie", b"sid=alice-secret; Path=/")] if scope["path"] == "/login" else []
         hop = [(b"connection", b"x-private"), (b"x-private", b"1"), (b"keep-alive", b"timeout=5")]
@@ -118,3 +126,118 @@ async def test_an_unreachable_upstream_gives_502_with_a_json_rpc_error_for_the_r
     body = response.json()
     assert body["id"] == "a-1" and body["error"]["code"] == -32000
     assert "unreachable" in body["error"]["message"]
+
+
+async def raw_request(url: str, request: bytes, *, close_after_send: bool = False) -> bytes:
+    """Send bytes as they are to the server at ``url``'s host and port; return everything it answers."""
+    parsed = httpx.URL(url)
+    stream = await anyio.connect_tcp(parsed.host, parsed.port or 80)
+    async with stream:
+        await stream.send(request)
+        if close_after_send:
+            return b""
+        received = b""
+        with anyio.move_on_after(10):
+            try:
+                while chunk := await stream.receive():
+                    received += chunk
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                pass
+    return received
+
+
+@pytest.mark.anyio
+async def test_a_request_target_cannot_point_the_proxy_at_another_host() -> None:
+    target = Echo()
+    with serve(Echo()) as up, serve(target) as elsewhere, proxy_for(up + "/mcp") as px:
+        port = httpx.URL(elsewhere).port
+        for line in (f"GET @127.0.0.1:{port}/admin HTTP/1.1", f"GET http://127.0.0.1:{port}/admin HTTP/1.1"):
+            answer = await raw_request(px, f"{line}\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert target.seen == []
+
+
+@pytest.mark.anyio
+async def test_paths_reach_the_upstream_byte_for_byte_and_no_headers_are_added() -> None:
+    echo = Echo()
+    with serve(echo) as up, proxy_for(up + "/mcp") as px:
+        answer = await raw_request(px, b"GET /a/../mcp/./x?q=../ HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 207")
+    seen = echo.seen[0]
+    assert (seen["raw_path"], seen["query"]) == ("/a/../mcp/./x", "q=../")  # no dot-segment normalization
+    assert "accept" not in seen["headers"] and "user-agent" not in seen["headers"]
+
+
+@pytest.mark.anyio
+async def test_a_truncated_request_body_is_never_forwarded() -> None:
+    echo = Echo()
+    with serve(echo) as up, proxy_for(up + "/mcp") as px:
+        for path in (b"/mcp", b"/other"):
+            head = (
+                b"POST "
+                + path
+                + b" HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n"
+            )
+            await raw_request(
+                px, head + b'{"jsonrpc":"2.0","id":1,"method":"tools/call"' + b" " * 400, close_after_send=True
+            )
+        # A complete request afterwards shows the proxy is still fine, and is the only one that arrived.
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.get(px + "/after")).status_code == 207
+    assert [seen["path"] for seen in echo.seen] == ["/after"]
+
+
+@pytest.mark.anyio
+async def test_a_large_non_tools_post_to_the_mcp_path_passes_through() -> None:
+    echo = Echo()
+    body = b'{"jsonrpc":"2.0","id":1,"method":"resources/write","params":{"blob":"' + b"x" * (5 * 1024 * 1024) + b'"}}'
+    with serve(echo) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(px + "/mcp", content=body, headers=HEADERS)
+    assert response.status_code == 207
+    assert len(response.json()["body"]) == len(body)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content_type", [b"application/json", b"text/event-stream"])
+async def test_an_upstream_that_breaks_off_a_body_is_never_shown_as_complete(content_type: bytes) -> None:
+    async def upstream(scope: Scope, receive: Receive, send: Send) -> None:
+        request = orjson.loads(await read_body(receive))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
+        if request["method"] == "tools/list":
+            await send({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'})
+            return
+        await send({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":1,"res', "more_body": True})
+        raise RuntimeError("the upstream crashed")
+
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}'
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            try:
+                response = await http.post(px + "/mcp", content=call, headers=HEADERS)
+            except httpx.HTTPError:
+                return  # the break reached the client as a break: fine
+    # The only other acceptable answer: a clear error, never a 200 with a cut body.
+    assert response.status_code == 502, response.content
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32000, "message": response.json()["error"]["message"]},
+    }
+    assert "broke off" in response.json()["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_a_batch_to_an_unreachable_upstream_gets_one_error_per_request() -> None:
+    with proxy_for(f"http://127.0.0.1:{free_port()}/mcp") as px:
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            batch = orjson.dumps(
+                [
+                    {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                    {"jsonrpc": "2.0", "method": "notifications/x"},
+                    {"jsonrpc": "2.0", "id": "b", "method": "ping"},
+                ]
+            )
+            response = await http.post(px + "/other", content=batch)
+    assert response.status_code == 502
+    assert [error["id"] for error in response.json()] == [1, "b"]
