@@ -34,4 +34,4 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
     config = config if config is not None else settings.load_config()
     if not logging.getLogger("mcp_normalizer").handlers:
         configure_logging(settings.log_level)
-    return NormalizerMiddleware(Forwarder(settings.upstream), config, upstream=settings.upstream)
+    return NormalizerMiddleware(Forwarder(settings.upstream), config, upstream=settings.upstream_label)

@@ -10,6 +10,8 @@ themselves live in :mod:`proxy.scopes`.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -104,13 +106,19 @@ class ToolCatalog:
         self.expires_at = None
 
 
+#: Per-process key of the scope hash: a scope key in a log line cannot be reversed to the token by
+#: trying candidates offline (an unkeyed hash of a weak password can).
+_SCOPE_KEY = secrets.token_bytes(32)
+
+
 def scope_key(upstream: str, session_id: str | None, authorization: str | None, cookie: str | None) -> str:
     """Hash what identifies a client to the upstream into a short, log-safe scope key.
 
     Two requests share a catalog only when they reach the same upstream with the same session id,
-    ``Authorization`` and ``Cookie`` headers. The raw values never leave this function.
+    ``Authorization`` and ``Cookie`` headers. The raw values never leave this function; the hash
+    is keyed with a random per-process secret (HMAC-SHA256), so keys are stable within a process.
     """
-    digest = hashlib.sha256()
+    digest = hmac.new(_SCOPE_KEY, digestmod=hashlib.sha256)
     for part in (upstream, session_id or "", authorization or "", cookie or ""):
         digest.update(part.encode("utf-8", "surrogateescape"))
         digest.update(b"\0")

@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         host,
         port,
         settings.mcp_path,
-        settings.upstream,
+        settings.upstream_label,
         " (report-only)" if config.report_only else "",
     )
     serve(app, sock, settings.log_level)

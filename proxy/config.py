@@ -254,6 +254,11 @@ class Settings:
             raise ConfigError(f"log level {self.log_level!r} must be one of {', '.join(_LOG_LEVELS)}")
 
     @property
+    def upstream_label(self) -> str:
+        """The upstream URL as logs may show it: any ``user:password@`` replaced by ``***@``."""
+        return redact_url(self.upstream)
+
+    @property
     def mcp_path(self) -> str:
         """The path of the MCP endpoint (the upstream URL's path, ``/`` if empty)."""
         return urlsplit(self.upstream).path or "/"
@@ -296,6 +301,14 @@ class Settings:
         """
         config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
         return replace(config, path=self.mcp_path, report_only=config.report_only or self.report_only)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the credentials of its authority (``http://u:p@h/x`` -> ``http://***@h/x``)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
 
 
 _ENV = {

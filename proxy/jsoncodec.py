@@ -1,17 +1,19 @@
 """Lossless JSON decoding and encoding for messages the proxy may rewrite.
 
-orjson is the fast path. It silently turns integers outside [-2**63, 2**64) into floats, so a
-document that holds a long run of digits is decoded by the standard library instead, with every
-number kept exactly: big integers as :class:`BigInt`, every float literal as :class:`decimal.Decimal`,
-and both written back verbatim. Non-standard literals (``NaN``, ``Infinity``) are rejected: such a
-document is not JSON (RFC 8259 section 6) and passes through the proxy untouched.
+A rewrite must not change any value the proxy does not mean to change, numbers included. orjson is
+exact for documents whose numbers are all integers within 64 bits, and it is the fast path for
+them. A document holding a float literal, a long integer or ``-0`` is decoded by the standard
+library instead, every such number keeping its literal text: floats as :class:`RawFloat` (a
+``float``, so validation sees the usual value; ``1.10`` stays ``1.10``, ``1e400`` stays ``1e400``),
+integers beyond 64 bits and ``-0`` as :class:`RawInt`. Encoding writes those texts back verbatim.
+Non-standard literals (``NaN``, ``Infinity``) are rejected: such a document is not JSON (RFC 8259
+section 6) and passes through the proxy untouched.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -19,18 +21,38 @@ import orjson
 from .errors import DecodeError
 from .types import JSON
 
-# A run this long may be an integer beyond 64 bits or a float beyond double precision.
-_LONG_NUMBER = re.compile(rb"\d{17}")
+# A float literal (a digit before '.', 'e' or 'E'), a 19+ digit run (may exceed 64 bits) or an
+# integer -0. Matches inside strings only send a document down the exact path: harmless.
+_NEEDS_EXACT = re.compile(rb"\d[.eE]|\d{19}|-0(?![.eE\d])")
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
-class BigInt(int):
-    """An integer outside orjson's 64-bit range, re-emitted with all its digits."""
+class RawFloat(float):
+    """A JSON number with a fraction or exponent, remembering how it was written."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+class RawInt(int):
+    """A JSON integer orjson cannot write back as written (beyond 64 bits, or ``-0``)."""
+
+    text: str
+
+
+def _parse_float(text: str) -> float:
+    value = RawFloat(text)
+    value.text = text
+    return value
 
 
 def _parse_int(text: str) -> int:
     value = int(text)
-    return value if _INT_MIN <= value <= _INT_MAX else BigInt(value)
+    if _INT_MIN <= value <= _INT_MAX and text != "-0":
+        return value
+    raw = RawInt(value)
+    raw.text = text
+    return raw
 
 
 def _reject_constant(name: str) -> Any:
@@ -38,43 +60,43 @@ def _reject_constant(name: str) -> Any:
 
 
 def _default(value: Any) -> Any:
-    if isinstance(value, BigInt):
-        return orjson.Fragment(int.__repr__(value).encode())
-    if isinstance(value, Decimal):
-        return orjson.Fragment(str(value).encode())
+    if isinstance(value, RawFloat | RawInt):
+        return orjson.Fragment(value.text.encode())
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> JSON:
-    """Decode one JSON text (RFC 8259) without losing any number.
+    """Decode one JSON text (RFC 8259) without losing any number's value or spelling.
 
     Args:
         data: UTF-8 bytes or a str holding exactly one JSON value.
 
     Returns:
-        The decoded value: dict, list, str, int (``BigInt`` beyond 64 bits), float or
-        ``Decimal`` (slow path only), bool or None.
+        The decoded value: dict, list, str, bool, None, int, and on the exact path
+        :class:`RawFloat` / :class:`RawInt` for numbers that must keep their text.
 
     Raises:
         DecodeError: the text is not JSON, or holds ``NaN``/``Infinity``.
     """
     raw = data.encode() if isinstance(data, str) else bytes(data)
-    if _LONG_NUMBER.search(raw) is None:
+    if _NEEDS_EXACT.search(raw) is None:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
-            pass  # let the exact decoder give the verdict (it also reads numbers orjson refuses)
+            pass  # let the exact decoder give the verdict
     try:
-        return json.loads(raw, parse_int=_parse_int, parse_float=Decimal, parse_constant=_reject_constant)
+        return json.loads(raw, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise DecodeError(f"not JSON: {exc}") from None
 
 
 def dumps(value: JSON) -> bytes:
-    """Encode ``value`` as compact UTF-8 JSON (no insignificant whitespace, raw non-ASCII).
+    """Encode ``value`` as compact UTF-8 JSON (no insignificant whitespace, raw non-ASCII); numbers
+    decoded by :func:`loads` are written exactly as they were.
 
     Raises:
-        DecodeError: the value cannot be written as valid JSON (for example a lone surrogate).
+        DecodeError: the value cannot be written as valid JSON (for example a lone surrogate, or
+            nesting deeper than orjson allows).
     """
     try:
         return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_SUBCLASS)

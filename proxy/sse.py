@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 _LINE_END = re.compile(rb"[\r\n]")
+_BOM = b"\xef\xbb\xbf"  # ignored once at the start of a stream (WHATWG HTML 9.2.5)
 
 
 class SSESplitter:
@@ -126,7 +127,7 @@ def parse_event(block: bytes) -> SSEEvent:
     event = b""
     data: list[bytes] = []
     event_id: bytes | None = None
-    for line in _lines(block.removeprefix(b"\xef\xbb\xbf")):
+    for line in _lines(block.removeprefix(_BOM)):
         if not line or line.startswith(b":"):
             continue
         name, value = _field(line)
@@ -148,8 +149,10 @@ def replace_data(block: bytes, data: bytes) -> bytes:
 
     Every non-data line (``id:``, ``event:``, ``retry:``, comments) is kept verbatim and in place;
     the first ``data:`` line becomes ``data: <data>`` and later data lines are dropped. The block's
-    own line terminator is reused, so a CRLF stream stays CRLF.
+    own line terminator is reused, so a CRLF stream stays CRLF. A leading BOM stays in front.
     """
+    if block.startswith(_BOM):
+        return _BOM + replace_data(block[len(_BOM) :], data)
     match = _LINE_END.search(block)
     if match is None:
         return b"data: " + data + b"\n\n"

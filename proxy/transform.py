@@ -157,10 +157,12 @@ class ResponseTransformer:
     def start(self, status: int, headers: RawHeaders) -> None:
         """Read the response start and choose the mode; :attr:`headers` holds the headers to send."""
         self.status = status
-        content_type = (header(headers, b"content-type") or "").split(";")[0].strip().lower()
+        media_type, _, parameters = (header(headers, b"content-type") or "").partition(";")
+        content_type = media_type.strip().lower()
         encoding = (header(headers, b"content-encoding") or "identity").strip().lower()
-        if status != 200 or encoding != "identity":
-            self.mode = "pass"
+        charset = _charset(parameters)
+        if status != 200 or encoding != "identity" or charset not in (None, "utf-8", "utf8"):
+            self.mode = "pass"  # a body the proxy would have to re-encode differently: untouched
         elif content_type == "application/json":
             self.mode = "json"
         elif content_type == "text/event-stream":
@@ -377,6 +379,15 @@ class ResponseTransformer:
         for record in outcome.records:
             self.audit.emit(record, method=method, jsonrpc_id=None, scope=self.exchange.scope, era=self.exchange.era)
         return {**message, "params": outcome.result} if outcome.changed else message
+
+
+def _charset(parameters: str) -> str | None:
+    """The ``charset`` of a content-type's parameters, lower-cased, or ``None``."""
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
 
 
 #: Words that make an event worth parsing even when it answers no watched request.

@@ -104,3 +104,21 @@ async def test_a_rule_that_raises_forwards_the_original_response_and_logs_the_fa
     assert proxied[2:] == direct[2:]  # every tools/call response forwarded exactly as the upstream sent it
     faults = [r for r in errors.records if r.levelno == logging.ERROR and "rule fault" in r.getMessage()]
     assert len(faults) == len(TOOLS)
+
+
+def test_log_lines_survive_ids_and_names_that_orjson_cannot_write() -> None:
+    formatter = JSONFormatter()
+    record = logging.LogRecord("mcp_normalizer.rewrite", logging.INFO, __file__, 1, "rewrite", None, None)
+    record.audit = {"jsonrpc_id": 18446744073709551616, "tool": "bad\ud800name", "rule": "error_problem"}
+    line = orjson.loads(formatter.format(record))
+    assert line["jsonrpc_id"] == 18446744073709551616 and line["rule"] == "error_problem"
+
+
+@pytest.mark.anyio
+async def test_upstream_credentials_never_reach_the_log() -> None:
+    with serve(protean_server()) as up:
+        with_credentials = up.replace("http://", "http://svc:S3cr3tPassw0rd@") + "/mcp"
+        with proxy_for(with_credentials) as px, capture_rewrites() as log:
+            await raw_session(px + "/mcp")
+    assert log.lines and all("S3cr3t" not in orjson.dumps(line).decode() for line in log.lines)
+    assert log.lines[0]["upstream"].startswith("http://***@127.0.0.1:")

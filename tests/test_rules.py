@@ -194,3 +194,33 @@ def test_modes_per_rule_per_tool_and_report_only() -> None:
 def test_invalid_configs_are_rejected_with_a_message(text: str) -> None:
     with pytest.raises(ConfigError):
         normalizer(text)
+
+
+def test_the_first_recorded_original_value_is_never_overwritten() -> None:
+    from proxy.rules.base import ORIGINAL_VALUES_KEY, with_original_values
+
+    once = with_original_values({"content": []}, {"/a": 12345})
+    twice = with_original_values(once, {"/a": None, "/b": None})
+    assert twice["_meta"][ORIGINAL_VALUES_KEY] == {"/a": 12345, "/b": None}
+
+
+def test_a_nullable_place_behind_an_anchor_ref_loses_no_value() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"$ref": "#row"}}},
+        "$defs": {"row": {"$anchor": "row", "type": "object", "properties": {"scope": {"type": "string"}}}},
+    }
+    n = normalizer('[tools.t]\nnullable = ["/items/*/scope"]\n')
+    result = {"content": [], "structuredContent": {"items": [{"scope": 12345}]}}
+    out = call(n, tool(schema), result)
+    assert contains(out.result, 12345)
+
+
+def contains(value: Any, needle: Any) -> bool:
+    if value == needle:
+        return True
+    if isinstance(value, dict):
+        return any(contains(v, needle) for v in value.values())
+    if isinstance(value, list):
+        return any(contains(v, needle) for v in value)
+    return False

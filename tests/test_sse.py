@@ -90,3 +90,9 @@ def test_an_oversized_event_is_flagged_for_pass_through() -> None:
     splitter = SSESplitter(max_pending=16)
     assert splitter.feed(b"data: " + b"x" * 32) == []
     assert splitter.overflowed
+
+
+def test_a_stream_opening_with_a_bom_keeps_it_and_rewrites_multi_line_data_into_one_line() -> None:
+    block = b'\xef\xbb\xbfid: 1\ndata: {"a":\ndata: 1}\n\n'
+    assert parse_event(block).data == b'{"a":\n1}'
+    assert replace_data(block, b'{"a":2}') == b'\xef\xbb\xbfid: 1\ndata: {"a":2}\n\n'

@@ -202,8 +202,9 @@ async def test_an_upstream_that_dies_mid_stream_loses_nothing_already_sent() -> 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_numbers_survive_a_rewrite_exactly(mode: str) -> None:
-    big = b'{"id":18446744073709551616,"ratio":0.10000000000000000001,"n":-9223372036854775809}'
-    # The problem carries numbers orjson alone would round; the rewrite must keep every digit.
+    big = b'{"id":18446744073709551616,"ratio":0.10000000000000000001,"n":-9223372036854775809,"f":12345678.123456789,'
+    big += b'"tiny":1.5e-400,"z":-0,"nz":-0.0,"tenth":1.10,"e":1E2}'
+    # The problem carries numbers a plain decode/encode would change; the rewrite must keep every one as written.
     result = b'{"content":[],"isError":true,"structuredContent":{"title":"t","detail":"d","extra":' + big + b"}}"
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -222,3 +223,25 @@ async def test_numbers_survive_a_rewrite_exactly(mode: str) -> None:
         _, body = await post_stream(px + "/mcp")
     assert b'"org.htcom.protean/problem"' in body
     assert big in body
+
+
+@pytest.mark.anyio
+async def test_a_json_body_in_another_charset_passes_through_untouched() -> None:
+    message = {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "structuredContent": PROBLEM, "isError": True}}
+    encoded = orjson.dumps(message).decode().encode("utf-16")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        request = orjson.loads(await read_body(receive))
+        if request["method"] == "tools/list":
+            body, kind = (
+                orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": [SLOW_TOOL]}}),
+                b"application/json",
+            )
+        else:
+            body, kind = encoded, b"application/json; charset=utf-16"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+        await send({"type": "http.response.body", "body": body})
+
+    with serve(app) as up, proxy_for(up + "/mcp") as px:
+        _, body = await post_stream(px + "/mcp")
+    assert body == encoded

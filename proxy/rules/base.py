@@ -183,10 +183,11 @@ def delete_at(document: JSON, path: Sequence[str | int]) -> JSON:
 def with_original_values(result: JSONObject, originals: dict[str, JSON]) -> JSONObject:
     """Return a copy of ``result`` whose ``_meta`` records ``originals`` (pointer -> replaced value).
 
-    Values from several rules on one result are merged under :data:`ORIGINAL_VALUES_KEY`.
+    Values from several rules on one result are merged under :data:`ORIGINAL_VALUES_KEY`; the first
+    value recorded for a pointer is the server's and is never overwritten by a later repair.
     """
     meta = result.get("_meta")
     merged: JSONObject = dict(meta) if isinstance(meta, dict) else {}
     previous = merged.get(ORIGINAL_VALUES_KEY)
-    merged[ORIGINAL_VALUES_KEY] = {**(previous if isinstance(previous, dict) else {}), **originals}
+    merged[ORIGINAL_VALUES_KEY] = {**originals, **(previous if isinstance(previous, dict) else {})}
     return {**result, "_meta": merged}

@@ -61,7 +61,7 @@ def _repair_with(
             if not applies(name, parent, member) or violation.pointer in originals:
                 continue
             structured = edit(structured, violation.path)
-            originals[violation.pointer] = None
+            originals[violation.pointer] = None  # the value that was there (a previous repair's is kept)
             reasons.append(violation.describe())
         if not originals:
             return None

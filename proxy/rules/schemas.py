@@ -24,11 +24,12 @@ def siblings_of_ref_ignored(root: JSON) -> bool:
 
 
 def resolve_local_ref(root: JSON, ref: str) -> JSON | None:
-    """The subschema a same-document ``$ref`` (``#/...``) points at, or ``None``."""
-    if not ref.startswith("#"):
+    """The subschema a same-document JSON-pointer ``$ref`` (``#`` or ``#/...``) points at, or ``None``
+    (anchors such as ``#name`` and other documents are not followed)."""
+    if ref != "#" and not ref.startswith("#/"):
         return None
     node = root
-    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+    for raw in ref[2:].split("/") if ref != "#" else []:
         step = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and step in node:
             node = node[step]
