@@ -44,5 +44,5 @@ class AuditLog:
             "pointers": list(rewrite.pointers),
             "reason": rewrite.reason,
         }
-        level = logging.WARNING if record.event == "unrepaired" else logging.INFO
+        level = logging.INFO if record.event == "rewrite" else logging.WARNING
         self.logger.log(level, "%s %s: %s", record.event, rewrite.rule, rewrite.action, extra={"audit": fields})

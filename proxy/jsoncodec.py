@@ -102,3 +102,15 @@ def dumps(value: JSON) -> bytes:
         return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
     except (orjson.JSONEncodeError, TypeError) as exc:
         raise DecodeError(f"cannot encode as JSON: {exc}") from None
+
+
+def fingerprint(value: JSON) -> bytes:
+    """A canonical encoding of ``value`` (sorted keys) to compare or cache JSON values by content.
+
+    Raises:
+        DecodeError: the value cannot be encoded (too deep, lone surrogates).
+    """
+    try:
+        return orjson.dumps(value, default=_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise DecodeError(f"cannot encode as JSON: {exc}") from None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import anyio
@@ -111,7 +111,7 @@ class NormalizerMiddleware:
                     state.pending.put(id_key, request)  # its response may come on a later GET
         exchange = Exchange(info.pending, info.era, key, state, self.scopes.public)
         needed = {tool for tool in map(exchange.tool_of, info.pending.values()) if tool is not None}
-        unknown = {tool for tool in needed if exchange.tool(tool) is None}
+        unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
         await self._exchange(scope, replayed, send, exchange, info, unknown)
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -196,7 +196,8 @@ class NormalizerMiddleware:
             fetch = self._inflight[exchange.scope] = _Fetch()
             try:
                 with anyio.move_on_after(self.config.fetch_timeout) as timer:
-                    await self._learn_tools(scope, info, exchange, fetch)
+                    if await self._learn_tools(scope, info, exchange, fetch):  # the whole list came:
+                        exchange.state.catalog.absent |= {t for t in unknown if exchange.tool(t) is None}
                 if timer.cancelled_caught:
                     logger.warning(
                         "tools/list fetch timed out after %ss (scope %s)", self.config.fetch_timeout, exchange.scope
@@ -210,8 +211,12 @@ class NormalizerMiddleware:
             exchange.fetching -= unknown
             fetched.set()
 
-    async def _learn_tools(self, scope: Scope, info: RequestInfo, exchange: Exchange, fetch: _Fetch) -> None:
-        """Fetch every ``tools/list`` page through the inner app and learn it for the exchange's scope."""
+    async def _learn_tools(self, scope: Scope, info: RequestInfo, exchange: Exchange, fetch: _Fetch) -> bool:
+        """Fetch every ``tools/list`` page through the inner app and learn it for the exchange's scope.
+
+        Returns:
+            True when every page arrived (what the list lacks is then known to be absent).
+        """
         call_meta = next((p.meta for p in info.pending.values() if p.meta), {})
         protocol_meta = {k: v for k, v in call_meta.items() if k.startswith("io.modelcontextprotocol/")}
         modern = not object_only(exchange.era)
@@ -226,17 +231,22 @@ class NormalizerMiddleware:
             body = dumps({"jsonrpc": "2.0", "id": request_id, "method": TOOLS_LIST, "params": params})
             result = await self._inner_request(scope, body, request_id, modern)
             if result is None:
-                return
+                return False
             outcome = self.normalizer.tools_list(result, exchange.era)
             exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
             fetch.entries.extend(outcome.entries)
             next_cursor = result.get("nextCursor")
             if not isinstance(next_cursor, str) or not next_cursor:
-                return
+                return True
             cursor = next_cursor
+        return False
 
     async def _inner_request(self, scope: Scope, body: bytes, request_id: str, modern: bool) -> JSONObject | None:
-        """POST one JSON-RPC request to the inner app, as the client would; return its result."""
+        """POST one JSON-RPC request to the inner app, as the client would; return its result.
+
+        Reading stops as soon as the response is there: an SSE stream that stays open after it
+        (or never ends) does not hold the caller up.
+        """
         headers: RawHeaders = [(k, v) for k, v in scope["headers"] if k in _FETCH_HEADERS]
         headers += [
             (b"content-type", b"application/json"),
@@ -246,63 +256,91 @@ class NormalizerMiddleware:
         if modern:
             headers.append((b"mcp-method", TOOLS_LIST.encode()))
         sub_scope = {**scope, "method": "POST", "headers": headers}
-        complete = anyio.Event()
+        answered = anyio.Event()
         delivered = False
-        status = 0
-        content_type = ""
-        chunks: list[bytes] = []
+        found: list[JSONObject] = []
+        reader = _ResponseReader(request_id)
 
         async def receive() -> Message:
             nonlocal delivered
             if not delivered:
                 delivered = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            await complete.wait()
+            await answered.wait()
             return {"type": "http.disconnect"}
 
         async def send(message: Message) -> None:
-            nonlocal status, content_type
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                content_type = (header(list(message.get("headers", [])), b"content-type") or "").lower()
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    complete.set()
+            result = reader.read(message)
+            if result is not None:
+                found.append(result)
+            if reader.done:
+                answered.set()
 
-        try:
-            await self.app(sub_scope, receive, send)
-        finally:
-            complete.set()
-        if status != 200:
-            logger.warning("tools/list fetch answered HTTP %s", status)
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                try:
+                    await self.app(sub_scope, receive, send)
+                finally:
+                    answered.set()
+
+            tg.start_soon(run)
+            await answered.wait()
+            tg.cancel_scope.cancel()  # the answer is in: stop the inner app (it sees the client leave)
+        if reader.status != 200:
+            logger.warning("tools/list fetch answered HTTP %s", reader.status)
+        return found[0] if found else None
+
+
+class _ResponseReader:
+    """Finds the result of one JSON-RPC response in an ASGI response, JSON or SSE, as it streams."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.status = 0
+        self.done = False
+        self._sse = False
+        self._splitter = SSESplitter()
+        self._parts: list[bytes] = []
+
+    def read(self, message: Message) -> JSONObject | None:
+        """Take one ``send`` message; return the result once it is complete (``done`` is then set)."""
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            content_type = (header(list(message.get("headers", [])), b"content-type") or "").lower()
+            self._sse = content_type.startswith("text/event-stream")
+            self.done = self.status != 200
             return None
-        return _find_result(b"".join(chunks), content_type, request_id)
+        if message["type"] != "http.response.body" or self.done:
+            return None
+        chunk = message.get("body", b"")
+        final = not message.get("more_body", False)
+        if self._sse:
+            for block in self._splitter.feed(chunk):
+                result = self._result_in(parse_event(block).data)
+                if result is not None:
+                    self.done = True
+                    return result
+        else:
+            self._parts.append(chunk)
+            if final:
+                self.done = True
+                return self._result_in(b"".join(self._parts))
+        self.done = final
+        return None
 
-
-def _find_result(body: bytes, content_type: str, request_id: str) -> JSONObject | None:
-    """The ``result`` of response ``request_id`` in a JSON or SSE body."""
-    if content_type.startswith("text/event-stream"):
-        splitter = SSESplitter()
-        candidates: Iterable[bytes | None] = (parse_event(b).data for b in [*splitter.feed(body), splitter.flush()])
-    else:
-        candidates = [body]
-    for data in candidates:
+    def _result_in(self, data: bytes | None) -> JSONObject | None:
         if not data:
-            continue
+            return None
         try:
             value = loads(data)
         except DecodeError:
-            continue
+            return None
         for message in value if isinstance(value, list) else [value]:
-            if (
-                isinstance(message, dict)
-                and message.get("id") == request_id
-                and isinstance(message.get("result"), dict)
-            ):
-                result: JSONObject = message["result"]
-                return result
-    return None
+            if isinstance(message, dict) and message.get("id") == self.request_id:
+                result = message.get("result")
+                return result if isinstance(result, dict) else None
+        return None
 
 
 @dataclass(slots=True)

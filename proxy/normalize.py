@@ -10,18 +10,23 @@ that cannot be made conforming is left as it is, and the reason is logged).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
+from .errors import DecodeError
+from .jsoncodec import fingerprint
+from .pointer import PointerPattern
 from .rules import RULES, Mode, ResultContext, Rewrite, ToolContext
 from .rules.nullable import declared_places
 from .schema import SchemaCompiler, SchemaUnusable
 from .types import JSONObject
 
 _GROUP = tuple(rule for rule in RULES if rule.conformance and rule.on_result is not None)
+_MAX_ENTRIES = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +38,14 @@ class Record:
         tool: the tool concerned, if known.
         applied: ``False`` when the rule runs in report mode (nothing changed).
         event: ``rewrite``; ``unrepaired`` for a success result no rule could make conform;
-            ``skipped`` for a result too large to validate.
+            ``skipped`` for a result too large to validate; ``fault`` for a tool the proxy could
+            not read (it passes untouched).
     """
 
     rewrite: Rewrite
     tool: str | None
     applied: bool
-    event: Literal["rewrite", "unrepaired", "skipped"] = "rewrite"
+    event: Literal["rewrite", "unrepaired", "skipped", "fault"] = "rewrite"
 
 
 @dataclass(slots=True)
@@ -106,6 +112,23 @@ class Normalizer:
     def __init__(self, config: NormalizerConfig, compiler: SchemaCompiler | None = None) -> None:
         self.config = config
         self.compiler = compiler or SchemaCompiler()
+        # Entries by content, shared by every scope that lists the same tool: thousands of clients
+        # of one upstream cost one entry per distinct tool, not one per client.
+        self._entries: OrderedDict[tuple[bytes, tuple[str, ...]], ToolEntry] = OrderedDict()
+
+    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> ToolEntry:
+        try:
+            key = (fingerprint(tool), tuple(place.text for place in places))
+        except DecodeError:
+            return build_entry(tool, places, self.compiler)
+        found = self._entries.get(key)
+        if found is None:
+            found = self._entries[key] = build_entry(tool, places, self.compiler)
+            if len(self._entries) > _MAX_ENTRIES:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        return found
 
     def tools_list(self, result: JSONObject, era: str | None) -> Outcome:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries.
@@ -123,18 +146,27 @@ class Normalizer:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 continue
             name = tool["name"]
-            nullable_on = self.config.mode("nullable", name) is not Mode.OFF
-            configured = self.config.nullable_for(name) if nullable_on else ()
-            track = _Track(tool, tool)
-            track.run(
-                self.config, _TOOL_HOOKS, ToolContext(era=era, settings=self.config.settings, nullable=configured), name
-            )
+            try:
+                nullable_on = self.config.mode("nullable", name) is not Mode.OFF
+                configured = self.config.nullable_for(name) if nullable_on else ()
+                track = _Track(tool, tool)
+                context = ToolContext(era=era, settings=self.config.settings, nullable=configured)
+                track.run(self.config, _TOOL_HOOKS, context, name)
+                places = declared_places(tool, configured) if nullable_on else ()
+                entry = self._entry(track.would, places)
+            except (RecursionError, DecodeError, ValueError, TypeError) as exc:
+                # A schema too deep or strange to work on: this tool passes untouched, learned as
+                # unvalidatable; the rest of the list is normalized as usual.
+                reason = f"{type(exc).__name__} while reading the tool"
+                rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
+                outcome.records.append(Record(rewrite, name, False, "fault"))
+                outcome.entries.append(ToolEntry(name, tool.get("outputSchema"), problem=reason))
+                continue
             outcome.records += track.records
             if track.real is not tool:
                 emitted[index] = track.real
                 outcome.changed = True
-            places = declared_places(tool, configured) if nullable_on else ()
-            outcome.entries.append(build_entry(track.would, places, self.compiler))
+            outcome.entries.append(entry)
         if outcome.changed:
             outcome.result = {**result, "tools": emitted}
         return outcome
@@ -155,7 +187,7 @@ class Normalizer:
         if size > self.config.max_validate_bytes and entry is not None and entry.compiled is not None:
             reason = f"result of {size} bytes exceeds max_validate_bytes={self.config.max_validate_bytes}"
             outcome.records.append(Record(Rewrite("validation", "skipped", (), reason), tool, False, "skipped"))
-            entry = _without_schema(entry)
+            entry = entry.without_validation("result too large to validate")
         ctx = ResultContext(tool=entry, era=era, settings=self.config.settings)
         track = _Track(result, result)
         for rule in RULES:
@@ -198,17 +230,3 @@ class Normalizer:
             return
         track.would, track.real = group.would, group.real
         track.records += group.records
-
-
-def _without_schema(entry: ToolEntry | None) -> ToolEntry | None:
-    """The entry with its validator hidden: rules that need validation skip a result too large to validate."""
-    if entry is None:
-        return None
-    return ToolEntry(
-        name=entry.name,
-        output_schema=entry.output_schema,
-        nullable=entry.nullable,
-        ui_resource_uri=entry.ui_resource_uri,
-        compiled=None,
-        schema_problem="result too large to validate",
-    )

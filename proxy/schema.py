@@ -15,7 +15,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import referencing
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
@@ -23,7 +22,8 @@ from jsonschema.exceptions import _RefResolutionError as RefResolutionError
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-from .jsoncodec import dumps
+from .errors import DecodeError
+from .jsoncodec import fingerprint
 from .pointer import Path, format_pointer
 from .types import JSON
 
@@ -131,9 +131,9 @@ class SchemaCompiler:
             SchemaUnusable: the schema is not valid for its dialect (cached too).
         """
         try:
-            key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
-            key = dumps(schema)
+            key = fingerprint(schema)
+        except DecodeError:
+            raise SchemaUnusable("schema cannot be encoded (too deeply nested?)") from None
         hit = self._cache.get(key)
         if hit is None:
             hit = self._build(schema)

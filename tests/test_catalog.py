@@ -7,12 +7,13 @@ from typing import Any
 
 import anyio
 import httpx
+import orjson
 import pytest
 
 from proxy.demo.clients import run_node
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
 
-from .support import initialize, proxy_for, rpc, serve
+from .support import initialize, proxy_for, read_body, rpc, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 
@@ -117,3 +118,86 @@ async def test_ending_a_session_forgets_what_was_learned_for_it() -> None:
             await http.delete(url, headers=session)
             await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 3, **session)
     assert len(tools_list_requests(upstream)) == 2  # the proxy fetched again after DELETE
+
+
+def deep_schema(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+@pytest.mark.anyio
+async def test_the_fetch_uses_the_first_response_of_a_stream_that_never_ends() -> None:
+    release = anyio.Event()
+    tools = [spec.tool for spec in protean_tools()]
+
+    async def upstream(scope: Any, receive: Any, send: Any) -> None:
+        request = orjson.loads(await read_body(receive))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        if request["method"] == "tools/list":
+            event = {"jsonrpc": "2.0", "id": request["id"], "result": {"tools": tools}}
+            await send(
+                {"type": "http.response.body", "body": b"data: " + orjson.dumps(event) + b"\n\n", "more_body": True}
+            )
+            await release.wait()  # ...and the stream stays open
+            return
+        result = {"content": [], "structuredContent": FORBIDDEN, "isError": True}
+        event = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+        await send({"type": "http.response.body", "body": b"data: " + orjson.dumps(event) + b"\n\n"})
+
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(5):  # far below the 10 s fetch timeout
+                answer = await rpc(http, px + "/mcp", "tools/call", {"name": "protean.scope_list"}, 1)
+    assert answer["result"]["_meta"][PROBLEM_KEY] == FORBIDDEN
+
+
+@pytest.mark.anyio
+async def test_a_tool_missing_from_the_list_is_not_fetched_for_again_and_again() -> None:
+    upstream = ScriptedServer(protean_tools(), response_mode="json", page_size=1)
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            for rid in range(5):
+                await rpc(http, url, "tools/call", {"name": "no.such.tool"}, rid, **session)
+    assert len(tools_list_requests(upstream)) == 4  # one full fetch (4 pages), not one per call
+
+
+@pytest.mark.anyio
+async def test_one_unreadable_schema_does_not_spoil_the_rest_of_the_list() -> None:
+    hostile = ToolSpec(
+        {"name": "deep", "inputSchema": {"type": "object"}, "outputSchema": deep_schema(400)},
+        returning({"content": []}),
+    )
+    upstream = ScriptedServer([hostile, *protean_tools()], response_mode="json")
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            listed = await rpc(http, url, "tools/list", {}, 1, **session)
+            whoami = await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 2, **session)
+            deep = await rpc(http, url, "tools/call", {"name": "deep"}, 3, **session)
+    assert listed["result"]["tools"][0]["outputSchema"] == deep_schema(400)  # passed untouched
+    assert "structuredContent" not in whoami["result"]  # the others are still normalized
+    assert deep["result"] == {"content": []}
+    assert len(tools_list_requests(upstream)) == 1  # and nothing had to be fetched again
+
+
+def test_scopes_share_entries_and_nothing_is_compiled_before_a_call() -> None:
+    from proxy import NormalizerConfig
+    from proxy.normalize import Normalizer
+
+    normalizer = Normalizer(NormalizerConfig())
+    many = {
+        "tools": [
+            {"name": f"t{i}", "inputSchema": {}, "outputSchema": {"type": "object", "title": str(i)}}
+            for i in range(500)
+        ]
+    }
+    first = normalizer.tools_list(many, None).entries
+    second = normalizer.tools_list(orjson.loads(orjson.dumps(many)), None).entries  # another client, same list
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert len(normalizer.compiler._cache) == 0  # listing compiles nothing
+    assert first[7].compiled is not None and len(normalizer.compiler._cache) == 1

@@ -16,6 +16,7 @@ old Protean contract that strict clients reject.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,7 +160,7 @@ class ScriptedServer:
             return
         if self.response_mode == "json":
             replies = [await self._dispatch(m, headers, None) for m in calls]
-            payload = orjson.dumps(replies if batch else replies[0])
+            payload = _encode(replies if batch else replies[0])
             await _respond(send, 200, payload, [(b"content-type", b"application/json"), *extra])
             return
         await send(
@@ -171,7 +172,7 @@ class ScriptedServer:
         )
 
         async def emit(msg: Any) -> None:
-            data = orjson.dumps(msg)
+            data = _encode(msg)
             await send(
                 {
                     "type": "http.response.body",
@@ -255,6 +256,14 @@ class ScriptedServer:
         else:
             reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
         return reply
+
+
+def _encode(value: Any) -> bytes:
+    """Compact JSON; the standard library takes over for what orjson refuses (nesting beyond 255)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _wants_task(message: JSONObject) -> bool:
