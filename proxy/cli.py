@@ -153,5 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.upstream_label,
         " (report-only)" if config.report_only else "",
     )
-    serve(app, sock, settings.log_level)
+    try:
+        serve(app, sock, settings.log_level)
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C: uvicorn already shut down gracefully; no traceback
     return 0

@@ -163,6 +163,8 @@ class NormalizerConfig:
             raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
         return cls.from_mapping(data, source=str(path))
 
     @classmethod
@@ -275,8 +277,8 @@ class Settings:
         values: dict[str, Any] = {}
         for name, key in _ENV.items():
             raw = env.get(key)
-            if raw is None or raw == "":
-                continue
+            if raw is None or raw == "" or overrides.get(name) is not None:
+                continue  # a flag wins, even over a variable that would not parse
             if name == "port":
                 try:
                     values[name] = int(raw)

@@ -183,3 +183,33 @@ def test_a_taken_port_is_reported_in_one_line() -> None:
         done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--port", str(port))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in done.stderr
+
+
+def test_a_flag_wins_over_an_environment_variable_that_would_not_parse() -> None:
+    with socket.socket() as busy:  # a taken port, so the run ends right after the settings are read
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--port", str(port), env={"MCP_NORMALIZER_PORT": "abc"})
+    assert "not a port number" not in done.stderr and f"127.0.0.1:{port}" in done.stderr
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('[normalizer]\nproblem_meta_key = "caf\xe9"\n'.encode("latin-1"))
+    done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--config", str(path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not UTF-8" in done.stderr
+
+
+def test_ctrl_c_stops_the_proxy_quietly() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [EXE, "--upstream", "http://127.0.0.1:9/mcp", "--port", str(port)], stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 20
+    while not listening(port):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=20)
+    assert process.returncode == 130 and "Traceback" not in err

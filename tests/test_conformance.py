@@ -8,15 +8,13 @@ any result: every scenario (and every check in it) must come out the same throug
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
 
-from .support import ROOT
+from .support import ROOT, SHARED, need_shared
 from .test_cli import EXE, free_port, running
 
-SHARED = Path(os.environ.get("MCP_NORMALIZER_SHARED", ROOT.parent / "shared"))
 TOOLS = SHARED / "tools"
 BASELINE = TOOLS / "conformance-baseline-everything.yml"
 PACKAGES = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol"
@@ -69,6 +67,7 @@ def passed(checks: Checks) -> bool:
 
 
 def test_the_proxy_passes_every_conformance_scenario_that_server_everything_passes(tmp_path: Path) -> None:
+    need_shared("tools", "conformance-baseline-everything.yml")
     upstream_port = free_port()
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
     everything = ["node", "--require", str(TOOLS / "loopback.cjs"), str(EVERYTHING), "streamableHttp"]

@@ -10,6 +10,7 @@ both URLs so you can point your own client at them. The rewrite log goes to stde
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any, Literal
 
@@ -17,9 +18,10 @@ import anyio
 import uvicorn
 
 from ..app import create_app
+from ..audit import REWRITE_LOGGER
 from ..cli import bind
 from ..config import Settings
-from ..logs import configure_logging
+from ..logs import JSONFormatter, configure_logging
 from .clients import ClientUnavailable, node_available, python_available, run_node, run_python
 from .upstream import protean_server
 
@@ -31,24 +33,30 @@ CALLS = [
 ]
 
 
-def _summary(step: dict[str, Any]) -> str:
+def _cut(text: str, width: int) -> str:
+    """``text`` shortened at a word boundary to at most ``width`` characters, marked with an ellipsis."""
+    if len(text) <= width:
+        return text
+    return text[: width - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+def _summary(step: dict[str, Any], progress: int) -> str:
     """One line for a table cell: what the client handed to its caller."""
     if not step["ok"]:
-        message = str(step["error"]["message"]).replace("\n", " ")
-        return "THROWS " + message[:110]
+        return "THROWS " + _cut(str(step["error"]["message"]).replace("\n", " "), 120)
     value = step["value"]
     parts = ["isError" if value.get("isError") else "ok"]
+    if progress:
+        parts.append(f"{progress} progress notifications first")
     texts = [b.get("text", "") for b in value.get("content", []) if b.get("type") == "text"]
-    if texts:
-        parts.append("text " + json.dumps(texts[0][:60]))
-    else:
-        parts.append("no text")
+    parts.append("text " + json.dumps(_cut(texts[0], 70), ensure_ascii=False) if texts else "no text")
     meta = value.get("_meta") or {}
     problems = [k for k in meta if k.endswith("/problem")]
     if problems:
         parts.append(f"_meta[{problems[0]!r}].code={meta[problems[0]].get('code')!r}")
     if "structuredContent" in value:
-        parts.append("structuredContent " + json.dumps(value["structuredContent"], separators=(",", ":"))[:100])
+        compact = json.dumps(value["structuredContent"], separators=(", ", ": "), ensure_ascii=False)
+        parts.append("structuredContent " + _cut(compact, 110))
     return ", ".join(parts)
 
 
@@ -66,7 +74,15 @@ async def _compare(direct: str, proxied: str) -> list[tuple[str, str, str, str]]
         results["Python mcp 2.3.0"] = (await run_python(direct, steps), await run_python(proxied, steps))
     for index, (name, _) in enumerate(CALLS, start=1):
         for label, (via_direct, via_proxy) in results.items():
-            rows.append((name, label, _summary(via_direct["steps"][index]), _summary(via_proxy["steps"][index])))
+            progress = name == "protean.deploy"
+            rows.append(
+                (
+                    name,
+                    label,
+                    _summary(via_direct["steps"][index], len(via_direct["progress"]) if progress else 0),
+                    _summary(via_proxy["steps"][index], len(via_proxy["progress"]) if progress else 0),
+                )
+            )
     return rows
 
 
@@ -84,6 +100,18 @@ def _print_rows(rows: list[tuple[str, str, str, str]]) -> None:
         print(f"    proxied: {proxied}")
 
 
+class _HeldLines(logging.Handler):
+    """Keeps formatted log lines to print later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(JSONFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
 def run_demo(
     *,
     host: str = "127.0.0.1",
@@ -93,19 +121,31 @@ def run_demo(
     once: bool = False,
 ) -> int:
     """Run the demo; returns the exit code (2 when a port cannot be bound)."""
-    try:
-        up_sock = bind(host, upstream_port)
-        px_sock = bind(host, port)
-    except OSError as exc:
-        print(f"mcp-normalizer: error: cannot listen on {host}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    socks = []
+    for wanted in (upstream_port, port):
+        try:
+            socks.append(bind(host, wanted))
+        except OSError as exc:
+            print(f"mcp-normalizer: error: cannot listen on {host}:{wanted}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    up_sock, px_sock = socks
     direct = f"http://{host}:{up_sock.getsockname()[1]}/mcp"
     proxied = f"http://{host}:{px_sock.getsockname()[1]}/mcp"
     configure_logging("info")
-    upstream = uvicorn.Server(uvicorn.Config(protean_server(response_mode), log_config=None, log_level="warning"))
-    proxy = uvicorn.Server(
-        uvicorn.Config(create_app(Settings(upstream=direct)), log_config=None, log_level="warning", access_log=False)
-    )
+    # While the clients run, rewrite log lines are held and printed after the table, not between its rows.
+    held = _HeldLines()
+    rewrite_log = logging.getLogger(REWRITE_LOGGER)
+    rewrite_log.addHandler(held)
+    rewrite_log.propagate = False
+    quiet = {
+        "log_config": None,
+        "log_level": "warning",
+        "access_log": False,
+        "server_header": False,
+        "date_header": False,
+    }
+    upstream = uvicorn.Server(uvicorn.Config(protean_server(response_mode), **quiet))  # type: ignore[arg-type]
+    proxy = uvicorn.Server(uvicorn.Config(create_app(Settings(upstream=direct)), **quiet))  # type: ignore[arg-type]
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
@@ -119,6 +159,11 @@ def run_demo(
                 _print_rows(await _compare(direct, proxied))
             except (ClientUnavailable, RuntimeError) as exc:
                 print(f"client run failed: {exc}")
+            print(f"\nThe rewrite log meanwhile ({len(held.lines)} lines, JSON; on stderr while serving):")
+            for line in held.lines:
+                print(line)
+            rewrite_log.removeHandler(held)
+            rewrite_log.propagate = True
             if once:
                 upstream.should_exit = proxy.should_exit = True
                 return
