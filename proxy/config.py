@@ -22,7 +22,6 @@ Everything is validated when loaded, so a bad value stops the process before it 
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -33,11 +32,8 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 from .pointer import PointerPattern
 from .rules import RULES_BY_NAME, Mode, RuleSettings
+from .rules.base import is_meta_key
 
-#: ``_meta`` key grammar (MCP 2025-06-18+ ``basic/index.mdx`` "_meta"): optional prefix of
-#: dot-separated labels ending in ``/``, then a name that starts and ends alphanumeric.
-_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_META_KEY = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*/)?(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)$")
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 _DEFAULTS = RuleSettings()
 
@@ -118,7 +114,7 @@ class NormalizerConfig:
                     raise ConfigError(f"{source}: [normalizer] {key} must be {_kind_name(kind)}")
                 values[key] = value
         problem_key = values.pop("problem_meta_key", _DEFAULTS.problem_meta_key)
-        if not _META_KEY.match(problem_key):
+        if not is_meta_key(problem_key):
             raise ConfigError(f"{source}: [normalizer] problem_meta_key {problem_key!r} is not a valid _meta key")
         for key in ("mirror_max_bytes", "max_validate_bytes", "max_scopes", "max_pending", "pending_ttl"):
             if values.get(key, 0) < 0:

@@ -2,7 +2,7 @@
 
 The same :class:`Normalizer` serves the middleware, the proxy and ``check``; it never knows which.
 For a ``tools/list`` result it repairs each ``Tool`` and builds the catalog entries of what it
-advertises. For a ``CallToolResult`` it runs the rules in order (:data:`proxy.rules.RULES`); the
+advertises. For a ``CallToolResult`` it runs the rules in order (:data:`proxy.rules.RESULT_RULES`); the
 success-result conformance repairs run as one group whose changes are kept only if, together, they
 make ``structuredContent`` conform to the advertised ``outputSchema`` (DESIGN section 3: a result
 that cannot be made conforming is left as it is, and the reason is logged).
@@ -20,12 +20,12 @@ from .config import NormalizerConfig
 from .errors import DecodeError
 from .jsoncodec import fingerprint
 from .pointer import PointerPattern
-from .rules import RULES, Mode, ResultContext, Rewrite, ToolContext
+from .rules import RESULT_RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
 from .rules.nullable import declared_places
 from .schema import SchemaCompiler, SchemaUnusable
 from .types import JSONObject
 
-_GROUP = tuple(rule for rule in RULES if rule.conformance and rule.on_result is not None)
+_GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
 _MAX_ENTRIES = 16_384
 
 
@@ -98,7 +98,7 @@ class _Track:
 
 
 Hook = Callable[[JSONObject, Any], "tuple[JSONObject, Rewrite] | None"]
-_TOOL_HOOKS = tuple((rule.name, rule.on_tool) for rule in RULES if rule.on_tool is not None)
+_TOOL_HOOKS = tuple((rule.name, rule.on_tool) for rule in TOOL_RULES if rule.on_tool is not None)
 
 
 class Normalizer:
@@ -190,7 +190,7 @@ class Normalizer:
             entry = entry.without_validation("result too large to validate")
         ctx = ResultContext(tool=entry, era=era, settings=self.config.settings)
         track = _Track(result, result)
-        for rule in RULES:
+        for rule in RESULT_RULES:
             if rule.on_result is None:
                 continue
             if not rule.conformance:

@@ -1,26 +1,78 @@
 """The normalization rules, in the order the engine applies them.
 
 Each rule module holds one family of faults (``cases/faults.md``) and exposes a :class:`Rule`.
-Rules are pure functions of a message and a context; see :mod:`proxy.rules.base`.
+Rules are pure functions of a message and a context; see :mod:`proxy.rules.base`. The order is the
+repair ladder's: the result's envelope first, then errors, then a missing ``structuredContent``,
+then the value repairs of the conformance group (kept only if together they make the result
+conform), then the last resort, then presentation.
 """
 
 from __future__ import annotations
 
-from . import empty_structured, envelope, error_problem, nullable, text_mirror
+from . import (
+    content_blocks,
+    empty_structured,
+    envelope,
+    error_problem,
+    last_resort,
+    meta_keys,
+    nullable,
+    text_mirror,
+)
 from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
+from .missing_structured import ERROR_FLAG, PROMOTE_TEXT_JSON, VACUOUS_STRUCTURED_CONTENT
 from .null_values import NULL_ARRAY_TO_EMPTY, NULL_OPTIONAL_MEMBER
+from .object_root import OBJECT_ROOT, WRAP_RESULT
+from .schema_repairs import DATE_TIME_FORMAT, SCHEMA_DIALECT, SCHEMA_REFS, SCHEMA_SHAPE, TIMESTAMP_OBJECTS
+from .value_repairs import COERCE_TYPES, PRUNE_ADDITIONAL
 
-#: Every rule, in application order: envelope first, then error results, then success-result
-#: conformance repairs (kept only if together they make the result conform), then presentation.
-RULES: tuple[Rule, ...] = (
+#: ``tools/list`` repairs, in the order they run on each tool.
+TOOL_RULES: tuple[Rule, ...] = (
+    meta_keys.RULE,
+    SCHEMA_SHAPE,
+    SCHEMA_DIALECT,
+    SCHEMA_REFS,
+    nullable.RULE,
+    TIMESTAMP_OBJECTS,
+    DATE_TIME_FORMAT,
+    OBJECT_ROOT,
+)
+#: ``tools/call`` repairs, in the order they run on each result (the repair ladder).
+RESULT_RULES: tuple[Rule, ...] = (
+    # the envelope
     envelope.RULE,
+    content_blocks.RULE,
+    meta_keys.RULE,
+    # errors, the shape the era requires, a missing structuredContent
     error_problem.RULE,
+    WRAP_RESULT,
+    PROMOTE_TEXT_JSON,
+    VACUOUS_STRUCTURED_CONTENT,
+    ERROR_FLAG,
+    # the conformance group: kept only if together they make the result conform
     nullable.RULE,
     NULL_OPTIONAL_MEMBER,
     NULL_ARRAY_TO_EMPTY,
+    PRUNE_ADDITIONAL,
+    COERCE_TYPES,
+    # what is left
     empty_structured.RULE,
+    last_resort.RULE,
     text_mirror.RULE,
 )
+#: Every rule once (for names, config validation and the README's rule reference).
+RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
 
-__all__ = ["RULES", "RULES_BY_NAME", "Mode", "ResultContext", "Rewrite", "Rule", "RuleSettings", "ToolContext"]
+__all__ = [
+    "RESULT_RULES",
+    "RULES",
+    "RULES_BY_NAME",
+    "TOOL_RULES",
+    "Mode",
+    "ResultContext",
+    "Rewrite",
+    "Rule",
+    "RuleSettings",
+    "ToolContext",
+]

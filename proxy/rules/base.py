@@ -9,6 +9,7 @@ applied (mode ``on``) or only reported (mode ``report``).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +19,17 @@ from ..types import JSON, JSONObject
 
 if TYPE_CHECKING:
     from ..catalog import ToolEntry
+
+#: ``_meta`` key grammar (MCP 2025-06-18+ ``basic/index.mdx`` "_meta"): an optional prefix of
+#: dot-separated labels ending in ``/``, then a name that starts and ends alphanumeric.
+_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_META_KEY = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*/)?(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?")
+
+
+def is_meta_key(key: str) -> bool:
+    """True when ``key`` follows the ``_meta`` key grammar."""
+    return _META_KEY.fullmatch(key) is not None
+
 
 #: ``_meta`` prefix of the proxy's own annotations (reverse DNS, not reserved: MCP ``basic/index.mdx`` "_meta").
 META_PREFIX = "dev.mcp-normalizer/"

@@ -4,9 +4,9 @@ beyond what a rule intends. Edits copy; the input schema is never mutated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..pointer import WILDCARD, Path
+from ..pointer import WILDCARD, Path, format_pointer
 from ..types import JSON, JSONObject
 
 #: Keywords whose presence means null may be rejected by something other than ``type``/``enum``.
@@ -205,3 +205,88 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
 
     result = walk(root, ())
     return (result if converted else root), places, converted
+
+
+#: Keywords whose value is one subschema / a map of subschemas / a list of subschemas (2020-12 and draft-07).
+_ONE = (
+    "additionalProperties",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+)
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+SchemaFn = Callable[[JSONObject, Path], JSON]
+
+
+def map_schema(root: JSON, fn: SchemaFn, *, max_depth: int = 64) -> tuple[JSON, list[str]]:
+    """Apply ``fn`` to every object subschema of ``root``, children first, copying only what changes.
+
+    ``fn(node, path)`` gets a subschema whose children are already mapped and its location in the
+    schema (keywords and names, outermost first), and returns the node to use (the same object when
+    it has nothing to change). Data keywords (``enum``, ``const``, ``default``, ``examples``) are
+    never entered.
+
+    Returns:
+        The new schema (``root`` itself when nothing changed) and the JSON pointers of the
+        subschemas ``fn`` replaced.
+
+    Raises:
+        RecursionError: the schema nests subschemas deeper than ``max_depth``.
+    """
+    touched: list[str] = []
+
+    def visit(node: JSON, path: Path) -> JSON:
+        if not isinstance(node, dict):
+            return node
+        if len(path) > 3 * max_depth:
+            raise RecursionError("schema nested too deeply")
+        out: JSONObject | None = None
+
+        def put(key: str, value: JSON) -> None:
+            nonlocal out
+            if out is None:
+                out = dict(node)
+            out[key] = value
+
+        for key in _ONE:
+            if isinstance(node.get(key), dict):
+                new = visit(node[key], (*path, key))
+                if new is not node[key]:
+                    put(key, new)
+        for key in _MAP:
+            members = node.get(key)
+            if isinstance(members, dict):
+                new_members = {name: visit(sub, (*path, key, name)) for name, sub in members.items()}
+                if any(new_members[name] is not members[name] for name in members):
+                    put(key, new_members)
+        for key in (*_LIST, "items"):
+            items = node.get(key)
+            if key == "items" and isinstance(items, dict):
+                new = visit(items, (*path, key))
+                if new is not items:
+                    put(key, new)
+            elif isinstance(items, list):
+                new_items = [visit(sub, (*path, key, i)) for i, sub in enumerate(items)]
+                if any(a is not b for a, b in zip(new_items, items, strict=True)):
+                    put(key, new_items)
+        dependencies = node.get("dependencies")
+        if isinstance(dependencies, dict):
+            new_deps = {k: visit(v, (*path, "dependencies", k)) for k, v in dependencies.items()}
+            if any(new_deps[k] is not dependencies[k] for k in dependencies):
+                put("dependencies", new_deps)
+        current = out if out is not None else node
+        result = fn(current, path)
+        if result is not current:
+            touched.append(format_pointer(path))
+        return result
+
+    new_root = visit(root, ())
+    return new_root, touched

@@ -1,0 +1,95 @@
+"""Rule ``content_blocks``: a result always has a ``content`` list of spec content blocks.
+
+Fault kinds ``missing_content_field`` and ``invalid_content_block``. ``content`` is required in every
+era; every block must be one of ``text``, ``image``, ``audio``, ``resource_link``, ``resource``, and a
+text block needs a string ``text`` (clients' result schemas reject the whole result otherwise).
+
+- the pre-2024-11-05 ``{toolResult: {...}}`` shape becomes the result it wraps (the TS SDK keeps a
+  compatibility schema for exactly this);
+- a missing ``content`` becomes ``[]`` (the text mirror may then fill it from ``structuredContent``);
+- a block of type ``error`` becomes a text block and the result ``isError: true`` (the server said so);
+- a block of another unknown type that carries a string ``text`` becomes a text block, its original
+  type kept in the block's ``_meta["dev.mcp-normalizer/original-type"]``;
+- a text block whose ``text`` is missing or not a string gets ``""`` or the JSON of the value; a bare
+  string in ``content`` becomes a text block.
+"""
+
+from __future__ import annotations
+
+from ..jsoncodec import dumps
+from ..types import JSON, JSONObject
+from .base import META_PREFIX, ResultContext, Rewrite, Rule
+
+KNOWN_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
+ORIGINAL_TYPE_KEY = META_PREFIX + "original-type"
+
+
+def _text_of(value: JSON) -> str:
+    return value if isinstance(value, str) else dumps(value).decode()
+
+
+def _block(block: JSON) -> tuple[JSON, bool, str | None]:
+    """The repaired block, whether it reported an error, and what was wrong (``None``: nothing)."""
+    if isinstance(block, str):
+        return {"type": "text", "text": block}, False, "bare string"
+    if not isinstance(block, dict):
+        return {"type": "text", "text": _text_of(block)}, False, "not an object"
+    kind = block.get("type")
+    if kind == "error":
+        text = block.get("text", block.get("message", ""))
+        return {**block, "type": "text", "text": _text_of(text)}, True, "type 'error'"
+    if kind not in KNOWN_TYPES and isinstance(block.get("text"), str):
+        meta = block.get("_meta")
+        meta = {**meta, ORIGINAL_TYPE_KEY: kind} if isinstance(meta, dict) else {ORIGINAL_TYPE_KEY: kind}
+        return {**block, "type": "text", "_meta": meta}, False, f"unknown type {kind!r}"
+    if kind == "text" and not isinstance(block.get("text"), str):
+        text = block.get("text")
+        return {**block, "text": "" if text is None else _text_of(text)}, False, "text is not a string"
+    return block, False, None
+
+
+def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+    out, touched, reasons = result, [], []
+    if "content" not in out and "toolResult" in out:
+        legacy = out["toolResult"]
+        rest = {k: v for k, v in out.items() if k != "toolResult"}
+        if isinstance(legacy, dict) and isinstance(legacy.get("content"), list):
+            out = {**rest, **legacy}
+        else:
+            out = {**rest, "content": [{"type": "text", "text": _text_of(legacy)}]}
+        touched.append("/toolResult")
+        reasons.append("legacy toolResult shape")
+    content = out.get("content")
+    if "content" not in out:
+        out = {**out, "content": []}
+        touched.append("/content")
+        reasons.append("content is missing")
+    elif isinstance(content, list):
+        blocks, flagged = [], False
+        for index, block in enumerate(content):
+            fixed, error, why = _block(block)
+            blocks.append(fixed)
+            flagged = flagged or error
+            if why is not None:
+                touched.append(f"/content/{index}")
+                reasons.append(why)
+        if touched and any(a is not b for a, b in zip(blocks, content, strict=True)):
+            out = {**out, "content": blocks}
+        if flagged and out.get("isError") is not True:
+            out = {**out, "isError": True}
+            touched.append("/isError")
+    elif content is not None:  # a string or object where the list should be (null is null_members')
+        out = {**out, "content": [_block(content)[0]]}
+        touched.append("/content")
+        reasons.append("content is not a list")
+    if not touched:
+        return None
+    return out, Rewrite("content_blocks", "repaired content", tuple(touched), "; ".join(reasons))
+
+
+RULE = Rule(
+    "content_blocks",
+    "invalid_content_block",
+    "Legacy toolResult unwrapped; missing content -> []; 'error' blocks -> text + isError; unknown types -> text.",
+    on_result=_repair,
+)
