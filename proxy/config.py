@@ -16,6 +16,8 @@ Everything is validated when loaded, so a bad value stops the process before it 
 
     [tools."protean.list_runtimes"]
     nullable = ["/runtimes/*/scope"]   # JSON pointers into structuredContent, * = any item
+    relax = ["/raw/object"]            # places whose values may be anything
+    drop_output_schema = false         # advertise the tool without its outputSchema
     rules = { text_mirror = "off" }    # per-tool rule modes
 """
 
@@ -44,10 +46,14 @@ class ToolConfig:
 
     Attributes:
         nullable: places in ``structuredContent`` declared nullable.
+        relax: places whose values may be anything (the advertised schema says nothing there).
+        drop_output_schema: advertise the tool without its ``outputSchema``.
         rules: rule modes for this tool, overriding the global ones.
     """
 
     nullable: tuple[PointerPattern, ...] = ()
+    relax: tuple[PointerPattern, ...] = ()
+    drop_output_schema: bool = False
     rules: Mapping[str, Mode] = field(default_factory=dict)
 
 
@@ -96,6 +102,11 @@ class NormalizerConfig:
         found = self.tools.get(tool) if tool is not None else None
         return found.nullable if found is not None else ()
 
+    def tool(self, name: str | None) -> ToolConfig:
+        """The declarations for tool ``name`` (empty ones when the config names none)."""
+        found = self.tools.get(name) if name is not None else None
+        return found if found is not None else _NO_TOOL
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> NormalizerConfig:
         """Build a config from the decoded rule file.
@@ -129,15 +140,16 @@ class NormalizerConfig:
             where = f"{source} [tools.{name!r}]"
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{where} must be a table")
-            _only(table, {"nullable", "rules"}, where)
-            pointers = table.get("nullable", [])
-            if not isinstance(pointers, list) or not all(isinstance(p, str) for p in pointers):
-                raise ConfigError(f"{where} nullable must be a list of JSON pointers")
-            try:
-                patterns = tuple(PointerPattern.parse(p) for p in pointers)
-            except ValueError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            tools[str(name)] = ToolConfig(nullable=patterns, rules=_modes(table.get("rules", {}), f"{where} rules"))
+            _only(table, {"nullable", "relax", "drop_output_schema", "rules"}, where)
+            drop = table.get("drop_output_schema", False)
+            if not isinstance(drop, bool):
+                raise ConfigError(f"{where} drop_output_schema must be true or false")
+            tools[str(name)] = ToolConfig(
+                nullable=_pointers(table, "nullable", where),
+                relax=_pointers(table, "relax", where),
+                drop_output_schema=drop,
+                rules=_modes(table.get("rules", {}), f"{where} rules"),
+            )
         return cls(
             rules=_modes(_table(data, "rules", source), f"{source} [rules]"),
             tools=tools,
@@ -182,6 +194,19 @@ _NORMALIZER_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_pending": int,
     "pending_ttl": (int, float),
 }
+
+
+_NO_TOOL = ToolConfig()
+
+
+def _pointers(table: Mapping[str, Any], key: str, where: str) -> tuple[PointerPattern, ...]:
+    pointers = table.get(key, [])
+    if not isinstance(pointers, list) or not all(isinstance(p, str) for p in pointers):
+        raise ConfigError(f"{where} {key} must be a list of JSON pointers")
+    try:
+        return tuple(PointerPattern.parse(p) for p in pointers)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:

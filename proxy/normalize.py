@@ -150,7 +150,14 @@ class Normalizer:
                 nullable_on = self.config.mode("nullable", name) is not Mode.OFF
                 configured = self.config.nullable_for(name) if nullable_on else ()
                 track = _Track(tool, tool)
-                context = ToolContext(era=era, settings=self.config.settings, nullable=configured)
+                declared = self.config.tool(name)
+                context = ToolContext(
+                    era=era,
+                    settings=self.config.settings,
+                    nullable=configured,
+                    relax=declared.relax,
+                    drop_output_schema=declared.drop_output_schema,
+                )
                 track.run(self.config, _TOOL_HOOKS, context, name)
                 places = declared_places(tool, configured) if nullable_on else ()
                 entry = self._entry(track.would, places)
@@ -205,12 +212,12 @@ class Normalizer:
     def _conform(self, track: _Track, ctx: ResultContext, tool: str | None) -> None:
         """Run the conformance group; keep its changes only if they make the result conform."""
         entry, result = ctx.tool, track.would
-        if (
-            entry is None
-            or entry.compiled is None
-            or result.get("isError") is True
-            or "structuredContent" not in result
-        ):
+        if entry is None or entry.compiled is None or result.get("isError") is True:
+            return
+        if "structuredContent" not in result:
+            reason = "structuredContent is missing and no rule could supply one"
+            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
+            track.records.append(Record(rewrite, tool, False, "unrepaired"))
             return
         try:
             if entry.compiled.is_valid(result["structuredContent"]):

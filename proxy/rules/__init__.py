@@ -20,20 +20,23 @@ from . import (
     text_mirror,
 )
 from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
+from .declared import DROP_OUTPUT_SCHEMA, RELAX
 from .missing_structured import ERROR_FLAG, PROMOTE_TEXT_JSON, VACUOUS_STRUCTURED_CONTENT
 from .null_values import NULL_ARRAY_TO_EMPTY, NULL_OPTIONAL_MEMBER
-from .object_root import OBJECT_ROOT, WRAP_RESULT
+from .object_root import OBJECT_ROOT, REWRAP_RESULT, WRAP_RESULT
 from .schema_repairs import DATE_TIME_FORMAT, SCHEMA_DIALECT, SCHEMA_REFS, SCHEMA_SHAPE, TIMESTAMP_OBJECTS
 from .value_repairs import COERCE_TYPES, PRUNE_ADDITIONAL
 
 #: ``tools/list`` repairs, in the order they run on each tool.
 TOOL_RULES: tuple[Rule, ...] = (
     meta_keys.RULE,
+    DROP_OUTPUT_SCHEMA,
     SCHEMA_SHAPE,
     SCHEMA_DIALECT,
+    TIMESTAMP_OBJECTS,  # reads $defs names, so before schema_refs inlines them
     SCHEMA_REFS,
     nullable.RULE,
-    TIMESTAMP_OBJECTS,
+    RELAX,
     DATE_TIME_FORMAT,
     OBJECT_ROOT,
 )
@@ -55,6 +58,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     NULL_ARRAY_TO_EMPTY,
     PRUNE_ADDITIONAL,
     COERCE_TYPES,
+    REWRAP_RESULT,
     # what is left
     empty_structured.RULE,
     last_resort.RULE,

@@ -85,11 +85,15 @@ class ToolContext:
         era: the negotiated protocol version, ``None`` when unknown (treated as legacy).
         settings: global rule knobs.
         nullable: places declared nullable for this tool in the config.
+        relax: places whose values the config says may be anything.
+        drop_output_schema: the config says to advertise the tool without its ``outputSchema``.
     """
 
     era: str | None
     settings: RuleSettings
     nullable: tuple[PointerPattern, ...] = ()
+    relax: tuple[PointerPattern, ...] = ()
+    drop_output_schema: bool = False
 
 
 @dataclass(frozen=True, slots=True)

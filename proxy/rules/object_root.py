@@ -22,7 +22,7 @@ from ..errors import DecodeError
 from ..jsoncodec import loads
 from ..jsonrpc import object_only
 from ..types import JSON, JSONObject
-from .base import ResultContext, Rewrite, Rule, ToolContext
+from .base import ResultContext, Rewrite, Rule, ToolContext, with_original_values
 from .schemas import resolve_local_ref
 
 #: Marks an ``outputSchema`` the proxy wrapped; results of that tool are wrapped to match.
@@ -116,11 +116,44 @@ def _wrap_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Re
     )
 
 
+def _rewrap(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+    """A wrap-result tool whose result came re-enveloped (``{ok, status, data}`` instead of
+    ``{result}``, as some middlewares do): the one member that conforms to ``result`` becomes it."""
+    tool = ctx.tool
+    schema = tool.output_schema if tool is not None else None
+    value = result.get("structuredContent")
+    if tool is None or tool.compiled is None or result.get("isError") is True or not isinstance(schema, dict):
+        return None
+    wraps = schema.get("x-fastmcp-wrap-result") is True or schema.get(WRAP_MARK) is True
+    inner = schema.get("properties", {}).get("result") if isinstance(schema.get("properties"), dict) else None
+    if not wraps or inner is None or not isinstance(value, dict) or "result" in value:
+        return None
+    fits = [key for key, member in value.items() if tool.compiled.is_valid({"result": member})]
+    if len(fits) != 1:
+        return None  # none, or ambiguous
+    key = fits[0]
+    others = {f"/{k}": v for k, v in value.items() if k != key}
+    out = with_original_values({**result, "structuredContent": {"result": value[key]}}, others)
+    return out, Rewrite(
+        "rewrap_result",
+        "re-wrapped an enveloped result as {result: ...}",
+        ("/structuredContent",),
+        f"wrap-result schema; member {key!r} is the result, the other members are kept in _meta",
+    )
+
+
 OBJECT_ROOT = Rule(
     "object_root",
     "non_object_output_schema",
     "Before 2026-07-28: type: object on object-only roots; other roots wrapped as {result: <schema>}.",
     on_tool=_object_root,
+)
+REWRAP_RESULT = Rule(
+    "rewrap_result",
+    "wrapped_result",
+    "A wrap-result tool's result re-enveloped as {ok, status, data}: the one member that fits becomes {result}.",
+    on_result=_rewrap,
+    conformance=True,
 )
 WRAP_RESULT = Rule(
     "wrap_result",

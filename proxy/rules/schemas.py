@@ -95,8 +95,9 @@ def make_nullable(node: JSON) -> JSON:
     return widened
 
 
-def widen_at(root: JSON, segments: Sequence[str]) -> tuple[JSON, int]:
-    """Make every schema place that validates instance pattern ``segments`` accept ``null``.
+def widen_at(root: JSON, segments: Sequence[str], widen: Callable[[JSON], JSON] | None = None) -> tuple[JSON, int]:
+    """Apply ``widen`` (default :func:`make_nullable`: also accept ``null``) to every schema place that
+    validates instance pattern ``segments``.
 
     Follows ``properties``, ``additionalProperties`` (for ``*`` or names not listed), ``items``,
     ``prefixItems``, ``allOf``/``anyOf``/``oneOf`` branches and local ``$ref``s (the referenced
@@ -106,11 +107,12 @@ def widen_at(root: JSON, segments: Sequence[str]) -> tuple[JSON, int]:
         The new schema and how many places were widened (0: the pattern reaches nothing).
     """
     drop_siblings = siblings_of_ref_ignored(root)
+    change = widen or make_nullable
 
     def walk(node: JSON, segs: Sequence[str], seen: frozenset[str]) -> tuple[JSON, int]:
         if not segs:
-            widened = make_nullable(node)
-            return widened, 0 if widened is node else 1
+            widened = change(node)
+            return widened, 0 if widened == node else 1
         if not isinstance(node, dict):
             return node, 0
         seg, rest = segs[0], segs[1:]
