@@ -96,12 +96,44 @@ def dumps(value: JSON) -> bytes:
 
     Raises:
         DecodeError: the value cannot be written as valid JSON (for example a lone surrogate, or
-            nesting deeper than orjson allows).
+            nesting deeper than the interpreter can walk).
     """
     try:
         return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
-    except (orjson.JSONEncodeError, TypeError) as exc:
+    except orjson.JSONEncodeError as exc:
+        if "recursion" not in str(exc).lower():
+            raise DecodeError(f"cannot encode as JSON: {exc}") from None
+    except TypeError as exc:
         raise DecodeError(f"cannot encode as JSON: {exc}") from None
+    try:  # nested beyond orjson's 255 levels: the exact, slower way
+        return "".join(_pieces(value)).encode("utf-8")
+    except (RecursionError, UnicodeEncodeError, TypeError) as exc:
+        raise DecodeError(f"cannot encode as JSON: {type(exc).__name__}") from None
+
+
+def _pieces(value: JSON) -> list[str]:
+    """The compact JSON text of ``value`` in pieces (standard library string escaping)."""
+    if isinstance(value, dict):
+        parts = ["{"]
+        for index, (key, member) in enumerate(value.items()):
+            parts += [("," if index else "") + json.dumps(key, ensure_ascii=False) + ":", *_pieces(member)]
+        return [*parts, "}"]
+    if isinstance(value, list):
+        parts = ["["]
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            parts += _pieces(item)
+        return [*parts, "]"]
+    if isinstance(value, RawFloat | RawInt):
+        return [value.text]
+    if isinstance(value, str):
+        return [json.dumps(value, ensure_ascii=False)]
+    if value is None or isinstance(value, bool | int):
+        return [json.dumps(value)]
+    if isinstance(value, float):
+        return [orjson.dumps(value).decode()]
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def fingerprint(value: JSON) -> bytes:

@@ -1,11 +1,23 @@
-"""JSON Schema validation of ``structuredContent``, compiled once per schema and never networked.
+"""JSON Schema validation of ``structuredContent``: compiled once per schema, bounded, never networked.
 
-A schema is compiled by :class:`SchemaCompiler` the first time a tool list carries it and reused for
-every result (the MCP Python SDK measures compiling at ~60x the cost of validating). The dialect is
-taken from ``$schema`` and defaults to 2020-12 (MCP 2025-11-25 ``basic/index.mdx`` "JSON Schema
-Usage"). ``$ref`` resolves only inside the schema: the registry is empty, so a remote reference is
-never fetched (MCP 2026-07-28 ``basic/index.mdx`` "$ref Resolution") and makes the schema unusable.
-``format`` is an annotation, as in the SDK clients.
+A schema is compiled by :class:`SchemaCompiler` the first time a call needs it and reused for every
+result. The dialect is taken from ``$schema`` and defaults to 2020-12 (MCP 2025-11-25
+``basic/index.mdx`` "JSON Schema Usage"); ``format`` is an annotation, as in the SDK clients.
+
+Two engines sit behind :class:`CompiledSchema`:
+
+- **jsonschema-rs** (Rust), the default: validating a 1 MiB result takes about a millisecond on the
+  event loop, and its hostile cases are bounded (regular expressions run with a backtracking
+  limit; ``uniqueItems`` hashes instead of comparing every pair). It runs ``offline``: a ``$ref``
+  that does not resolve inside the schema is never retrieved (MCP 2026-07-28 ``basic/index.mdx``
+  "$ref Resolution") and makes the schema unusable.
+- **jsonschema** (Python), the fallback for an instance the Rust engine cannot take (an integer
+  beyond 64 bits), with an empty referencing registry (no retrieval either) and an instance-size
+  bound (``max_python_bytes``): it is two to three orders of magnitude slower and backtracks.
+
+Either engine's failure (an unusable schema, a schema or instance nested too deep, a pattern over
+its backtracking limit) raises :class:`SchemaUnusable`: the rules then leave the result alone and
+the proxy passes it through.
 """
 
 from __future__ import annotations
@@ -15,21 +27,24 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema_rs
 import referencing
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import ValidationError
 from jsonschema.exceptions import _RefResolutionError as RefResolutionError
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from .errors import DecodeError
-from .jsoncodec import fingerprint
+from .jsoncodec import RawFloat, RawInt, dumps, fingerprint
 from .pointer import Path, format_pointer
 from .types import JSON
 
 logger = logging.getLogger("mcp_normalizer.schema")
 
 _EMPTY_REGISTRY: Any = referencing.Registry()
+#: Nesting beyond which a schema is not compiled (the Python fallback recurses).
+MAX_SCHEMA_DEPTH = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +54,7 @@ class Violation:
     Attributes:
         path: where in the instance (member names and indexes, outermost first).
         keyword: the failing keyword, for example ``type`` or ``required``.
-        schema_path: where in the schema the keyword sits.
+        schema_path: where in the schema the keyword sits (absolute, through ``$ref``).
     """
 
     path: Path
@@ -57,36 +72,88 @@ class Violation:
 
 
 class SchemaUnusable(Exception):
-    """The schema cannot be used to validate (invalid for its dialect, or an unresolvable ``$ref``)."""
+    """The schema cannot be used to validate this (invalid, unresolvable ``$ref``, too deep, over a limit)."""
+
+
+def _plain(value: JSON) -> JSON:
+    """``value`` with the exact-number types made plain (the Rust engine takes builtins only)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, RawFloat):
+        return float(value)
+    if isinstance(value, RawInt):
+        return int(value)
+    return value
 
 
 class CompiledSchema:
     """A reusable validator for one schema.
 
+    Args:
+        schema: the schema.
+        fast: the jsonschema-rs validator.
+        max_python_bytes: largest instance (encoded) the Python fallback validates.
+
     Raises:
-        SchemaUnusable: from :meth:`is_valid` and :meth:`violations`, when validation meets a
-            ``$ref`` that does not resolve locally or the instance is nested too deeply.
+        SchemaUnusable: from :meth:`is_valid` and :meth:`violations` when the instance cannot be
+            validated within the bounds.
     """
 
-    __slots__ = ("_validator", "schema")
+    __slots__ = ("_fast", "_max_python", "_slow", "schema")
 
-    def __init__(self, schema: JSON, validator: Any) -> None:
+    def __init__(self, schema: JSON, fast: Any, max_python_bytes: int = 256 * 1024) -> None:
         self.schema = schema
-        self._validator = validator
+        self._fast = fast
+        self._slow: Any = None
+        self._max_python = max_python_bytes
 
     def is_valid(self, instance: JSON) -> bool:
         """True when ``instance`` conforms."""
         try:
-            return bool(self._validator.is_valid(instance))
-        except (RefResolutionError, Unresolvable, RecursionError) as exc:
-            raise SchemaUnusable(str(exc)) from None
+            return bool(self._fast.is_valid(instance))
+        except (ValueError, TypeError, OverflowError):
+            pass
+        try:
+            return bool(self._fast.is_valid(_plain(instance)))
+        except (ValueError, TypeError, OverflowError):
+            return not self._python_violations(instance, 1)
 
     def violations(self, instance: JSON, limit: int = 50) -> list[Violation]:
-        """Up to ``limit`` violations, most relevant first; ``[]`` when ``instance`` conforms."""
+        """Up to ``limit`` violations, deepest causes first; ``[]`` when ``instance`` conforms."""
         found: list[Violation] = []
         try:
-            for error in self._validator.iter_errors(instance):
-                found.extend(_leaves(error))
+            try:
+                errors = self._fast.iter_errors(instance)
+                for error in errors:
+                    found.extend(_rs_leaves(error))
+                    if len(found) >= limit:
+                        break
+            except (ValueError, TypeError, OverflowError):
+                found = []
+                for error in self._fast.iter_errors(_plain(instance)):
+                    found.extend(_rs_leaves(error))
+                    if len(found) >= limit:
+                        break
+        except (ValueError, TypeError, OverflowError):
+            return self._python_violations(instance, limit)
+        return found[:limit]
+
+    def _python_violations(self, instance: JSON, limit: int) -> list[Violation]:
+        try:
+            size = len(dumps(instance))
+        except DecodeError:
+            raise SchemaUnusable("instance cannot be encoded") from None
+        if size > self._max_python:
+            raise SchemaUnusable(f"instance of {size} bytes is over the fallback engine's bound")
+        if self._slow is None:
+            cls = validator_for(self.schema, default=Draft202012Validator)
+            self._slow = cls(self.schema, registry=_EMPTY_REGISTRY)
+        found: list[Violation] = []
+        try:
+            for error in self._slow.iter_errors(instance):
+                found.extend(_py_leaves(error))
                 if len(found) >= limit:
                     break
         except (RefResolutionError, Unresolvable, RecursionError) as exc:
@@ -94,23 +161,40 @@ class CompiledSchema:
         return found[:limit]
 
 
-def _leaves(error: ValidationError) -> list[Violation]:
+def _rs_leaves(error: Any) -> list[Violation]:
+    """A jsonschema-rs error as violations: ``anyOf``/``oneOf`` branch causes first, so repairs see them."""
+    kind = error.kind
+    if type(kind).__name__ == "BacktrackLimitExceeded" or type(kind).__name__ == "RegexEngineFailure":
+        raise SchemaUnusable("a pattern ran over its backtracking limit")
+    deepest: list[Violation] = []
+    for branch in getattr(kind, "context", None) or []:
+        for sub in branch:
+            deepest.extend(_rs_leaves(sub))
+    schema_path = tuple(error.schema_path)
+    keyword = str(schema_path[-1]) if schema_path else type(kind).__name__
+    return [*deepest, Violation(tuple(error.instance_path), keyword, schema_path)]
+
+
+def _py_leaves(error: ValidationError) -> list[Violation]:
     """Flatten ``anyOf``/``oneOf`` errors to their deepest causes, so repairs can see them."""
-    if error.context:
-        deepest: list[Violation] = []
-        for sub in error.context:
-            deepest.extend(_leaves(sub))
-        if deepest:
-            return [*deepest, _violation(error)]
-    return [_violation(error)]
+    deepest: list[Violation] = []
+    for sub in error.context or []:
+        deepest.extend(_py_leaves(sub))
+    here = Violation(tuple(error.absolute_path), str(error.validator), tuple(error.absolute_schema_path))
+    return [*deepest, here]
 
 
-def _violation(error: ValidationError) -> Violation:
-    return Violation(
-        path=tuple(error.absolute_path),
-        keyword=str(error.validator),
-        schema_path=tuple(error.absolute_schema_path),
-    )
+def _depth(node: JSON, limit: int) -> int:
+    """How deep ``node`` nests, counting at most to ``limit`` (iterative: no recursion to exhaust)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > limit:
+            return depth
+        children = current.values() if isinstance(current, dict) else current if isinstance(current, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 class SchemaCompiler:
@@ -128,7 +212,8 @@ class SchemaCompiler:
         """Return the compiled validator for ``schema``.
 
         Raises:
-            SchemaUnusable: the schema is not valid for its dialect (cached too).
+            SchemaUnusable: the schema is not valid for its dialect, has a ``$ref`` that does not
+                resolve inside it, or nests deeper than :data:`MAX_SCHEMA_DEPTH` (cached too).
         """
         try:
             key = fingerprint(schema)
@@ -150,13 +235,13 @@ class SchemaCompiler:
     def _build(schema: JSON) -> CompiledSchema | SchemaUnusable:
         if not isinstance(schema, dict | bool):
             return SchemaUnusable(f"a schema must be an object or a boolean, not {type(schema).__name__}")
+        if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+            return SchemaUnusable(f"schema nests deeper than {MAX_SCHEMA_DEPTH}")
         try:
-            cls = validator_for(schema, default=Draft202012Validator)
-            cls.check_schema(schema)
-            return CompiledSchema(schema, cls(schema, registry=_EMPTY_REGISTRY))
-        except SchemaError as exc:
-            return SchemaUnusable(
-                f"invalid schema at {format_pointer(tuple(exc.absolute_path)) or '/'}: {exc.validator}"
-            )
-        except (RecursionError, ValueError, TypeError) as exc:
+            fast = jsonschema_rs.validator_for(_plain(schema), offline=True)
+        except jsonschema_rs.ValidationError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return SchemaUnusable(f"invalid schema: {first[:200]}")
+        except (ValueError, TypeError, OverflowError) as exc:
             return SchemaUnusable(f"invalid schema: {type(exc).__name__}")
+        return CompiledSchema(schema, fast)
