@@ -149,6 +149,12 @@ NEW_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"content": [{"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}]},
     ),
     (
+        "gen-impossible-schema",
+        "spurious_output_schema",
+        {"name": "never.ok", "inputSchema": {"type": "object"}, "outputSchema": False},
+        {"content": text("fine")},
+    ),
+    (
         "gen-error-list",
         "error_result_validated",
         tool("rows.fetch", {**OBJ, "properties": {"rows": {"type": "array"}}, "required": ["rows"]}),

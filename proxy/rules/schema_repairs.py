@@ -3,9 +3,11 @@
 before any call. None changes what a schema accepts except where noted (a dangling ``$ref`` and a
 ``format`` assertion are relaxed, never tightened).
 
-- ``schema_shape`` (``invalid_schema_shape``): ``properties: null`` or ``[]`` becomes ``{}``,
-  ``required: null`` goes, an input-schema array without ``items`` gets ``items: {}``, a missing
-  ``inputSchema`` becomes ``{"type": "object"}`` and an ``inputSchema`` root gets ``type: object``.
+- ``schema_shape`` (``invalid_schema_shape``, ``spurious_output_schema``): ``properties: null`` or
+  ``[]`` becomes ``{}``, ``required: null`` goes, an input-schema array without ``items`` gets
+  ``items: {}``, a missing ``inputSchema`` becomes ``{"type": "object"}`` and an ``inputSchema`` root
+  gets ``type: object``; an ``outputSchema`` that is not an object (``true``: vacuous, ``false``:
+  impossible, ``null``) moves into the tool's ``_meta["dev.mcp-normalizer/original-output-schema"]``.
 - ``schema_refs`` (``schema_ref_unresolvable``): local ``$ref``s are inlined (recursive ones and
   their ``$defs`` kept); a ``$ref`` that resolves nowhere (dangling, split from its ``$defs``, or
   remote: never fetched) is dropped, which leaves the place unconstrained.
@@ -30,6 +32,7 @@ from ..jsoncodec import fingerprint
 from ..pointer import Path, format_pointer
 from ..types import JSON, JSONObject
 from .base import Rewrite, Rule, ToolContext
+from .declared import ORIGINAL_OUTPUT_SCHEMA_KEY
 from .schemas import map_schema, resolve_local_ref
 
 SCHEMA_KEYS = ("inputSchema", "outputSchema")
@@ -74,6 +77,12 @@ def _shape(node: JSONObject, path: Path, *, items: bool) -> JSON:
 
 def _fix_shape(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     out, touched = tool, []
+    if "outputSchema" in tool and not isinstance(tool["outputSchema"], dict):
+        # true/false/null: clients want an object schema; true says nothing, false can never be met.
+        meta = tool.get("_meta")
+        kept = {**(meta if isinstance(meta, dict) else {}), ORIGINAL_OUTPUT_SCHEMA_KEY: tool["outputSchema"]}
+        out = {**{k: v for k, v in tool.items() if k != "outputSchema"}, "_meta": kept}
+        touched.append("/outputSchema")
     if not isinstance(tool.get("inputSchema"), dict):
         out, touched = {**tool, "inputSchema": {"type": "object"}}, ["/inputSchema"]
     elif "type" not in tool["inputSchema"]:
