@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import logging
 
+from .admin import AdminEndpoints
 from .config import NormalizerConfig, Settings
 from .forward import Forwarder
 from .logs import configure_logging
+from .metrics import Metrics
 from .middleware import NormalizerMiddleware
+from .observe import RequestMetrics
+from .origin import OriginCheck
+from .types import ASGIApp
 
 
-def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> NormalizerMiddleware:
+def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> AdminEndpoints:
     """Build the standalone proxy app.
 
     Args:
@@ -24,8 +29,10 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         config: the rule configuration; ``None`` loads the one ``settings`` select.
 
     Returns:
-        The ASGI app: the normalizer middleware around the httpx forwarder. Its lifespan opens and
-        closes the upstream client.
+        The ASGI app, outermost first: the admin endpoints (``livez``, ``readyz``, ``metrics``),
+        request metrics and access log, the ``Origin`` check, the normalizer middleware, and the
+        httpx forwarder. Lifespan passes through to the forwarder, which opens and closes the
+        upstream client.
 
     Raises:
         ConfigError: the settings or the rule file are invalid.
@@ -34,4 +41,17 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
     config = config if config is not None else settings.load_config()
     if not logging.getLogger("mcp_normalizer").handlers:
         configure_logging(settings.log_level)
-    return NormalizerMiddleware(Forwarder(settings.upstream), config, upstream=settings.upstream_label)
+    limits = config.proxy
+    metrics = Metrics()
+    forwarder = Forwarder(
+        settings.upstream,
+        connect_timeout=limits.connect_timeout,
+        first_byte_timeout=limits.first_byte_timeout,
+        idle_timeout=limits.idle_timeout,
+        max_body_bytes=limits.max_request_bytes,
+        metrics=metrics,
+    )
+    app: ASGIApp = NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics)
+    app = OriginCheck(app, limits.allowed_origins)
+    app = RequestMetrics(app, metrics, access_log=limits.access_log)
+    return AdminEndpoints(app, prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from .metrics import Metrics
 from .normalize import Record
 from .types import JSON
 
@@ -21,11 +22,13 @@ class AuditLog:
     Args:
         upstream: a label for the upstream (its URL, or ``"in-process"``), added to each line.
         logger: where lines go (default ``mcp_normalizer.rewrite``).
+        metrics: also count each line in ``rewrites_total``.
     """
 
-    def __init__(self, upstream: str, logger: logging.Logger | None = None) -> None:
+    def __init__(self, upstream: str, logger: logging.Logger | None = None, metrics: Metrics | None = None) -> None:
         self.upstream = upstream
         self.logger = logger or logging.getLogger(REWRITE_LOGGER)
+        self.metrics = metrics
 
     def emit(self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None) -> None:
         """Log one record as one line (``extra["audit"]`` holds the fields for formatters and tests)."""
@@ -46,3 +49,6 @@ class AuditLog:
         }
         level = logging.INFO if record.event == "rewrite" else logging.WARNING
         self.logger.log(level, "%s %s: %s", record.event, rewrite.rule, rewrite.action, extra={"audit": fields})
+        if self.metrics is not None:
+            tool = self.metrics.tool_label(record.tool)
+            self.metrics.rewrites.labels(rewrite.rule, tool, record.event, str(record.applied).lower()).inc()

@@ -23,7 +23,7 @@ from typing import NoReturn
 import uvicorn
 
 from .app import create_app
-from .config import Settings
+from .config import ProxyConfig, Settings
 from .errors import ConfigError
 from .logs import configure_logging
 
@@ -95,9 +95,11 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: object, sock: socket.socket, log_level: str) -> None:
-    """Run ``app`` under uvicorn on an already bound socket (no access log, upstream's own
-    ``server``/``date`` headers, open streams given 10 s to finish on shutdown)."""
+def serve(app: object, sock: socket.socket, log_level: str, proxy: ProxyConfig | None = None) -> None:
+    """Run ``app`` under uvicorn on an already bound socket (uvicorn's own access log off: the
+    proxy writes its own; the upstream's ``server``/``date`` headers; open streams given
+    ``graceful_shutdown`` seconds to finish on SIGTERM; request heads bounded by ``max_header_bytes``)."""
+    proxy = proxy or ProxyConfig()
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         log_config=None,
@@ -105,7 +107,8 @@ def serve(app: object, sock: socket.socket, log_level: str) -> None:
         access_log=False,
         server_header=False,
         date_header=False,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=int(proxy.graceful_shutdown) or None,
+        h11_max_incomplete_event_size=proxy.max_header_bytes,
         lifespan="on",
     )
     uvicorn.Server(config).run(sockets=[sock])
@@ -154,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         " (report-only)" if config.report_only else "",
     )
     try:
-        serve(app, sock, settings.log_level)
+        serve(app, sock, settings.log_level, config.proxy)
     except KeyboardInterrupt:
         return 130  # Ctrl-C: uvicorn already shut down gracefully; no traceback
     return 0

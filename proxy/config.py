@@ -58,6 +58,55 @@ class ToolConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    """How the standalone proxy serves: limits, time limits, security, operations (``[proxy]``).
+
+    Every key can also be set as ``MCP_NORMALIZER_<KEY>`` (upper case; lists comma-separated),
+    which wins over the file.
+
+    Attributes:
+        max_request_bytes: largest request body relayed; a larger one gets 413.
+        max_rewrite_bytes: a JSON response body or an SSE event larger than this is passed through
+            without rewriting (logged).
+        connect_timeout: seconds to connect to the upstream (then 504).
+        first_byte_timeout: seconds from sending a request to the upstream's response headers (504).
+        idle_timeout: seconds a response body may stay silent (SSE keep-alive comments count);
+            0 disables. The stream is then broken off.
+        allowed_origins: when not empty, a request whose ``Origin`` is not listed gets 403.
+        admin_prefix: path prefix of the proxy's own endpoints (``livez``, ``readyz``, ``metrics``).
+        access_log: log one JSON line per request.
+        graceful_shutdown: seconds open streams get to finish on SIGTERM.
+        max_header_bytes: largest request head (request line and headers) accepted.
+    """
+
+    max_request_bytes: int = 16 * 1024 * 1024
+    max_rewrite_bytes: int = 16 * 1024 * 1024
+    connect_timeout: float = 5.0
+    first_byte_timeout: float = 300.0
+    idle_timeout: float = 300.0
+    allowed_origins: tuple[str, ...] = ()
+    admin_prefix: str = "/.mcp-normalizer"
+    access_log: bool = False
+    graceful_shutdown: float = 10.0
+    max_header_bytes: int = 16 * 1024
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
+        """Build from the ``[proxy]`` table.
+
+        Raises:
+            ConfigError: unknown key, wrong type, out-of-range value, bad prefix.
+        """
+        values = _read(table, _PROXY_KEYS, where)
+        prefix = values.get("admin_prefix", "/.mcp-normalizer")
+        if not prefix.startswith("/") or prefix.endswith("/") or len(prefix) < 2:
+            raise ConfigError(f"{where} admin_prefix {prefix!r} must start with '/' and not end with one")
+        if "allowed_origins" in values:
+            values["allowed_origins"] = tuple(values["allowed_origins"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
 class NormalizerConfig:
     """The rule configuration shared by the middleware and the proxy.
 
@@ -73,6 +122,7 @@ class NormalizerConfig:
         max_scopes: how many sessions/authorizations to remember tool catalogs for.
         max_pending: unanswered ``tools/call`` requests remembered per legacy session (resumption).
         pending_ttl: seconds such a request is remembered.
+        proxy: how the standalone proxy serves (``[proxy]``).
     """
 
     rules: Mapping[str, Mode] = field(default_factory=dict)
@@ -86,6 +136,7 @@ class NormalizerConfig:
     max_scopes: int = 10_000
     max_pending: int = 1_000
     pending_ttl: float = 600.0
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
     def mode(self, rule: str, tool: str | None) -> Mode:
         """The mode rule ``rule`` runs in for tool ``tool``."""
@@ -114,27 +165,12 @@ class NormalizerConfig:
         Raises:
             ConfigError: unknown section, key or rule, bad mode, bad pointer, bad ``_meta`` key.
         """
-        _only(data, {"normalizer", "rules", "tools"}, source)
-        top = _table(data, "normalizer", source)
-        _only(top, set(_NORMALIZER_KEYS), f"{source} [normalizer]")
-        values: dict[str, Any] = {}
-        for key, kind in _NORMALIZER_KEYS.items():
-            if key in top:
-                value = top[key]
-                if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-                    raise ConfigError(f"{source}: [normalizer] {key} must be {_kind_name(kind)}")
-                values[key] = value
+        _only(data, {"normalizer", "rules", "tools", "proxy"}, source)
+        values = _read(_table(data, "normalizer", source), _NORMALIZER_KEYS, f"{source} [normalizer]")
         problem_key = values.pop("problem_meta_key", _DEFAULTS.problem_meta_key)
         if not is_meta_key(problem_key):
             raise ConfigError(f"{source}: [normalizer] problem_meta_key {problem_key!r} is not a valid _meta key")
-        for key in ("mirror_max_bytes", "max_validate_bytes", "max_scopes", "max_pending", "pending_ttl"):
-            if values.get(key, 0) < 0:
-                raise ConfigError(f"{source}: [normalizer] {key} must not be negative")
         mirror = values.pop("mirror_max_bytes", _DEFAULTS.mirror_max_bytes)
-        if "fetch_timeout" in values:
-            values["fetch_timeout"] = float(values["fetch_timeout"])
-            if values["fetch_timeout"] <= 0:
-                raise ConfigError(f"{source}: [normalizer] fetch_timeout must be positive")
         tools: dict[str, ToolConfig] = {}
         for name, table in _table(data, "tools", source).items():
             where = f"{source} [tools.{name!r}]"
@@ -154,6 +190,7 @@ class NormalizerConfig:
             rules=_modes(_table(data, "rules", source), f"{source} [rules]"),
             tools=tools,
             settings=RuleSettings(problem_meta_key=problem_key, mirror_max_bytes=mirror),
+            proxy=ProxyConfig.from_mapping(_table(data, "proxy", source), f"{source} [proxy]"),
             **values,
         )
 
@@ -182,18 +219,108 @@ class NormalizerConfig:
         return cls.from_mapping(tomllib.loads(text), source="shipped config/normalizer.toml")
 
 
-_NORMALIZER_KEYS: dict[str, type | tuple[type, ...]] = {
-    "problem_meta_key": str,
-    "report_only": bool,
-    "mirror_max_bytes": int,
-    "max_validate_bytes": int,
-    "fetch_tools_list": bool,
-    "fetch_timeout": (int, float),
-    "path": str,
-    "max_scopes": int,
-    "max_pending": int,
-    "pending_ttl": (int, float),
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """How a flat config key is read: its kind and its smallest allowed value."""
+
+    kind: str  # "bool" | "int" | "float" | "str" | "strlist"
+    minimum: float | None = 0.0
+    exclusive: bool = False  # the minimum itself is not allowed
+
+
+_NORMALIZER_KEYS: dict[str, _Key] = {
+    "problem_meta_key": _Key("str"),
+    "report_only": _Key("bool"),
+    "mirror_max_bytes": _Key("int"),
+    "max_validate_bytes": _Key("int"),
+    "fetch_tools_list": _Key("bool"),
+    "fetch_timeout": _Key("float", exclusive=True),
+    "path": _Key("str"),
+    "max_scopes": _Key("int"),
+    "max_pending": _Key("int"),
+    "pending_ttl": _Key("float"),
 }
+_PROXY_KEYS: dict[str, _Key] = {
+    "max_request_bytes": _Key("int"),
+    "max_rewrite_bytes": _Key("int"),
+    "connect_timeout": _Key("float", exclusive=True),
+    "first_byte_timeout": _Key("float", exclusive=True),
+    "idle_timeout": _Key("float"),
+    "allowed_origins": _Key("strlist"),
+    "admin_prefix": _Key("str"),
+    "access_log": _Key("bool"),
+    "graceful_shutdown": _Key("float"),
+    "max_header_bytes": _Key("int", minimum=1024),
+}
+_KIND_NAMES = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "strlist": "a list of strings",
+}
+
+
+def _read(table: Mapping[str, Any], spec: Mapping[str, _Key], where: str) -> dict[str, Any]:
+    """The keys of a flat table, checked against ``spec`` (numbers converted, ranges checked).
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong type or below its minimum.
+    """
+    _only(table, set(spec), where)
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        values[key] = _checked(value, spec[key], f"{where} {key}")
+    return values
+
+
+def _checked(value: Any, key: _Key, where: str) -> Any:
+    kind_ok = {
+        "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, int | float) and not isinstance(value, bool),
+        "str": isinstance(value, str),
+        "strlist": isinstance(value, list) and all(isinstance(v, str) for v in value),
+    }[key.kind]
+    if not kind_ok:
+        raise ConfigError(f"{where} must be {_KIND_NAMES[key.kind]}")
+    if key.kind == "float":
+        value = float(value)
+    if key.kind in ("int", "float") and key.minimum is not None:
+        if value < key.minimum or (key.exclusive and value == key.minimum):
+            bound = "greater than" if key.exclusive else "at least"
+            raise ConfigError(f"{where} must be {bound} {key.minimum:g}")
+    return value
+
+
+def _from_env(env: Mapping[str, str], spec: Mapping[str, _Key]) -> dict[str, Any]:
+    """``MCP_NORMALIZER_<KEY>`` values for the keys of ``spec``, parsed like the file's.
+
+    Raises:
+        ConfigError: a value that does not parse or is out of range.
+    """
+    values: dict[str, Any] = {}
+    for name, key in spec.items():
+        variable = "MCP_NORMALIZER_" + name.upper()
+        raw = env.get(variable)
+        if raw is None or raw == "":
+            continue
+        parsed: Any = raw
+        try:
+            if key.kind == "bool":
+                if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                    raise ValueError
+                parsed = raw.lower() in ("1", "true", "yes", "on")
+            elif key.kind == "int":
+                parsed = int(raw)
+            elif key.kind == "float":
+                parsed = float(raw)
+            elif key.kind == "strlist":
+                parsed = [part.strip() for part in raw.split(",") if part.strip()]
+        except ValueError:
+            raise ConfigError(f"{variable}={raw!r} must be {_KIND_NAMES[key.kind]}") from None
+        values[name] = _checked(parsed, key, variable)
+    return values
 
 
 _NO_TOOL = ToolConfig()
@@ -207,12 +334,6 @@ def _pointers(table: Mapping[str, Any], key: str, where: str) -> tuple[PointerPa
         return tuple(PointerPattern.parse(p) for p in pointers)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {bool: "true or false", int: "an integer", str: "a string", float: "a number"}
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(names[k] for k in kinds)
 
 
 def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -254,6 +375,8 @@ class Settings:
         config_file: a TOML rule file replacing the shipped one, or ``None``.
         report_only: log rewrites, change nothing (overrides the rule file).
         log_level: ``critical``, ``error``, ``warning``, ``info`` or ``debug``.
+        environ: where ``MCP_NORMALIZER_*`` overrides of the ``[proxy]`` keys are read (``None``:
+            the process environment).
     """
 
     upstream: str
@@ -262,6 +385,7 @@ class Settings:
     config_file: str | None = None
     report_only: bool = False
     log_level: str = "info"
+    environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
@@ -314,7 +438,7 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         if "upstream" not in values:
             raise ConfigError("no upstream: pass --upstream URL or set MCP_NORMALIZER_UPSTREAM")
-        return cls(**values)
+        return cls(**values, environ=environ)
 
     def load_config(self) -> NormalizerConfig:
         """The rule config these settings select, with the MCP path and report-only flag applied.
@@ -323,7 +447,11 @@ class Settings:
             ConfigError: the rule file cannot be read or is invalid.
         """
         config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
-        return replace(config, path=self.mcp_path, report_only=config.report_only or self.report_only)
+        overrides = _from_env(os.environ if self.environ is None else self.environ, _PROXY_KEYS)
+        if "allowed_origins" in overrides:
+            overrides["allowed_origins"] = tuple(overrides["allowed_origins"])
+        proxy = replace(config.proxy, **overrides)
+        return replace(config, path=self.mcp_path, report_only=config.report_only or self.report_only, proxy=proxy)
 
 
 def redact_url(url: str) -> str:

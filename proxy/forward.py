@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import http.cookiejar
 import logging
+import math
+import time
 from urllib.parse import urlsplit
 
 import anyio
@@ -28,6 +30,7 @@ import httpx
 from .body import buffer_body
 from .errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from .jsoncodec import dumps, loads
+from .metrics import Metrics
 from .types import JSON, RawHeaders, Receive, Scope, Send
 
 logger = logging.getLogger("mcp_normalizer.forward")
@@ -78,11 +81,13 @@ class Forwarder:
     Args:
         upstream: the upstream MCP endpoint URL; only its origin is used for routing, every request
             keeps its own path and query.
-        connect_timeout: seconds to connect to the upstream.
-        read_timeout: seconds to wait for each chunk (``None``: no limit; tool calls and SSE
-            streams may be quiet for a long time).
+        connect_timeout: seconds to connect to the upstream (then 504).
+        first_byte_timeout: seconds from sending a request to the response headers (then 504).
+        idle_timeout: seconds a response body may stay silent before the stream is broken off
+            (any chunk counts, SSE keep-alive comments included); ``None`` or 0: no limit.
         client: an ``httpx.AsyncClient`` to use instead of the one the forwarder creates.
         max_body_bytes: largest request body relayed; a larger one gets 413.
+        metrics: record upstream latency, errors, bytes and open streams there.
     """
 
     def __init__(
@@ -90,16 +95,33 @@ class Forwarder:
         upstream: str,
         *,
         connect_timeout: float = 5.0,
-        read_timeout: float | None = None,
+        first_byte_timeout: float = 300.0,
+        idle_timeout: float | None = 300.0,
         client: httpx.AsyncClient | None = None,
         max_body_bytes: int = 16 * 1024 * 1024,
+        metrics: Metrics | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         self.origin = f"{parts.scheme}://{parts.netloc}"
+        self._address = (parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80))
         self.max_body_bytes = max_body_bytes
-        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=30.0, pool=10.0)
+        self.first_byte_timeout = first_byte_timeout
+        self.idle_timeout = idle_timeout or math.inf
+        # Reads are timed here (first byte, then idle gaps), not by httpx: a quiet tool call is normal.
+        self._timeout = httpx.Timeout(connect=connect_timeout, read=None, write=30.0, pool=10.0)
         self._client = client
         self._owns_client = client is None
+        self.metrics = metrics
+
+    async def ready(self) -> bool:
+        """True when the upstream accepts a TCP connection within 2 s (the readiness probe)."""
+        try:
+            with anyio.fail_after(2):
+                stream = await anyio.connect_tcp(*self._address)
+        except (OSError, TimeoutError):
+            return False
+        await stream.aclose()
+        return True
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -150,20 +172,36 @@ class Forwarder:
         for default in ("accept", "user-agent"):  # httpx adds these; a proxy adds nothing
             if default.encode() not in sent:
                 del request.headers[default]
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.bytes.labels("request").inc(len(body))
+        started = time.monotonic()
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
+            with anyio.fail_after(self.first_byte_timeout):
+                response = await self.client.send(request, stream=True)
+        except (httpx.TimeoutException, TimeoutError) as exc:
+            self._count_error("timeout")
             await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
             return
         except httpx.HTTPError as exc:
+            self._count_error("unreachable")
             error = UpstreamUnavailable(f"upstream unreachable: {exc or type(exc).__name__}")
             await _upstream_failed(send, body, error)
             return
+        if metrics is not None:
+            metrics.upstream_latency.observe(time.monotonic() - started)
+            metrics.open_streams.inc()
         try:
             await self._relay(response, receive, send)
         finally:
+            if metrics is not None:
+                metrics.open_streams.dec()
             with anyio.CancelScope(shield=True):
                 await response.aclose()
+
+    def _count_error(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.upstream_errors.labels(kind).inc()
 
     async def _relay(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         """Relay the response as it arrives.
@@ -174,7 +212,8 @@ class Forwarder:
         """
         headers = _strip(list(response.headers.raw), _DROP_RESPONSE)
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        failure: httpx.HTTPError | None = None
+        failure: str | None = None
+        counted = self.metrics.bytes.labels("response") if self.metrics is not None else None
         async with anyio.create_task_group() as tg:
 
             async def watch_disconnect() -> None:
@@ -183,17 +222,29 @@ class Forwarder:
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch_disconnect)
-            try:
-                async for chunk in response.aiter_raw():
-                    if chunk:
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.HTTPError as exc:
-                failure = exc
-            else:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            chunks = response.aiter_raw().__aiter__()
+            while True:
+                try:
+                    with anyio.fail_after(self.idle_timeout):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    break
+                except TimeoutError:
+                    failure = f"silent for more than {self.idle_timeout:g} s"
+                    self._count_error("idle")
+                    break
+                except httpx.HTTPError as exc:
+                    failure = type(exc).__name__
+                    self._count_error("broken")
+                    break
+                if chunk:
+                    if counted is not None:
+                        counted.inc(len(chunk))
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
             tg.cancel_scope.cancel()
         if failure is not None:
-            raise UpstreamUnavailable(f"upstream broke off the response: {type(failure).__name__}")
+            raise UpstreamUnavailable(f"upstream broke off the response: {failure}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -29,7 +29,9 @@ from .config import NormalizerConfig
 from .errors import ClientDisconnect, DecodeError, UpstreamError
 from .jsoncodec import dumps, loads
 from .jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, header, inspect_request, object_only
+from .metrics import Metrics
 from .normalize import Normalizer
+from .observe import RPC_METHOD_KEY
 from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
 from .transform import Exchange, ResponseTransformer
@@ -54,6 +56,7 @@ class NormalizerMiddleware:
         upstream: a label for the upstream in log lines, and part of every scope key.
         max_body_bytes: largest request body read for inspection; a larger POST passes through
             untouched (MCP requests are small; the forwarder has its own limit).
+        metrics: count rewrites and oversize pass-throughs there.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class NormalizerMiddleware:
         *,
         upstream: str = "in-process",
         max_body_bytes: int = 4 * 1024 * 1024,
+        metrics: Metrics | None = None,
     ) -> None:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
@@ -71,7 +75,8 @@ class NormalizerMiddleware:
         self.scopes = ScopeStore(
             Limits(max_scopes=config.max_scopes, max_pending=config.max_pending, pending_ttl=config.pending_ttl)
         )
-        self.audit = AuditLog(upstream)
+        self.audit = AuditLog(upstream, metrics=metrics)
+        self.metrics = metrics
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
         self._inflight: dict[str, _Fetch] = {}
@@ -103,6 +108,7 @@ class NormalizerMiddleware:
         if info is None:
             await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
+        scope[RPC_METHOD_KEY] = next(iter(info.pending.values())).method
         key = self._scope_key(headers)
         state = self.scopes.state(key)
         if session is not None:
@@ -136,7 +142,10 @@ class NormalizerMiddleware:
         unknown: set[str],
     ) -> None:
         """Run the inner app with the response going through a transformer (and a tool fetch if needed)."""
-        transformer = ResponseTransformer(exchange, self.normalizer, self.audit)
+        limit = self.config.proxy.max_rewrite_bytes
+        transformer = ResponseTransformer(
+            exchange, self.normalizer, self.audit, max_json_bytes=limit, max_event_bytes=limit
+        )
         fetched = anyio.Event()
         on_404 = self._forget_on_404(scope) if header(scope["headers"], b"mcp-session-id") is not None else None
         wrapped = _TransformingSend(send, transformer, fetched, on_404)
@@ -149,6 +158,8 @@ class NormalizerMiddleware:
                 await self.app(scope, receive, wrapped)
             except UpstreamError as exc:
                 failure = exc
+        if transformer.oversize and self.metrics is not None:
+            self.metrics.oversize.inc()
         if failure is not None:
             if wrapped.started:
                 raise failure  # bytes already went out: break the response, as the upstream did

@@ -148,6 +148,7 @@ class ResponseTransformer:
         self._queue: deque[tuple[bytes, bool]] = deque()
         self._finished = False
         self.stalled = False
+        self.oversize = False  # a body or event was too large to rewrite and passed through
 
     @property
     def hold_start(self) -> bool:
@@ -180,6 +181,7 @@ class ResponseTransformer:
             self._body += chunk
             if len(self._body) > self._max_json:
                 logger.warning("JSON body above %d bytes: passed through without rewriting", self._max_json)
+                self.oversize = True
                 self.mode = "pass"
                 out, self._body = bytes(self._body), bytearray()
                 return out

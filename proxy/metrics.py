@@ -1,0 +1,72 @@
+"""The proxy's Prometheus metrics, on a registry of its own (several apps can live in one process).
+
+Metrics (all prefixed ``mcp_normalizer_``):
+
+- ``requests_total{http_method, rpc_method, status}``: requests answered; ``rpc_method`` is the
+  watched JSON-RPC method (``tools/call``, ``tools/list``, ...), the ``Mcp-Method`` header of a
+  2026-07-28 request, or ``other``.
+- ``rewrites_total{rule, tool, event, applied}``: rewrite log lines (``event``: rewrite,
+  unrepaired, skipped, fault; ``applied``: false in report mode).
+- ``upstream_errors_total{kind}``: ``unreachable``, ``timeout`` (connect or first byte), ``idle``
+  (a body silent for longer than ``idle_timeout``), ``broken`` (the upstream broke off a body).
+- ``upstream_latency_seconds``: from forwarding a request to the upstream's response headers.
+- ``open_streams``: response bodies being relayed right now.
+- ``bytes_total{direction}``: body bytes relayed (``request``, ``response``).
+- ``passthrough_oversize_total``: responses passed through unrewritten for their size.
+
+Label values a client controls (tool names) are bounded: after :data:`MAX_TOOL_LABELS` distinct
+names, further ones count as ``other``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+MAX_TOOL_LABELS = 500
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Metrics:
+    """Counters, gauges and histograms of one proxy app.
+
+    Args:
+        registry: where the metrics live; a new registry by default.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "mcp_normalizer_requests", "Requests answered", ["http_method", "rpc_method", "status"], registry=r
+        )
+        self.rewrites = Counter(
+            "mcp_normalizer_rewrites", "Rewrite log lines", ["rule", "tool", "event", "applied"], registry=r
+        )
+        self.upstream_errors = Counter("mcp_normalizer_upstream_errors", "Upstream failures", ["kind"], registry=r)
+        self.upstream_latency = Histogram(
+            "mcp_normalizer_upstream_latency_seconds",
+            "Seconds from forwarding a request to the upstream's response headers",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.open_streams = Gauge("mcp_normalizer_open_streams", "Response bodies being relayed", registry=r)
+        self.bytes = Counter("mcp_normalizer_bytes", "Body bytes relayed", ["direction"], registry=r)
+        self.oversize = Counter(
+            "mcp_normalizer_passthrough_oversize", "Responses passed through unrewritten for their size", registry=r
+        )
+        self._tools: set[str] = set()
+
+    def tool_label(self, tool: str | None) -> str:
+        """A bounded label for a tool name (``none`` when unknown, ``other`` past the bound)."""
+        if tool is None:
+            return "none"
+        if tool in self._tools:
+            return tool
+        if len(self._tools) < MAX_TOOL_LABELS:
+            self._tools.add(tool)
+            return tool
+        return "other"
+
+    def exposition(self) -> bytes:
+        """The text exposition format (``text/plain; version=0.0.4``)."""
+        return generate_latest(self.registry)
