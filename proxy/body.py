@@ -6,12 +6,12 @@ from .errors import ClientDisconnect
 from .types import Message, Receive
 
 
-async def buffer_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
-    """Read the request body, at most ``limit`` bytes of it.
+async def buffer_body(receive: Receive, limit: int) -> tuple[bytes, bool, bool]:
+    """Read the request body, stopping once more than ``limit`` bytes have come.
 
     Returns:
-        ``(body, complete)``: ``complete`` is false when the body goes on beyond ``limit`` (what
-        was read is returned; the rest is still to be received).
+        ``(body, complete, over)``: what was read; whether that is the whole body (if not, the
+        rest is still to be received); whether it is larger than ``limit``.
 
     Raises:
         ClientDisconnect: the client left before the body was complete (a truncated request must
@@ -26,10 +26,9 @@ async def buffer_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
         chunk = message.get("body", b"")
         parts.append(chunk)
         size += len(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts), True
-        if size > limit:
-            return b"".join(parts), False
+        complete = not message.get("more_body", False)
+        if complete or size > limit:
+            return b"".join(parts), complete, size > limit
 
 
 def replay(body: bytes, complete: bool, receive: Receive) -> Receive:

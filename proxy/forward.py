@@ -149,11 +149,13 @@ class Forwarder:
         if scope["type"] != "http":
             return  # websockets are not relayed
         try:
-            body, complete = await buffer_body(receive, self.max_body_bytes)
+            body, _, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
             return  # never forward a truncated request
-        if not complete:
-            await _error(send, 413, b"", f"Request body exceeds {self.max_body_bytes} bytes")
+        if over:
+            await _error(
+                send, 413, body if len(body) < 65536 else b"", f"Request body exceeds {self.max_body_bytes} bytes"
+            )
             return
         target: bytes = scope.get("raw_path") or scope["path"].encode()
         if not target.startswith(b"/"):

@@ -100,11 +100,11 @@ class NormalizerMiddleware:
     async def _post(self, scope: Scope, receive: Receive, send: Send, session: str | None) -> None:
         headers: RawHeaders = scope["headers"]
         try:
-            body, complete = await buffer_body(receive, self.max_body_bytes)
+            body, complete, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
             return  # never forward a truncated request
         replayed = replay(body, complete, receive)
-        info = inspect_request(body, headers) if complete else None  # a huge body is not MCP's: untouched
+        info = inspect_request(body, headers) if not over else None  # a huge body is not MCP's: untouched
         if info is None:
             await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
@@ -158,6 +158,7 @@ class NormalizerMiddleware:
                 await self.app(scope, receive, wrapped)
             except UpstreamError as exc:
                 failure = exc
+            tg.cancel_scope.cancel()  # the response is over (or the client left): a fetch still running is not needed
         if transformer.oversize and self.metrics is not None:
             self.metrics.oversize.inc()
         if failure is not None:
