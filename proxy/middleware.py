@@ -158,7 +158,6 @@ class NormalizerMiddleware:
                 await self.app(scope, receive, wrapped)
             except UpstreamError as exc:
                 failure = exc
-            tg.cancel_scope.cancel()  # the response is over (or the client left): a fetch still running is not needed
         if transformer.oversize and self.metrics is not None:
             self.metrics.oversize.inc()
         if failure is not None:
