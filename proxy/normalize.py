@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .catalog import ToolEntry, build_entry
@@ -22,6 +22,7 @@ from .jsoncodec import fingerprint
 from .pointer import PointerPattern
 from .rules import RESULT_RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
 from .rules.nullable import declared_places
+from .rules.object_root import WRAP_MARK
 from .schema import SchemaCompiler, SchemaUnusable
 from .types import JSONObject
 
@@ -160,6 +161,10 @@ class Normalizer:
                 )
                 track.run(self.config, _TOOL_HOOKS, context, name)
                 places = declared_places(tool, configured) if nullable_on else ()
+                advertised = track.would.get("outputSchema")
+                if places and isinstance(advertised, dict) and advertised.get(WRAP_MARK) is True:
+                    # the results will be wrapped too: the places move under /result
+                    places = tuple(PointerPattern("/result" + p.text, ("result", *p.segments)) for p in places)
                 entry = self._entry(track.would, places)
             except (RecursionError, DecodeError, ValueError, TypeError) as exc:
                 # A schema too deep or strange to work on: this tool passes untouched, learned as
@@ -235,5 +240,22 @@ class Normalizer:
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
             return
+        if group.real is not group.would and not self._conforms(entry, group.real):
+            # Some of the group is report-only and the rest alone does not make the result conform:
+            # emit the result as it was, and say that nothing of the group took effect.
+            track.would = group.would
+            track.records += [replace(record, applied=False) for record in group.records]
+            reason = "the repairs in mode 'on' alone leave structuredContent non-conforming"
+            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
+            track.records.append(Record(rewrite, tool, False, "unrepaired"))
+            return
         track.would, track.real = group.would, group.real
         track.records += group.records
+
+    @staticmethod
+    def _conforms(entry: ToolEntry, result: JSONObject) -> bool:
+        """Whether ``result``'s ``structuredContent`` conforms (an unusable schema counts as yes)."""
+        try:
+            return entry.compiled is None or entry.compiled.is_valid(result.get("structuredContent"))
+        except SchemaUnusable:
+            return True

@@ -12,8 +12,10 @@ Two engines sit behind :class:`CompiledSchema`:
   that does not resolve inside the schema is never retrieved (MCP 2026-07-28 ``basic/index.mdx``
   "$ref Resolution") and makes the schema unusable.
 - **jsonschema** (Python), the fallback for an instance the Rust engine cannot take (an integer
-  beyond 64 bits), with an empty referencing registry (no retrieval either) and an instance-size
-  bound (``max_python_bytes``): it is two to three orders of magnitude slower and backtracks.
+  beyond 64 bits) and the engine of a schema with a fractional ``multipleOf`` (where the clients'
+  floating-point division and the Rust engine's exact check disagree), with an empty referencing
+  registry (no retrieval either) and an instance-size bound (``max_python_bytes``): it is two to
+  three orders of magnitude slower and backtracks.
 
 Either engine's failure (an unusable schema, a schema or instance nested too deep, a pattern over
 its backtracking limit) raises :class:`SchemaUnusable`: the rules then leave the result alone and
@@ -93,7 +95,7 @@ class CompiledSchema:
 
     Args:
         schema: the schema.
-        fast: the jsonschema-rs validator.
+        fast: the jsonschema-rs validator; ``None`` to use the Python engine only.
         max_python_bytes: largest instance (encoded) the Python fallback validates.
 
     Raises:
@@ -111,6 +113,8 @@ class CompiledSchema:
 
     def is_valid(self, instance: JSON) -> bool:
         """True when ``instance`` conforms."""
+        if self._fast is None:
+            return not self._python_violations(instance, 1)
         try:
             return bool(self._fast.is_valid(instance))
         except (ValueError, TypeError, OverflowError):
@@ -122,6 +126,8 @@ class CompiledSchema:
 
     def violations(self, instance: JSON, limit: int = 50) -> list[Violation]:
         """Up to ``limit`` violations, deepest causes first; ``[]`` when ``instance`` conforms."""
+        if self._fast is None:
+            return self._python_violations(instance, limit)
         found: list[Violation] = []
         try:
             try:
@@ -184,17 +190,21 @@ def _py_leaves(error: ValidationError) -> list[Violation]:
     return [*deepest, here]
 
 
-def _depth(node: JSON, limit: int) -> int:
-    """How deep ``node`` nests, counting at most to ``limit`` (iterative: no recursion to exhaust)."""
-    deepest, stack = 0, [(node, 1)]
+def _survey(node: JSON, limit: int) -> tuple[int, bool]:
+    """How deep ``node`` nests (counting at most to ``limit``) and whether it has a fractional
+    ``multipleOf`` (iterative: no recursion to exhaust)."""
+    deepest, fractional, stack = 0, False, [(node, 1)]
     while stack:
         current, depth = stack.pop()
         deepest = max(deepest, depth)
         if depth > limit:
-            return depth
+            return depth, fractional
+        if isinstance(current, dict):
+            factor = current.get("multipleOf")
+            fractional = fractional or (isinstance(factor, float) and not factor.is_integer())
         children = current.values() if isinstance(current, dict) else current if isinstance(current, list) else ()
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
+    return deepest, fractional
 
 
 class SchemaCompiler:
@@ -235,7 +245,8 @@ class SchemaCompiler:
     def _build(schema: JSON) -> CompiledSchema | SchemaUnusable:
         if not isinstance(schema, dict | bool):
             return SchemaUnusable(f"a schema must be an object or a boolean, not {type(schema).__name__}")
-        if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        depth, fractional = _survey(schema, MAX_SCHEMA_DEPTH)
+        if depth > MAX_SCHEMA_DEPTH:
             return SchemaUnusable(f"schema nests deeper than {MAX_SCHEMA_DEPTH}")
         try:
             fast = jsonschema_rs.validator_for(_plain(schema), offline=True)
@@ -244,4 +255,7 @@ class SchemaCompiler:
             return SchemaUnusable(f"invalid schema: {first[:200]}")
         except (ValueError, TypeError, OverflowError) as exc:
             return SchemaUnusable(f"invalid schema: {type(exc).__name__}")
-        return CompiledSchema(schema, fast)
+        # jsonschema-rs checks a fractional multipleOf exactly (19.99 is a multiple of 0.01); the
+        # clients' validators (Ajv, python-jsonschema) divide in binary floating point and do not.
+        # The proxy must agree with the clients, so such schemas use the Python engine only.
+        return CompiledSchema(schema, None if fractional else fast)

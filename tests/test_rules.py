@@ -224,3 +224,183 @@ def contains(value: Any, needle: Any) -> bool:
     if isinstance(value, list):
         return any(contains(v, needle) for v in value)
     return False
+
+
+# Edge cases found by attacking the rules (each failed, raised or lost a value before its fix).
+
+
+def advertise(n: Normalizer, listed: dict[str, Any], era: str | None = "2025-11-25") -> Any:
+    return n.tools_list({"tools": [listed]}, era).result["tools"][0]
+
+
+def test_a_draft_07_ref_root_keeps_its_definitions() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$ref": "#/definitions/Out",
+        "definitions": {"Out": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+    }
+    advertised = advertise(normalizer(), tool(schema))["outputSchema"]
+    assert conforms({"n": 1}, advertised) and not conforms({"n": "x"}, advertised)
+
+
+def test_a_non_object_input_schema_is_kept_in_meta() -> None:
+    advertised = advertise(normalizer(), {"name": "t", "inputSchema": ["x"], "outputSchema": True})
+    assert advertised["inputSchema"] == {"type": "object"}
+    assert contains(advertised["_meta"], ["x"])
+
+
+def test_only_whole_timestamp_names_become_date_time_strings() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"changes": {"$ref": "#/$defs/UpdatePayload"}, "at": {"$ref": "#/$defs/Timestamp"}},
+        "$defs": {"UpdatePayload": {"type": "object"}, "Timestamp": {"type": "object"}},
+    }
+    advertised = advertise(normalizer(), tool(schema))["outputSchema"]
+    assert conforms({"changes": {"name": "x"}, "at": "2026-01-01T00:00:00Z"}, advertised)
+
+
+def test_a_wrapped_recursive_schema_still_resolves_its_root_refs() -> None:
+    schema = {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}}
+    n = normalizer()
+    out = call(n, tool(schema), {"content": [{"type": "text", "text": "ok"}], "structuredContent": [1, [2, [3]]]})
+    assert out.result["structuredContent"] == {"result": [1, [2, [3]]]}
+    assert conforms(out.result["structuredContent"], advertise(n, tool(schema))["outputSchema"])
+
+
+def test_a_root_that_accepts_no_object_is_wrapped_not_made_unsatisfiable() -> None:
+    advertised = advertise(normalizer(), tool({"allOf": [{"type": "array", "items": {"type": "string"}}]}))
+    assert conforms({"result": ["a"]}, advertised["outputSchema"])
+
+
+def test_an_integer_string_beyond_64_bits_is_coerced_exactly_and_a_huge_one_left_alone() -> None:
+    from proxy.jsoncodec import dumps
+
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
+    digits = "123456789012345678901234567890"
+    out = call(normalizer(), tool(schema), {"content": [], "structuredContent": {"id": digits}})
+    assert f'"id":{digits}'.encode() in dumps(out.result)
+    huge = {"content": [], "structuredContent": {"id": "1" * 5000}}
+    assert call(normalizer(), tool(schema), huge).result["structuredContent"] == {"id": "1" * 5000}
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        # an edit inside a value another edit replaces
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"anyOf": [{"const": "[1]"}, {"type": "array", "items": {"type": "string"}}]}},
+            },
+            {"a": [1]},
+        ),
+        # a member removed inside a member another branch removes
+        (
+            {
+                "type": "object",
+                "anyOf": [
+                    {"type": "object", "properties": {"y": {}}, "additionalProperties": False},
+                    {
+                        "type": "object",
+                        "properties": {"x": {"type": "object", "additionalProperties": False}},
+                        "additionalProperties": False,
+                        "required": ["q"],
+                    },
+                ],
+            },
+            {"x": {"k": 1}},
+        ),
+    ],
+)
+def test_overlapping_value_repairs_never_raise_and_lose_nothing(schema: Any, value: Any) -> None:
+    out = call(normalizer(), tool(schema), {"content": [], "structuredContent": value})
+    assert out.result["_meta"][ORIGINALS]
+    assert conforms(out.result["structuredContent"], schema)
+
+
+def test_a_block_whose_type_is_not_a_string_becomes_text_with_its_meta_kept() -> None:
+    result = {"content": [{"type": {"x": 1}, "text": "hi"}, {"type": "note", "text": "n", "_meta": "keep-me"}]}
+    blocks = call(normalizer(), tool(None), result).result["content"]
+    assert [b["type"] for b in blocks] == ["text", "text"]
+    assert contains(blocks[0]["_meta"], {"x": 1}) and contains(blocks[1]["_meta"], "keep-me")
+
+
+def test_a_legacy_tool_result_merges_with_the_members_beside_it() -> None:
+    result = {
+        "toolResult": {"content": [{"type": "text", "text": "hi"}], "_meta": {"inner": 1}, "isError": True},
+        "_meta": {"outer": 2},
+        "isError": False,
+    }
+    out = call(normalizer(), tool(None), result).result
+    assert out["isError"] is False and out["_meta"]["inner"] == 1 and out["_meta"]["outer"] == 2
+    assert out["_meta"]["dev.mcp-normalizer/tool-result-conflicts"] == {"isError": True}
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"dev.mcp-normalizer/invalid-meta": "server value", "_bad": 1},
+        {"dev.mcp-normalizer/original-values": "server value"},
+        "server value",
+    ],
+)
+def test_a_server_value_at_the_proxys_own_meta_keys_is_set_aside_not_lost(meta: Any) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    result = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": "x", "b": 2}, "_meta": meta}
+    out = call(normalizer(), tool(schema), result).result
+    assert out["structuredContent"] == {"a": "x"} and out["_meta"][ORIGINALS]["/b"] == 2
+    assert contains(out["_meta"], "server value")
+
+
+def test_an_error_result_with_a_string_meta_keeps_it_when_meta_keys_only_reports() -> None:
+    n = normalizer('[rules]\nmeta_keys = "report"\n')
+    result = {"isError": True, "content": [], "structuredContent": {"err": 1}, "_meta": "trace-abc"}
+    out = call(n, tool({"type": "object", "required": ["files"]}), result).result
+    assert contains(out["_meta"], "trace-abc") and contains(out["_meta"], {"err": 1})
+
+
+def test_a_group_half_in_report_mode_changes_nothing_unless_the_rest_conforms_alone() -> None:
+    n = normalizer('[rules]\nnull_optional_member = "report"\n')
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+    result = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": None, "b": "5"}}
+    out = call(n, tool(schema), result)
+    assert out.result is result
+    assert [r.applied for r in out.records if r.event == "rewrite"] == [False, False]
+    assert [r.event for r in out.records][-1] == "unrepaired"
+
+
+def test_a_malformed_content_is_not_replaced_by_the_text_mirror() -> None:
+    n = normalizer('[rules]\ncontent_blocks = "off"\n')
+    result = {"content": "hello", "structuredContent": {"a": 1}}
+    assert call(n, tool({"type": "object"}), result).result is result
+
+
+def test_a_wrapped_problem_without_text_says_what_the_server_sent() -> None:
+    result = {"isError": True, "content": [], "structuredContent": {"error": "disk full", "code": "ENOSPC"}}
+    out = call(normalizer(), tool({"type": "object", "required": ["files"]}), result).result
+    assert "disk full" in out["content"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("text", "flagged"),
+    [
+        ("Failed: 0, passed: 12", False),
+        ("Error: 0", False),
+        ("500 items processed - done", False),
+        ("error: 404 not found", True),
+        ("not_found: no such memo", True),
+        ("404 Not Found - /memos/1", True),
+    ],
+)
+def test_error_flag_tells_error_messages_from_tallies(text: str, flagged: bool) -> None:
+    schema = {"type": "object", "properties": {"passed": {"type": "integer"}}, "required": ["passed"]}
+    out = call(normalizer(), tool(schema), {"content": [{"type": "text", "text": text}]}).result
+    assert (out.get("isError") is True) is flagged
+
+
+def test_a_fractional_multiple_of_is_judged_as_the_clients_judge_it() -> None:
+    from proxy.schema import SchemaCompiler
+
+    compiled = SchemaCompiler().compile({"type": "number", "multipleOf": 0.01})
+    assert not compiled.is_valid(19.99)  # Ajv and python-jsonschema: 19.99 / 0.01 is not an integer
+    assert compiled.is_valid(0.3)

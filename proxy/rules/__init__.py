@@ -23,7 +23,7 @@ from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
 from .declared import DROP_OUTPUT_SCHEMA, RELAX
 from .missing_structured import ERROR_FLAG, PROMOTE_TEXT_JSON, VACUOUS_STRUCTURED_CONTENT
 from .null_values import NULL_ARRAY_TO_EMPTY, NULL_OPTIONAL_MEMBER
-from .object_root import OBJECT_ROOT, REWRAP_RESULT, WRAP_RESULT
+from .object_root import OBJECT_RESULT, OBJECT_ROOT, REWRAP_RESULT, WRAP_RESULT
 from .schema_repairs import DATE_TIME_FORMAT, SCHEMA_DIALECT, SCHEMA_REFS, SCHEMA_SHAPE, TIMESTAMP_OBJECTS
 from .value_repairs import COERCE_TYPES, PRUNE_ADDITIONAL
 
@@ -48,11 +48,12 @@ RESULT_RULES: tuple[Rule, ...] = (
     meta_keys.RULE,
     # errors, the shape the era requires, a missing structuredContent
     error_problem.RULE,
-    WRAP_RESULT,
+    OBJECT_RESULT,
     PROMOTE_TEXT_JSON,
     VACUOUS_STRUCTURED_CONTENT,
     ERROR_FLAG,
     # the conformance group: kept only if together they make the result conform
+    WRAP_RESULT,
     nullable.RULE,
     NULL_OPTIONAL_MEMBER,
     NULL_ARRAY_TO_EMPTY,

@@ -37,6 +37,40 @@ META_PREFIX = "dev.mcp-normalizer/"
 ORIGINAL_VALUES_KEY = META_PREFIX + "original-values"
 #: ``_meta`` key holding a whole ``structuredContent`` the proxy moved when the problem key was taken.
 ORIGINAL_STRUCTURED_KEY = META_PREFIX + "original-structured-content"
+#: ``_meta`` key holding entries the proxy set aside: invalid keys, a ``_meta`` that was not an
+#: object, a server's non-object value at one of the proxy's own keys.
+INVALID_META_KEY = META_PREFIX + "invalid-meta"
+
+
+def meta_of(holder: JSONObject) -> JSONObject:
+    """A new ``_meta`` object for ``holder``: a copy of its ``_meta``, ``{}`` when it has none.
+
+    A ``_meta`` that is not an object (a string, a list) is kept whole under
+    :data:`INVALID_META_KEY`, so adding entries never loses it.
+    """
+    meta = holder.get("_meta")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        return {INVALID_META_KEY: meta}
+    return dict(meta)
+
+
+def set_aside(meta: JSONObject, key: str) -> None:
+    """Make room for an object at ``meta[key]`` (``meta`` is mutated; it must be the caller's copy).
+
+    A non-object value the server put there moves under :data:`INVALID_META_KEY` (itself set aside
+    first, so that it is an object); an object, or no value, stays as it is.
+    """
+    if key not in meta or isinstance(meta[key], dict):
+        return
+    value = meta.pop(key)
+    if key == INVALID_META_KEY:
+        meta[key] = {INVALID_META_KEY: value}
+        return
+    set_aside(meta, INVALID_META_KEY)
+    holder = meta.get(INVALID_META_KEY)
+    meta[INVALID_META_KEY] = {**(holder if isinstance(holder, dict) else {}), key: value}
 
 
 class Mode(enum.StrEnum):
@@ -154,8 +188,7 @@ def with_meta(result: JSONObject, key: str, value: object) -> tuple[JSONObject, 
     :data:`ORIGINAL_STRUCTURED_KEY`, numbered if that is taken too. The server's ``_meta`` object
     is copied, not mutated.
     """
-    meta = result.get("_meta")
-    merged: JSONObject = dict(meta) if isinstance(meta, dict) else {}
+    merged = meta_of(result)
     chosen = key
     n = 1
     while chosen in merged:
@@ -200,10 +233,12 @@ def with_original_values(result: JSONObject, originals: dict[str, JSON]) -> JSON
     """Return a copy of ``result`` whose ``_meta`` records ``originals`` (pointer -> replaced value).
 
     Values from several rules on one result are merged under :data:`ORIGINAL_VALUES_KEY`; the first
-    value recorded for a pointer is the server's and is never overwritten by a later repair.
+    value recorded for a pointer is the server's and is never overwritten by a later repair. A
+    ``_meta`` that is not an object, or a non-object server value at that key, is set aside
+    (:func:`meta_of`, :func:`set_aside`), never dropped.
     """
-    meta = result.get("_meta")
-    merged: JSONObject = dict(meta) if isinstance(meta, dict) else {}
+    merged = meta_of(result)
+    set_aside(merged, ORIGINAL_VALUES_KEY)
     previous = merged.get(ORIGINAL_VALUES_KEY)
     merged[ORIGINAL_VALUES_KEY] = {**originals, **(previous if isinstance(previous, dict) else {})}
     return {**result, "_meta": merged}

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from ..jsoncodec import dumps
 from ..types import JSON, JSONObject
-from .base import META_PREFIX, ResultContext, Rewrite, Rule
+from .base import META_PREFIX, ResultContext, Rewrite, Rule, meta_of, with_meta
 
 KNOWN_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
 ORIGINAL_TYPE_KEY = META_PREFIX + "original-type"
+TOOL_RESULT_CONFLICTS_KEY = META_PREFIX + "tool-result-conflicts"
 
 
 def _text_of(value: JSON) -> str:
@@ -35,17 +36,31 @@ def _block(block: JSON) -> tuple[JSON, bool, str | None]:
     if not isinstance(block, dict):
         return {"type": "text", "text": _text_of(block)}, False, "not an object"
     kind = block.get("type")
+    known = isinstance(kind, str) and kind in KNOWN_TYPES
     if kind == "error":
         text = block.get("text", block.get("message", ""))
         return {**block, "type": "text", "text": _text_of(text)}, True, "type 'error'"
-    if kind not in KNOWN_TYPES and isinstance(block.get("text"), str):
-        meta = block.get("_meta")
-        meta = {**meta, ORIGINAL_TYPE_KEY: kind} if isinstance(meta, dict) else {ORIGINAL_TYPE_KEY: kind}
+    if not known and isinstance(block.get("text"), str):
+        meta = meta_of(block)
+        meta.setdefault(ORIGINAL_TYPE_KEY, kind)  # a proxy in front of this one already recorded it
         return {**block, "type": "text", "_meta": meta}, False, f"unknown type {kind!r}"
     if kind == "text" and not isinstance(block.get("text"), str):
         text = block.get("text")
         return {**block, "text": "" if text is None else _text_of(text)}, False, "text is not a string"
     return block, False, None
+
+
+def _unwrap(outer: JSONObject, legacy: JSONObject) -> JSONObject:
+    """The result a legacy ``{toolResult}`` wraps, merged with the members beside it.
+
+    The outer members win; both ``_meta`` objects are merged (outer entries win); an inner member
+    the outer one overrides is kept in ``_meta["dev.mcp-normalizer/tool-result-conflicts"]``.
+    """
+    out: JSONObject = {**legacy, **outer}
+    if "_meta" in legacy or "_meta" in outer:
+        out["_meta"] = {**meta_of(legacy), **meta_of(outer)}
+    conflicts = {k: v for k, v in legacy.items() if k != "_meta" and k in outer and outer[k] != v}
+    return with_meta(out, TOOL_RESULT_CONFLICTS_KEY, conflicts)[0] if conflicts else out
 
 
 def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
@@ -54,7 +69,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         legacy = out["toolResult"]
         rest = {k: v for k, v in out.items() if k != "toolResult"}
         if isinstance(legacy, dict) and isinstance(legacy.get("content"), list):
-            out = {**rest, **legacy}
+            out = _unwrap(rest, legacy)
         else:
             out = {**rest, "content": [{"type": "text", "text": _text_of(legacy)}]}
         touched.append("/toolResult")

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from ..types import JSON, JSONObject
-from .base import META_PREFIX, Rewrite, Rule, ToolContext
+from .base import META_PREFIX, Rewrite, Rule, ToolContext, meta_of
 from .schemas import widen_at
 
 ORIGINAL_OUTPUT_SCHEMA_KEY = META_PREFIX + "original-output-schema"
@@ -22,8 +22,7 @@ _KEEP = ("title", "description")
 def _drop(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     if not ctx.drop_output_schema or "outputSchema" not in tool:
         return None
-    meta = tool.get("_meta")
-    kept = {**(meta if isinstance(meta, dict) else {}), ORIGINAL_OUTPUT_SCHEMA_KEY: tool["outputSchema"]}
+    kept = {**meta_of(tool), ORIGINAL_OUTPUT_SCHEMA_KEY: tool["outputSchema"]}
     out = {k: v for k, v in tool.items() if k != "outputSchema"}
     out["_meta"] = kept
     return out, Rewrite(

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 from ..pointer import format_pointer
 from ..types import JSON, JSONObject
-from .base import META_PREFIX, ResultContext, Rewrite, Rule, ToolContext, is_meta_key
+from .base import INVALID_META_KEY, ResultContext, Rewrite, Rule, ToolContext, is_meta_key, meta_of, set_aside
 
-INVALID_META_KEY = META_PREFIX + "invalid-meta"
+__all__ = ["INVALID_META_KEY", "RULE"]
 
 
 def _fixed(meta: JSON) -> JSON:
     """``meta`` made grammatical, or ``meta`` itself when it already is."""
     if not isinstance(meta, dict):
-        return {INVALID_META_KEY: meta}
+        return meta_of({"_meta": meta})
     bad = {key: value for key, value in meta.items() if not is_meta_key(key)}
     if not bad:
         return meta
     good = {key: value for key, value in meta.items() if key not in bad}
+    set_aside(good, INVALID_META_KEY)
     previous = good.get(INVALID_META_KEY)
     good[INVALID_META_KEY] = {**(previous if isinstance(previous, dict) else {}), **bad}
     return good

@@ -19,6 +19,7 @@ These rules try, in order, to make it conforming without inventing data:
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
 
 from ..errors import DecodeError
 from ..jsoncodec import loads
@@ -26,11 +27,17 @@ from ..schema import SchemaUnusable
 from ..types import JSON, JSONObject
 from .base import ResultContext, Rewrite, Rule, text_blocks
 
+#: ``404 Not Found``, ``503 Service Unavailable``: a 4xx/5xx status with its reason phrase (RFC 9110).
+_HTTP_ERRORS = "|".join(
+    rf"{status.value}\s+" + r"\s+".join(map(re.escape, status.phrase.split())) for status in HTTPStatus if status >= 400
+)
 _ERROR_TEXT = re.compile(
     r"^\s*(?:error|err|exception|fail(?:ed|ure)?|fatal|invalid[_ ]argument|not[_ ]found|permission[_ ]denied|"
     r"unauthenticated|unauthorized|forbidden|failed[_ ]precondition|internal(?:[_ ]error)?|unavailable|"
     r"deadline[_ ]exceeded|resource[_ ]exhausted|already[_ ]exists|aborted|out[_ ]of[_ ]range|unimplemented|"
-    r"[45]\d\d(?:\s+[A-Za-z][A-Za-z ]*)?)\s*[:\-\u2014]",
+    rf"{_HTTP_ERRORS})\s*[:\-\u2014]"
+    # a count is a tally, not an error: "Failed: 0, passed: 12"
+    r"(?!\s*\d+\s*(?:[,;.]|$))",
     re.IGNORECASE,
 )
 

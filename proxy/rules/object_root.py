@@ -10,10 +10,11 @@ tool that breaks this, and every result with an array or string ``structuredCont
   objects, or a root with no ``type``, gets ``type: "object"`` (same meaning for object results). A
   root that admits non-objects is wrapped as ``{type: object, properties: {result: <root>},
   required: [result]}`` (FastMCP's ``x-fastmcp-wrap-result`` convention, plus the proxy's own marker).
-- ``wrap_result`` (``tools/call``): the results of a tool the proxy wrapped get
-  ``structuredContent: {result: <value>}``; a tool with no ``outputSchema`` whose
-  ``structuredContent`` is an array or scalar gets the same wrap, and a string holding a JSON
-  object (double encoding) is decoded. Nothing is lost: the value moves one level down.
+- ``wrap_result`` (``tools/call``, conformance group): the results of a tool the proxy wrapped get
+  ``structuredContent: {result: <value>}`` (kept only if the result then conforms).
+- ``object_result`` (``tools/call``): a tool with no ``outputSchema`` whose ``structuredContent`` is
+  an array or scalar gets the same wrap, and a string holding a JSON object (double encoding) is
+  decoded (the string kept in ``_meta``). Nothing is lost: the value moves one level down.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from __future__ import annotations
 from ..errors import DecodeError
 from ..jsoncodec import loads
 from ..jsonrpc import object_only
+from ..pointer import Path
 from ..types import JSON, JSONObject
 from .base import ResultContext, Rewrite, Rule, ToolContext, with_original_values
-from .schemas import resolve_local_ref
+from .schemas import map_schema, resolve_local_ref
 
 #: Marks an ``outputSchema`` the proxy wrapped; results of that tool are wrapped to match.
 WRAP_MARK = "x-mcp-normalizer-wrapped"
-_ROOT_ONLY = ("$schema", "$id", "$defs", "definitions", "$anchor")
+_ROOT_ONLY = ("$schema", "$id", "$defs", "definitions")
 
 
 def _objects_only(node: JSON, root: JSON, depth: int = 0) -> bool:
@@ -48,12 +50,40 @@ def _objects_only(node: JSON, root: JSON, depth: int = 0) -> bool:
     return False
 
 
+def _accepts_objects(node: JSON, root: JSON, depth: int = 0) -> bool:
+    """False when ``node`` rejects every object (adding ``type: object`` would make it unsatisfiable)."""
+    if node is False:
+        return False
+    if not isinstance(node, dict) or depth > 16:
+        return True
+    kind = node.get("type")
+    if isinstance(kind, str) and kind != "object" or isinstance(kind, list) and "object" not in kind:
+        return False
+    if isinstance(node.get("enum"), list) and not any(isinstance(v, dict) for v in node["enum"]):
+        return False
+    if "const" in node and not isinstance(node["const"], dict):
+        return False
+    if "not" in node and (node["not"] in ({}, True) or _objects_only(node["not"], root, depth + 1)):
+        return False
+    ref = node.get("$ref")
+    if isinstance(ref, str) and not _accepts_objects(resolve_local_ref(root, ref), root, depth + 1):
+        return False
+    if isinstance(node.get("allOf"), list) and not all(_accepts_objects(b, root, depth + 1) for b in node["allOf"]):
+        return False
+    for keyword in ("anyOf", "oneOf"):
+        branches = node.get(keyword)
+        if isinstance(branches, list) and branches and not any(_accepts_objects(b, root, depth + 1) for b in branches):
+            return False
+    return True
+
+
 def _admits_non_objects(node: JSONObject, root: JSON) -> bool:
+    """True when ``node`` may describe a non-object result (``null`` aside: a legacy null is dropped)."""
     kind = node.get("type")
     if isinstance(kind, str):
-        return kind != "object"
+        return kind not in ("object", "null")
     if isinstance(kind, list):
-        return kind != ["object"]
+        return any(k not in ("object", "null") for k in kind)
     for keyword in ("anyOf", "oneOf"):
         branches = node.get(keyword)
         if isinstance(branches, list) and not all(_objects_only(b, root) for b in branches):
@@ -61,18 +91,36 @@ def _admits_non_objects(node: JSONObject, root: JSON) -> bool:
     return False
 
 
+def _rerooted(ref: str) -> str:
+    """A ``$ref`` of the old root as seen from the wrapper (``#`` is now ``#/properties/result``)."""
+    if ref == "#":
+        return "#/properties/result"
+    if ref.startswith("#/") and not ref.startswith(("#/$defs/", "#/definitions/")):
+        return "#/properties/result" + ref[1:]
+    return ref
+
+
+def _reroot(schema: JSON) -> JSON:
+    def fix(node: JSONObject, path: Path) -> JSON:
+        ref = node.get("$ref")
+        return {**node, "$ref": _rerooted(ref)} if isinstance(ref, str) and _rerooted(ref) != ref else node
+
+    return map_schema(schema, fix)[0]
+
+
 def _object_root(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     schema = tool.get("outputSchema")
     if not object_only(ctx.era) or not isinstance(schema, dict) or schema.get("type") == "object":
         return None
-    if _objects_only(schema, schema) or not _admits_non_objects(schema, schema):
+    objects = _objects_only(schema, schema)
+    if objects or (_accepts_objects(schema, schema) and not _admits_non_objects(schema, schema)):
         fixed = {"type": "object", **{k: v for k, v in schema.items() if k != "type"}}
         reason = "the root admits only objects but does not say type: object"
         return {**tool, "outputSchema": fixed}, Rewrite(
             "object_root", "added type: object at the outputSchema root", ("/outputSchema/type",), reason
         )
-    inner = {k: v for k, v in schema.items() if k not in _ROOT_ONLY}
-    wrapped: JSONObject = {k: v for k, v in schema.items() if k in _ROOT_ONLY}
+    inner = _reroot({k: v for k, v in schema.items() if k not in _ROOT_ONLY})
+    wrapped: JSONObject = {k: _reroot(v) for k, v in schema.items() if k in _ROOT_ONLY}
     wrapped.update(
         {
             "type": "object",
@@ -89,16 +137,26 @@ def _object_root(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrit
 
 
 def _wrap_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+    """A result of a tool whose schema the proxy wrapped (conformance group: kept only if it then conforms)."""
+    schema = ctx.tool.output_schema if ctx.tool is not None else None
     if not object_only(ctx.era) or "structuredContent" not in result:
         return None
+    if not isinstance(schema, dict) or schema.get(WRAP_MARK) is not True:
+        return None
+    return {**result, "structuredContent": {"result": result["structuredContent"]}}, Rewrite(
+        "wrap_result",
+        "wrapped structuredContent as {result: ...}",
+        ("/structuredContent",),
+        "the proxy wrapped the outputSchema",
+    )
+
+
+def _object_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+    """A non-object ``structuredContent`` of a tool with no outputSchema, before 2026-07-28."""
+    if not object_only(ctx.era) or "structuredContent" not in result or ctx.tool is None:
+        return None
     value = result["structuredContent"]
-    schema = ctx.tool.output_schema if ctx.tool is not None else None
-    if isinstance(schema, dict) and schema.get(WRAP_MARK) is True:
-        action, reason = "wrapped structuredContent as {result: ...}", "the proxy advertised a wrapped outputSchema"
-        return {**result, "structuredContent": {"result": value}}, Rewrite(
-            "wrap_result", action, ("/structuredContent",), reason
-        )
-    if schema is not None or ctx.tool is None or isinstance(value, dict) or value is None:
+    if ctx.tool.output_schema is not None or isinstance(value, dict) or value is None:
         return None
     if isinstance(value, str):
         try:
@@ -107,12 +165,13 @@ def _wrap_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Re
             decoded = None
         if isinstance(decoded, dict):
             reason = "structuredContent was a string holding a JSON object (double encoded)"
-            return {**result, "structuredContent": decoded}, Rewrite(
-                "wrap_result", "decoded the JSON string in structuredContent", ("/structuredContent",), reason
+            out = with_original_values({**result, "structuredContent": decoded}, {"": value})
+            return out, Rewrite(
+                "object_result", "decoded the JSON string in structuredContent", ("/structuredContent",), reason
             )
     reason = f"era {ctx.era or 'legacy'} requires an object; got {type(value).__name__}"
     return {**result, "structuredContent": {"result": value}}, Rewrite(
-        "wrap_result", "wrapped structuredContent as {result: ...}", ("/structuredContent",), reason
+        "object_result", "wrapped structuredContent as {result: ...}", ("/structuredContent",), reason
     )
 
 
@@ -158,6 +217,13 @@ REWRAP_RESULT = Rule(
 WRAP_RESULT = Rule(
     "wrap_result",
     "non_object_structured_content",
-    "Before 2026-07-28: wrap results of wrapped tools, and array/scalar structuredContent, as {result: ...}.",
+    "Before 2026-07-28: results of a tool whose outputSchema the proxy wrapped become {result: ...}.",
     on_result=_wrap_result,
+    conformance=True,
+)
+OBJECT_RESULT = Rule(
+    "object_result",
+    "non_object_structured_content",
+    "Before 2026-07-28, no outputSchema: array/scalar structuredContent wrapped as {result}; JSON strings decoded.",
+    on_result=_object_result,
 )

@@ -25,24 +25,46 @@ before any call. None changes what a schema accepts except where noted (a dangli
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..jsoncodec import fingerprint
 from ..pointer import Path, format_pointer
 from ..types import JSON, JSONObject
-from .base import Rewrite, Rule, ToolContext
+from .base import META_PREFIX, Rewrite, Rule, ToolContext, meta_of
 from .declared import ORIGINAL_OUTPUT_SCHEMA_KEY
 from .schemas import map_schema, resolve_local_ref
 
+#: ``_meta`` key keeping an ``inputSchema`` that was not an object.
+ORIGINAL_INPUT_SCHEMA_KEY = META_PREFIX + "original-input-schema"
+
+ORIGINAL_INPUT_SCHEMA_KEY = META_PREFIX + "original-input-schema"
+
 SCHEMA_KEYS = ("inputSchema", "outputSchema")
+_STRUCTURAL = frozenset({"$defs", "definitions", "$id", "$schema", "$anchor"})
 _ANNOTATIONS = frozenset(
     {"title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"}
 )
 _DIALECT_2020 = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#")
 _OLD_DRAFTS = ("draft-04", "draft-06", "draft-07")
 _DATE_FORMATS = ("date-time", "date", "time")
-_TIMESTAMP_NAME = re.compile(r"(date|time|instant|timestamp)", re.IGNORECASE)
+#: ``$defs`` names (their last dotted segment, ``_``/``-`` ignored) that schema generators emit for
+#: date and time types (``java.time.*``, pydantic, .NET).
+_TIMESTAMP_NAMES = frozenset(
+    {
+        "date",
+        "time",
+        "datetime",
+        "instant",
+        "timestamp",
+        "localdate",
+        "localtime",
+        "localdatetime",
+        "offsetdatetime",
+        "offsettime",
+        "zoneddatetime",
+        "datetimeoffset",
+    }
+)
 
 
 def _with_schemas(tool: JSONObject, keys: tuple[str, ...], fix: Any) -> tuple[JSONObject, list[str]]:
@@ -79,14 +101,17 @@ def _fix_shape(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite]
     out, touched = tool, []
     if "outputSchema" in tool and not isinstance(tool["outputSchema"], dict):
         # true/false/null: clients want an object schema; true says nothing, false can never be met.
-        meta = tool.get("_meta")
-        kept = {**(meta if isinstance(meta, dict) else {}), ORIGINAL_OUTPUT_SCHEMA_KEY: tool["outputSchema"]}
+        kept = {**meta_of(tool), ORIGINAL_OUTPUT_SCHEMA_KEY: tool["outputSchema"]}
         out = {**{k: v for k, v in tool.items() if k != "outputSchema"}, "_meta": kept}
         touched.append("/outputSchema")
     if not isinstance(tool.get("inputSchema"), dict):
-        out, touched = {**tool, "inputSchema": {"type": "object"}}, ["/inputSchema"]
+        out = {**out, "inputSchema": {"type": "object"}}
+        if "inputSchema" in tool:  # a list, a string: kept, never dropped
+            out["_meta"] = {**meta_of(out), ORIGINAL_INPUT_SCHEMA_KEY: tool["inputSchema"]}
+        touched.append("/inputSchema")
     elif "type" not in tool["inputSchema"]:
-        out, touched = {**tool, "inputSchema": {"type": "object", **tool["inputSchema"]}}, ["/inputSchema/type"]
+        out = {**out, "inputSchema": {"type": "object", **tool["inputSchema"]}}
+        touched.append("/inputSchema/type")
     out, more = _with_schemas(
         out,
         SCHEMA_KEYS,
@@ -102,11 +127,16 @@ def _fix_shape(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite]
 
 
 def _anchors(root: JSON) -> set[str]:
+    """Plain-name fragments the schema declares (``$anchor``, draft-07 ``$id: "#name"``), and the
+    ``$id``s of embedded resources (a ``$ref`` to one resolves inside the document)."""
     found: set[str] = set()
 
     def note(node: JSONObject, path: Path) -> JSON:
         if isinstance(node.get("$anchor"), str):
-            found.add(node["$anchor"])
+            found.add("#" + node["$anchor"])
+        for key in ("$id", "id"):
+            if isinstance(node.get(key), str) and node[key]:
+                found.add(node[key])
         return node
 
     map_schema(root, note)
@@ -146,8 +176,8 @@ def _resolve_refs(root: JSONObject, *, inline: bool) -> tuple[JSON, list[str], l
             if old_dialect or not siblings:
                 return body  # draft-07 ignores the siblings of $ref
             return {**siblings, "allOf": [*siblings.get("allOf", []), body]}
-        if ref.startswith("#") and ref[1:] in anchors:
-            return node
+        if ref in anchors or ref.split("#", 1)[0] in anchors:
+            return node  # an anchor or an embedded resource of this very document
         dropped.append(format_pointer(path))  # remote (never fetched) or an anchor nobody declares
         return siblings
 
@@ -220,8 +250,9 @@ def _to_2020(node: JSONObject, path: Path) -> JSON:
     if isinstance(ref, str):
         if ref.startswith("#/definitions/"):
             out["$ref"] = "#/$defs/" + ref[len("#/definitions/") :]
-        # draft-07 ignores assertions next to $ref; keep only the annotations.
-        out = {k: v for k, v in out.items() if k == "$ref" or k in _ANNOTATIONS}
+        # draft-07 ignores assertions next to $ref; keep the annotations and what structures the
+        # document ($defs the refs point into, $id and $schema at the root).
+        out = {k: v for k, v in out.items() if k == "$ref" or k in _ANNOTATIONS or k in _STRUCTURAL}
     return out if out != node else node
 
 
@@ -277,6 +308,10 @@ def _is_bare_object(node: JSON) -> bool:
     return isinstance(node, dict) and node.get("type") == "object" and set(node) <= {"type", *_ANNOTATIONS}
 
 
+def _timestamp_name(name: str) -> bool:
+    return name.rsplit(".", 1)[-1].replace("_", "").replace("-", "").lower() in _TIMESTAMP_NAMES
+
+
 def _fix_timestamps(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     schema = tool.get("outputSchema")
     if not isinstance(schema, dict):
@@ -288,7 +323,7 @@ def _fix_timestamps(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rew
             continue
         fixed = {
             name: {**sub, "type": "string", "format": "date-time"}
-            if _is_bare_object(sub) and _TIMESTAMP_NAME.search(name)
+            if _is_bare_object(sub) and _timestamp_name(name)
             else sub
             for name, sub in defs.items()
         }

@@ -5,6 +5,7 @@ beyond what a rule intends. Edits copy; the input schema is never mutated.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from urllib.parse import unquote
 
 from ..pointer import WILDCARD, Path, format_pointer
 from ..types import JSON, JSONObject
@@ -30,7 +31,7 @@ def resolve_local_ref(root: JSON, ref: str) -> JSON | None:
         return None
     node = root
     for raw in ref[2:].split("/") if ref != "#" else []:
-        step = raw.replace("~1", "/").replace("~0", "~")
+        step = unquote(raw).replace("~1", "/").replace("~0", "~")  # a URI fragment: percent-encoded
         if isinstance(node, dict) and step in node:
             node = node[step]
         elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
@@ -178,7 +179,7 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
     places: list[Path] = []
     converted = 0
 
-    def walk(node: JSON, path: Path | None) -> JSON:
+    def walk(node: JSON, path: Path | None, widen: bool = True) -> JSON:
         nonlocal converted
         if isinstance(node, list):
             return [walk(item, None) for item in node]
@@ -190,6 +191,14 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
                 out[key] = {name: walk(sub, None if path is None else (*path, name)) for name, sub in value.items()}
             elif key in ("items", "additionalProperties") and isinstance(value, dict):
                 out[key] = walk(value, None if path is None else (*path, WILDCARD))
+            elif key == "oneOf" and isinstance(value, list):
+                # Exactly one branch may accept null, or oneOf rejects it: widen only while none does.
+                taken = any(accepts_null(branch) for branch in value)
+                branches = []
+                for branch in value:
+                    branches.append(walk(branch, path, widen=not taken))
+                    taken = taken or accepts_null(branches[-1])
+                out[key] = branches
             elif key in _COMPOSITIONS and isinstance(value, list):
                 out[key] = [walk(branch, path) for branch in value]
             elif key == "nullable" and value is True:
@@ -200,6 +209,8 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
                 out[key] = walk(value, None)
         if node.get("nullable") is True:
             converted += 1
+            if not widen:
+                return out  # a sibling oneOf branch already takes null
             if path is not None:
                 places.append(path)
             return make_nullable(out)

@@ -21,10 +21,12 @@ def _mirror(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         return None
     if ctx.tool is not None and ctx.tool.ui_resource_uri is not None:
         return None
+    content = result.get("content")
+    if content is not None and not isinstance(content, list):
+        return None  # a malformed content (content_blocks off) is not replaced by a mirror
     text = dumps(result["structuredContent"])
     if len(text) > ctx.settings.mirror_max_bytes:
         return None
-    content = result.get("content")
     blocks = list(content) if isinstance(content, list) else []
     blocks.append({"type": "text", "text": text.decode()})
     reason = "content has no text block" if isinstance(content, list) else "content is missing"

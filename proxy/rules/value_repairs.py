@@ -24,6 +24,7 @@ from .base import ResultContext, Rewrite, Rule, delete_at, set_at, with_original
 from .schemas import schema_at
 
 _INTEGER = re.compile(r"-?(?:0|[1-9]\d*)")
+_MAX_DIGITS = 1000  # longer numeric strings are left as strings (int() refuses past 4300 digits)
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
@@ -37,13 +38,30 @@ def _violations(result: JSONObject, ctx: ResultContext) -> list[Violation]:
         return []
 
 
-def _apply(result: JSONObject, edits: dict[tuple[str | int, ...], tuple[JSON, Callable[[JSON], JSON]]]) -> JSONObject:
-    """Apply ``edits`` (path -> (original value, edit of the document)) and record the originals."""
+def _apply(
+    result: JSONObject, edits: dict[tuple[str | int, ...], tuple[JSON, Callable[[JSON], JSON]]]
+) -> tuple[JSONObject, tuple[str, ...]] | None:
+    """Apply ``edits`` (path -> (original value, edit of the document)) and record the originals.
+
+    Returns the result and the ``/structuredContent/...`` pointers of the edits applied.
+
+    An edit inside a place another edit replaces is skipped (the outer one already changed it), as
+    is one whose place an earlier edit removed. ``None`` when no edit applied.
+    """
     structured = result["structuredContent"]
-    for _, edit in edits.values():
-        structured = edit(structured)
-    originals = {format_pointer(path): original for path, (original, _) in edits.items()}
-    return with_original_values({**result, "structuredContent": structured}, originals)
+    originals: dict[str, JSON] = {}
+    for path, (original, edit) in edits.items():
+        if any(len(other) < len(path) and path[: len(other)] == other for other in edits):
+            continue
+        try:
+            structured = edit(structured)
+        except KeyError:
+            continue
+        originals[format_pointer(path)] = original
+    if not originals:
+        return None
+    out = with_original_values({**result, "structuredContent": structured}, originals)
+    return out, tuple("/structuredContent" + pointer for pointer in originals)
 
 
 def _prune(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
@@ -65,12 +83,11 @@ def _prune(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite]
                 continue
             path = (*violation.path, key)
             edits.setdefault(path, (instance[key], _deleter(path)))
-    if not edits:
+    applied = _apply(result, edits) if edits else None
+    if applied is None:
         return None
-    pointers = tuple("/structuredContent" + format_pointer(p) for p in edits)
-    return _apply(result, edits), Rewrite(
-        "prune_additional", "removed members forbidden by additionalProperties", pointers, "additionalProperties: false"
-    )
+    what = "removed members forbidden by additionalProperties"
+    return applied[0], Rewrite("prune_additional", what, applied[1], "additionalProperties: false")
 
 
 def _deleter(path: tuple[str | int, ...]) -> Callable[[JSON], JSON]:
@@ -101,9 +118,9 @@ def _coerced(value: JSON, node: JSONObject) -> tuple[bool, JSON]:
     kinds = kind if isinstance(kind, list) else [kind]
     if "string" in kinds and isinstance(value, bool | int | float) and value is not None:
         return True, dumps(value).decode()
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= _MAX_DIGITS:
         if "integer" in kinds and _INTEGER.fullmatch(value):
-            return True, int(value)
+            return True, loads(value)  # exact: beyond 64 bits it stays a RawInt, written as it was
         if "number" in kinds and _NUMBER.fullmatch(value):
             try:
                 return True, loads(value)
@@ -129,11 +146,11 @@ def _coerce(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         if ok:
             edits[violation.path] = (value, _setter(violation.path, new))
             reasons.append(violation.describe())
-    if not edits:
+    applied = _apply(result, edits) if edits else None
+    if applied is None:
         return None
-    pointers = tuple("/structuredContent" + format_pointer(p) for p in edits)
-    return _apply(result, edits), Rewrite(
-        "coerce_types", "converted values to the declared type", pointers, "exact conversion at " + ", ".join(reasons)
+    return applied[0], Rewrite(
+        "coerce_types", "converted values to the declared type", applied[1], "exact conversion at " + ", ".join(reasons)
     )
 
 
