@@ -13,6 +13,7 @@ import logging
 from .admin import AdminEndpoints
 from .config import NormalizerConfig, Settings
 from .forward import Forwarder
+from .heads import HeadLimit
 from .logs import configure_logging
 from .metrics import Metrics
 from .middleware import NormalizerMiddleware
@@ -30,7 +31,8 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
 
     Returns:
         The ASGI app, outermost first: the admin endpoints (``livez``, ``readyz``, ``metrics``),
-        request metrics and access log, the ``Origin`` check, the normalizer middleware, and the
+        request metrics and access log, the request-head limit, the ``Origin`` check, the normalizer
+        middleware, and the
         httpx forwarder. Lifespan passes through to the forwarder, which opens and closes the
         upstream client.
 
@@ -53,5 +55,6 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
     )
     app: ASGIApp = NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics)
     app = OriginCheck(app, limits.allowed_origins)
+    app = HeadLimit(app, limits.max_header_bytes)
     app = RequestMetrics(app, metrics, access_log=limits.access_log)
     return AdminEndpoints(app, prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready)

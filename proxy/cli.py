@@ -108,6 +108,7 @@ def serve(app: object, sock: socket.socket, log_level: str, proxy: ProxyConfig |
         server_header=False,
         date_header=False,
         timeout_graceful_shutdown=int(proxy.graceful_shutdown) or None,
+        http="h11",  # the request-head bound is h11's (httptools, when installed, has none to set)
         h11_max_incomplete_event_size=proxy.max_header_bytes,
         lifespan="on",
     )

@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
 from proxy.demo.clients import run_node
 from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
 
-from .support import ROOT, serve
+from .support import HEADERS, ROOT, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 EXE = str(Path(sys.executable).with_name("mcp-normalizer"))
@@ -213,3 +214,29 @@ def test_ctrl_c_stops_the_proxy_quietly() -> None:
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     assert process.returncode == 130 and "Traceback" not in err
+
+
+@pytest.mark.anyio
+async def test_request_heads_are_bounded_and_the_access_log_has_one_json_line_per_request() -> None:
+    port = free_port()
+    env = {"MCP_NORMALIZER_MAX_HEADER_BYTES": "4096", "MCP_NORMALIZER_ACCESS_LOG": "true"}
+    with serve(protean_server("json")) as up:
+        with running([EXE, "--upstream", up + "/mcp", "--port", str(port)], port, env) as log:
+            async with httpx.AsyncClient(timeout=10) as http:
+                small = await http.get(f"http://127.0.0.1:{port}/.mcp-normalizer/livez", headers={"x-pad": "a" * 1024})
+                huge = await http.post(f"http://127.0.0.1:{port}/mcp", headers={**HEADERS, "x-pad": "a" * 8192})
+                secret = {"authorization": "Bearer sekrit-token"}
+                listed = await http.post(
+                    f"http://127.0.0.1:{port}/mcp",
+                    content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+                    headers={**HEADERS, **secret},
+                )
+    assert small.status_code == 200 and listed.status_code == 200
+    assert huge.status_code == 431 and "header fields larger than 4096" in huge.json()["error"]["message"]
+    access = [line for line in map(orjson.loads, log) if line.get("event") == "access"]
+    assert [(a["method"], a["path"], a["status"]) for a in access] == [
+        ("POST", "/mcp", 431),
+        ("POST", "/mcp", 200),
+    ]  # the proxy's own endpoints are not in the access log
+    assert access[1]["rpc_method"] == "tools/list" and access[1]["bytes"] > 0
+    assert not any("sekrit" in line for line in log)
