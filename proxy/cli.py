@@ -5,6 +5,9 @@
     mcp-normalizer --upstream URL [--host 127.0.0.1] [--port 8765] [--config FILE]
                    [--report-only] [--log-level LEVEL]
     mcp-normalizer demo [--port 8765] [--upstream-port 8766] [--response-mode sse|json] [--once]
+    mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL '{json args}' ...] [--calls FILE]
+                             [--format table|json] [--config FILE]     (see proxy.check.command)
+    mcp-normalizer check --capture FILE [--format table|json] [--config FILE]
 
 Every flag of the first form can also come from ``MCP_NORMALIZER_<FLAG>`` (flags win). A bad flag,
 an unreadable config file or an invalid rule prints one line naming the problem and exits with 2
@@ -28,17 +31,17 @@ from .errors import ConfigError
 from .logs import configure_logging
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``mcp-normalizer: error: ...``) and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _proxy_parser() -> _Parser:
-    parser = _Parser(
+def _proxy_parser() -> Parser:
+    parser = Parser(
         prog="mcp-normalizer",
-        description="Normalizing reverse proxy for MCP servers (Streamable HTTP). Subcommand: demo.",
+        description="Normalizing reverse proxy for MCP servers (Streamable HTTP). Subcommands: demo, check.",
     )
     parser.add_argument("--upstream", help="upstream MCP endpoint URL (env MCP_NORMALIZER_UPSTREAM)")
     parser.add_argument("--host", help="interface to listen on (default 127.0.0.1; env MCP_NORMALIZER_HOST)")
@@ -58,8 +61,8 @@ def _proxy_parser() -> _Parser:
     return parser
 
 
-def _demo_parser() -> _Parser:
-    parser = _Parser(
+def _demo_parser() -> Parser:
+    parser = Parser(
         prog="mcp-normalizer demo",
         description="Run a legacy Protean-style upstream with the proxy in front and show what strict clients get.",
     )
@@ -118,6 +121,10 @@ def serve(app: object, sock: socket.socket, log_level: str, proxy: ProxyConfig |
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mcp-normalizer`` and ``python -m proxy``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "check":
+        from .check import main as check
+
+        return check(args[1:])
     if args and args[0] == "demo":
         from .demo import run_demo
 

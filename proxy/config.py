@@ -77,6 +77,8 @@ class ProxyConfig:
         access_log: log one JSON line per request.
         graceful_shutdown: seconds open streams get to finish on SIGTERM.
         max_header_bytes: largest request head (request line and headers) accepted.
+        capture_file: when set, watched requests and the upstream's responses to them are appended
+            to this file (JSON lines, see :mod:`proxy.capture`) for ``mcp-normalizer check --capture``.
     """
 
     max_request_bytes: int = 16 * 1024 * 1024
@@ -89,6 +91,7 @@ class ProxyConfig:
     access_log: bool = False
     graceful_shutdown: float = 10.0
     max_header_bytes: int = 16 * 1024
+    capture_file: str = ""
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
@@ -251,6 +254,7 @@ _PROXY_KEYS: dict[str, _Key] = {
     "access_log": _Key("bool"),
     "graceful_shutdown": _Key("float"),
     "max_header_bytes": _Key("int", minimum=1024),
+    "capture_file": _Key("str"),
 }
 _KIND_NAMES = {
     "bool": "true or false",

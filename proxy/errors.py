@@ -6,6 +6,7 @@ The tree::
     ├── ConfigError            invalid settings, config file or rule; the CLI exits 2
     ├── DecodeError            bytes that are not the JSON they should be; the message passes through
     ├── ClientDisconnect       the client left before its request body was complete; nothing is forwarded
+    ├── CheckError             ``mcp-normalizer check`` cannot talk to the server or read its input; exit 2
     └── UpstreamError          the upstream could not be used for a request
         ├── UpstreamUnavailable  connect or transport failure (HTTP 502)
         └── UpstreamTimeout      connect, first-byte or idle timeout (HTTP 504)
@@ -31,6 +32,10 @@ class DecodeError(NormalizerError):
 
 class ClientDisconnect(NormalizerError):
     """The client disconnected before sending its whole request body; the request is dropped."""
+
+
+class CheckError(NormalizerError):
+    """``check`` could not connect, got no JSON-RPC answer, or could not read its input."""
 
 
 class UpstreamError(NormalizerError):

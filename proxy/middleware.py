@@ -24,6 +24,7 @@ import anyio
 
 from .audit import AuditLog
 from .body import buffer_body, replay
+from .capture import Capture
 from .catalog import ToolEntry, scope_key
 from .config import NormalizerConfig
 from .errors import ClientDisconnect, DecodeError, UpstreamError
@@ -76,6 +77,7 @@ class NormalizerMiddleware:
             Limits(max_scopes=config.max_scopes, max_pending=config.max_pending, pending_ttl=config.pending_ttl)
         )
         self.audit = AuditLog(upstream, metrics=metrics)
+        self.capture = Capture(config.proxy.capture_file) if config.proxy.capture_file else None
         self.metrics = metrics
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
@@ -144,7 +146,7 @@ class NormalizerMiddleware:
         """Run the inner app with the response going through a transformer (and a tool fetch if needed)."""
         limit = self.config.proxy.max_rewrite_bytes
         transformer = ResponseTransformer(
-            exchange, self.normalizer, self.audit, max_json_bytes=limit, max_event_bytes=limit
+            exchange, self.normalizer, self.audit, max_json_bytes=limit, max_event_bytes=limit, capture=self.capture
         )
         fetched = anyio.Event()
         on_404 = self._forget_on_404(scope) if header(scope["headers"], b"mcp-session-id") is not None else None
@@ -243,6 +245,14 @@ class NormalizerMiddleware:
             result = await self._inner_request(scope, body, request_id, modern)
             if result is None:
                 return False
+            if self.capture is not None:
+                self.capture.exchange(
+                    scope=exchange.scope,
+                    era=exchange.era,
+                    request=PendingRequest(TOOLS_LIST, cursor=cursor),
+                    jsonrpc_id=request_id,
+                    response={"jsonrpc": "2.0", "id": request_id, "result": result},
+                )
             outcome = self.normalizer.tools_list(result, exchange.era)
             exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
             fetch.entries.extend(outcome.entries)

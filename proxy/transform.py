@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .audit import AuditLog
+from .capture import Capture
 from .catalog import ToolCatalog, ToolEntry
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
@@ -123,6 +124,7 @@ class ResponseTransformer:
         audit: where rewrite log lines go.
         max_json_bytes: a JSON body larger than this is passed through without rewriting (logged).
         max_event_bytes: an SSE event larger than this ends splitting; the rest passes through.
+        capture: where watched requests and the upstream's responses are recorded, if anywhere.
     """
 
     def __init__(
@@ -133,8 +135,10 @@ class ResponseTransformer:
         *,
         max_json_bytes: int = 64 * 1024 * 1024,
         max_event_bytes: int = 64 * 1024 * 1024,
+        capture: Capture | None = None,
     ) -> None:
         self.exchange = exchange
+        self.capture = capture
         self.normalizer = normalizer
         self.audit = audit
         self.mode: Mode = "pass"
@@ -314,6 +318,10 @@ class ResponseTransformer:
         key = id_key(message.get("id"))
         if key is not None:
             exchange.state.pending.pop(key)  # answered: no later GET will carry it
+        if self.capture is not None:
+            self.capture.exchange(
+                scope=exchange.scope, era=exchange.era, request=request, jsonrpc_id=message.get("id"), response=message
+            )
         try:
             result = self._result(request, message["result"], size)
         except Exception:

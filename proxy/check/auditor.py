@@ -1,0 +1,152 @@
+"""The audit: the proxy's rules in report-only mode over tool lists and tool results (pure, no I/O).
+
+:class:`Auditor` is fed what a server sent (``tools/list`` pages and ``tools/call`` results, live or
+from a capture) and collects one :class:`Finding` per fault: the rule that would repair it, where,
+why, what it breaks and what the proxy does about it. It uses the same
+:class:`~proxy.normalize.Normalizer` as the proxy, with every rule's changes previewed and none
+applied, so a finding is exactly a rewrite the proxy would make (or a result it could not repair).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..catalog import ToolEntry
+from ..config import NormalizerConfig
+from ..errors import DecodeError
+from ..jsoncodec import dumps
+from ..normalize import Normalizer, Record
+from ..types import JSONObject
+from .advisories import advisories
+from .faults import KINDS, FaultKind, kind_of
+
+#: What the proxy does about a finding that no rule repairs.
+NOT_REPAIRED = "none: the proxy passes it through unchanged and logs it (clients still reject it)"
+
+
+@dataclass(slots=True)
+class Finding:
+    """One fault of one tool, possibly seen many times.
+
+    Attributes:
+        tool: the tool's name (``None`` when a result could not be tied to a tool).
+        where: ``tools/list`` (the tool's definition) or ``tools/call`` (a result).
+        rule: the rule that repairs it (``conformance`` when none can; ``tool`` for an unreadable tool).
+        pointers: JSON pointers of what is wrong, into the tool or the result.
+        reason: what is wrong (validator path and keyword, never a payload value).
+        kind: the fault kind, with the spec rule it breaks and the clients it breaks.
+        repair: what the proxy does about it.
+        count: how many times it was seen.
+    """
+
+    tool: str | None
+    where: str
+    rule: str
+    pointers: tuple[str, ...]
+    reason: str
+    kind: FaultKind
+    repair: str
+    count: int = 1
+
+    def as_json(self) -> JSONObject:
+        """The finding as JSON (the ``--format json`` shape)."""
+        kind = self.kind
+        return {
+            "tool": self.tool,
+            "where": self.where,
+            "rule": self.rule,
+            "kind": kind.name,
+            "pointers": list(self.pointers),
+            "reason": self.reason,
+            "spec": {"rule": kind.spec, "section": kind.section},
+            "clients": list(kind.clients),
+            "repair": self.repair,
+            "count": self.count,
+        }
+
+
+@dataclass(slots=True)
+class Audit:
+    """Everything an audit saw.
+
+    Attributes:
+        findings: the faults, in the order first seen.
+        tools: names of the tools listed.
+        calls: results audited.
+        notes: what was not audited and why (a call that failed, a result too large, lines skipped).
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    calls: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Auditor:
+    """Runs the rules in report-only mode and collects findings.
+
+    Args:
+        config: the rule configuration (the proxy's; its ``report_only`` is forced on).
+    """
+
+    def __init__(self, config: NormalizerConfig) -> None:
+        self.normalizer = Normalizer(dataclasses.replace(config, report_only=True))
+        self.audit = Audit()
+        self._catalogs: dict[str, dict[str, ToolEntry]] = {}
+        self._index: dict[tuple[str | None, str, str, tuple[str, ...], str], Finding] = {}
+
+    def tools_list(self, result: JSONObject, era: str | None, scope: str = "") -> None:
+        """Audit one ``tools/list`` result page and learn its tools (for later calls in ``scope``)."""
+        outcome = self.normalizer.tools_list(result, era)
+        catalog = self._catalogs.setdefault(scope, {})
+        for entry in outcome.entries:
+            catalog[entry.name] = entry
+            if entry.name not in self.audit.tools:
+                self.audit.tools.append(entry.name)
+        for record in outcome.records:
+            self._add(record, "tools/list")
+
+    def tools_call(self, tool: str | None, result: JSONObject, era: str | None, scope: str = "") -> None:
+        """Audit one ``CallToolResult`` of ``tool`` (its schema as listed in ``scope``, if it was)."""
+        try:
+            size = len(dumps(result))
+        except DecodeError:
+            self.audit.notes.append(f"a result of {tool} cannot be written as JSON: not audited")
+            return
+        entry = self._catalogs.get(scope, {}).get(tool) if tool is not None else None
+        outcome = self.normalizer.tools_call(result, tool, entry, era, size)
+        self.audit.calls += 1
+        for record in outcome.records:
+            self._add(record, "tools/call")
+        for found in advisories(result, entry):
+            self._note(tool, "tools/call", found.name, found.pointers, found.reason, KINDS[found.name], found.repair)
+
+    def _add(self, record: Record, where: str) -> None:
+        rewrite = record.rewrite
+        if record.event == "skipped":
+            self.audit.notes.append(f"{record.tool}: {rewrite.reason}; not validated")
+            return
+        repair = rewrite.action if record.event == "rewrite" else NOT_REPAIRED
+        kind = kind_of(rewrite.rule, record.event)
+        self._note(record.tool, where, rewrite.rule, rewrite.pointers, rewrite.reason, kind, repair)
+
+    def _note(
+        self,
+        tool: str | None,
+        where: str,
+        rule: str,
+        pointers: tuple[str, ...],
+        reason: str,
+        kind: FaultKind,
+        repair: str,
+    ) -> None:
+        """Record a finding, or count it again when the same fault was seen before."""
+        key = (tool, where, rule, pointers, kind.name)
+        found = self._index.get(key)
+        if found is not None:
+            found.count += 1
+            return
+        finding = Finding(tool, where, rule, pointers, reason, kind, repair)
+        self._index[key] = finding
+        self.audit.findings.append(finding)

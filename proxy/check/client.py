@@ -1,0 +1,201 @@
+"""A minimal MCP client over Streamable HTTP for ``check``: raw JSON-RPC responses, nothing validated.
+
+A strict client would throw away exactly what ``check`` must see, so this one only speaks the
+transport. It negotiates the newest era the server speaks, as a dual-era client does (MCP
+2026-07-28 ``basic/versioning.mdx``): a modern ``server/discover`` first (per-request ``_meta``
+and ``MCP-Protocol-Version``/``Mcp-Method`` headers, SEP-2243); when the server does not answer it
+as a 2026-07-28 server, the legacy ``initialize`` handshake (2025-11-25 offered, the server's choice
+kept, its ``Mcp-Session-Id`` sent on every later request). Responses may come as JSON or as an SSE
+stream; notifications and server requests on the stream are skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from collections.abc import Mapping
+from types import TracebackType
+
+import httpx
+
+from ..errors import CheckError, DecodeError
+from ..jsoncodec import dumps, loads
+from ..jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META
+from ..sse import SSESplitter, parse_event
+from ..types import JSON, JSONObject
+
+#: The legacy version offered in ``initialize``.
+LEGACY_ERA = "2025-11-25"
+_MAX_PAGES = 1000
+_CLIENT_INFO = {"name": "mcp-normalizer-check", "version": "1"}
+
+
+def header_value(text: str) -> str:
+    """``text`` as an ``Mcp-Name``/``Mcp-Param-*`` value: as is when it is safe, else the
+    ``=?base64?...?=`` form (MCP 2026-07-28 ``basic/transports/streamable-http.mdx``, Custom Headers)."""
+    safe = text.isascii() and text.isprintable() and text == text.strip() and not text.startswith("=?base64?")
+    return text if safe else "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
+
+
+class McpClient:
+    """One connection to one MCP server.
+
+    Args:
+        url: the server's MCP endpoint.
+        headers: extra request headers (``Authorization``...), sent on every request.
+        timeout: seconds to wait for a connection and for each read.
+
+    Use as ``async with McpClient(url) as client: await client.connect(); ...``. Every method raises
+    :class:`~proxy.errors.CheckError` when the server cannot be reached or does not answer with
+    JSON-RPC.
+    """
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.era: str | None = None
+        self.session: str | None = None
+        self.supported: list[str] = []  # what server/discover listed
+        self._ids = itertools.count(1)
+        self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+
+    async def __aenter__(self) -> McpClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self.session is not None:
+            try:
+                await self._http.delete(self.url, headers=self._headers("DELETE"))
+            except httpx.HTTPError:
+                pass  # ending the session is a courtesy
+        await self._http.aclose()
+
+    async def connect(self, offer: str = "auto") -> str:
+        """Negotiate the era; returns the protocol version in use.
+
+        Args:
+            offer: ``auto`` (2026-07-28 when the server speaks it, else the legacy handshake),
+                ``legacy`` (the handshake offering 2025-11-25), or a legacy version to offer.
+        """
+        if offer == "auto":
+            self.era = MODERN_ERA
+            _, discovered = await self._post("server/discover", {})
+            result = discovered.get("result") if discovered is not None else None
+            supported = result.get("supportedVersions") if isinstance(result, dict) else None
+            if isinstance(supported, list) and MODERN_ERA in supported:
+                self.supported = [v for v in supported if isinstance(v, str)]
+                return MODERN_ERA
+            self.era = None  # not a 2026-07-28 server (HTTP 400/404/405, or a legacy JSON-RPC error)
+        version = LEGACY_ERA if offer in ("auto", "legacy") else offer
+        params: JSONObject = {"protocolVersion": version, "capabilities": {}, "clientInfo": _CLIENT_INFO}
+        answer = await self.request("initialize", params)
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise CheckError(f"initialize failed: {_error_text(answer)}")
+        chosen = result.get("protocolVersion")
+        self.era = chosen if isinstance(chosen, str) else LEGACY_ERA
+        await self._post("notifications/initialized", None)
+        return self.era
+
+    async def list_tools(self) -> list[JSONObject]:
+        """Every ``tools/list`` result page, in order."""
+        pages: list[JSONObject] = []
+        params: JSONObject = {}
+        for _ in range(_MAX_PAGES):
+            answer = await self.request("tools/list", params)
+            result = answer.get("result")
+            if not isinstance(result, dict):
+                raise CheckError(f"tools/list failed: {_error_text(answer)}")
+            pages.append(result)
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                return pages
+            params = {"cursor": cursor}
+        raise CheckError(f"tools/list returned more than {_MAX_PAGES} pages")
+
+    async def call_tool(self, name: str, arguments: JSONObject) -> JSONObject:
+        """The JSON-RPC response to ``tools/call`` (``result`` or ``error``)."""
+        return await self.request("tools/call", {"name": name, "arguments": arguments})
+
+    async def request(self, method: str, params: JSONObject) -> JSONObject:
+        """Send a request; return the JSON-RPC response message (with ``result`` or ``error``)."""
+        status, answer = await self._post(method, params)
+        if answer is None:
+            raise CheckError(f"{method}: HTTP {status} without a JSON-RPC response")
+        return answer
+
+    def _headers(self, method: str) -> dict[str, str]:
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        if self.era is not None:
+            headers["mcp-protocol-version"] = self.era
+        if self.era == MODERN_ERA:
+            headers["mcp-method"] = method
+        if self.session is not None:
+            headers["mcp-session-id"] = self.session
+        return {**headers, **self.headers}
+
+    async def _post(self, method: str, params: JSONObject | None) -> tuple[int, JSONObject | None]:
+        """POST one request (``params`` ``None``: a notification); the HTTP status and the response."""
+        message: JSONObject = {"jsonrpc": "2.0", "method": method}
+        request_id: JSON = None
+        if params is not None:
+            request_id = next(self._ids)
+            message["id"] = request_id
+            params = dict(params)
+            if self.era == MODERN_ERA:
+                meta = params.get("_meta")
+                params["_meta"] = {**(meta if isinstance(meta, dict) else {}), PROTOCOL_VERSION_META: MODERN_ERA}
+            message["params"] = params
+        headers = self._headers(method)
+        if self.era == MODERN_ERA and method == "tools/call" and params is not None:
+            headers["mcp-name"] = header_value(str(params["name"]))
+        try:
+            async with self._http.stream("POST", self.url, content=dumps(message), headers=headers) as response:
+                if method == "initialize" and "mcp-session-id" in response.headers:
+                    self.session = response.headers["mcp-session-id"]
+                if request_id is None:
+                    await response.aread()
+                    return response.status_code, None
+                return response.status_code, await _answer(response, request_id)
+        except httpx.HTTPError as exc:
+            raise CheckError(f"cannot talk to {self.url}: {exc or type(exc).__name__}") from None
+
+
+async def _answer(response: httpx.Response, request_id: JSON) -> JSONObject | None:
+    """The response to ``request_id`` in a JSON body or an SSE stream (``None`` if there is none)."""
+    media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type == "text/event-stream":
+        splitter = SSESplitter()
+        async for chunk in response.aiter_bytes():
+            for block in splitter.feed(chunk):
+                found = _response_in(parse_event(block).data, request_id)
+                if found is not None:
+                    return found
+        return None
+    return _response_in(await response.aread(), request_id)
+
+
+def _response_in(data: bytes | None, request_id: JSON) -> JSONObject | None:
+    if not data:
+        return None
+    try:
+        decoded = loads(data)
+    except DecodeError:
+        return None
+    for message in decoded if isinstance(decoded, list) else [decoded]:
+        if (
+            isinstance(message, dict)
+            and message.get("id") == request_id
+            and ("result" in message or "error" in message)
+        ):
+            return message
+    return None
+
+
+def _error_text(answer: JSONObject) -> str:
+    error = answer.get("error")
+    if isinstance(error, dict):
+        return f"{error.get('code')} {error.get('message')}"
+    return "no result"

@@ -1,0 +1,70 @@
+"""The audit for people (a plain-text table, readable in any terminal) and for CI (JSON)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..jsoncodec import dumps
+from ..types import JSONObject
+from .auditor import Audit, Finding
+
+_WIDTH = 100
+
+
+def as_json(audit: Audit, source: str, era: str | None) -> str:
+    """The audit as one JSON document::
+
+    {"source": url or file, "era": "2025-11-25", "tools": [names], "calls": 3, "clean": false,
+     "findings": [{"tool", "where", "rule", "kind", "pointers", "reason", "spec": {"rule", "section"},
+                   "clients": [...], "repair", "count"}], "notes": [...]}
+    """
+    document: JSONObject = {
+        "source": source,
+        "era": era,
+        "tools": list(audit.tools),
+        "calls": audit.calls,
+        "clean": not audit.findings,
+        "findings": [finding.as_json() for finding in audit.findings],
+        "notes": list(audit.notes),
+    }
+    return dumps(document).decode()
+
+
+def as_table(audit: Audit, source: str, era: str | None) -> str:
+    """The audit as text: a header, then per tool each fault with what it breaks and its repair."""
+    lines = [
+        f"mcp-normalizer check {source}",
+        f"era {era or 'unknown'}, {len(audit.tools)} tools listed, {audit.calls} results audited",
+        "",
+    ]
+    by_tool: dict[str | None, list[Finding]] = {}
+    for finding in audit.findings:
+        by_tool.setdefault(finding.tool, []).append(finding)
+    for tool, findings in by_tool.items():
+        lines.append(tool if tool is not None else "(results of unknown tools)")
+        for finding in findings:
+            seen = f"  (x{finding.count})" if finding.count > 1 else ""
+            pointers = " ".join(finding.pointers) or "/"
+            lines.append(f"  {finding.where:<10}  {finding.rule:<26}  {pointers}{seen}")
+            lines += _field("fault", f"{finding.kind.name}: {finding.reason}")
+            lines += _field("breaks", f"{finding.kind.spec} ({finding.kind.section})")
+            lines += _field("clients", "; ".join(finding.kind.clients))
+            lines += _field("repair", finding.repair)
+        lines.append("")
+    for note in audit.notes:
+        lines.append(f"note: {note}")
+    if audit.notes:
+        lines.append("")
+    faults = len(audit.findings)
+    tools = len(by_tool)
+    lines.append(
+        f"{faults} fault{'s' if faults != 1 else ''} in {tools} tool{'s' if tools != 1 else ''}"
+        if faults
+        else "clean: no fault found"
+    )
+    return "\n".join(lines)
+
+
+def _field(name: str, text: str) -> list[str]:
+    indent = " " * 16
+    return textwrap.wrap(text, _WIDTH, initial_indent=f"      {name + ':':<10}", subsequent_indent=indent) or [""]

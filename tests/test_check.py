@@ -1,0 +1,179 @@
+"""``mcp-normalizer check``: a live server's faults with their repairs, through the proxy none; every
+faulty public case reported and no conforming one; a capture of the proxy's traffic audited offline."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy import NormalizerConfig
+from proxy.check import audit_capture, audit_server
+from proxy.check.faults import KINDS
+from proxy.config import ProxyConfig
+from proxy.demo.clients import run_node
+from proxy.demo.upstream import protean_server
+from proxy.rules import RULES
+
+from .support import load_cases, proxy_for, serve
+from .test_cases_wire import case_server
+from .test_cli import EXE
+
+CALLS = ["--call", "protean.scope_list", "--call", "protean.list_runtimes", "--call", "protean.whoami"]
+CALLS += ["--call", "protean.deploy", '{"service": "api"}']
+PROTEAN_FAULTS = {
+    ("protean.scope_list", "tools/call", "error_problem"),
+    ("protean.deploy", "tools/call", "error_problem"),
+    ("protean.list_runtimes", "tools/list", "nullable"),
+    ("protean.whoami", "tools/call", "empty_structured_content"),
+}
+
+
+def check(*args: str) -> tuple[int, str, str]:
+    done = subprocess.run([EXE, "check", *args], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
+def faults(report: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {(f["tool"], f["where"], f["rule"]) for f in report["findings"]}
+
+
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+def test_the_protean_faults_are_listed_with_their_repairs_and_none_through_the_proxy(era: str) -> None:
+    with serve(protean_server()) as up, proxy_for(up + "/mcp") as px:
+        direct = check(up + "/mcp", *CALLS, "--era", era, "--format", "json")
+        proxied = check(px + "/mcp", *CALLS, "--era", era, "--format", "json")
+    code, out, err = direct
+    assert code == 1, err
+    report = orjson.loads(out)
+    assert report["era"] == ("2026-07-28" if era == "auto" else "2025-11-25") and report["calls"] == 4
+    assert faults(report) == PROTEAN_FAULTS
+    for finding in report["findings"]:
+        assert finding["spec"]["section"] and finding["clients"] and finding["repair"]
+    problem = next(f for f in report["findings"] if f["tool"] == "protean.scope_list")
+    assert problem["kind"] == "error_result_validated" and "/_meta/org.htcom.protean~1problem" in problem["pointers"]
+    assert any("TS SDK Client 1.x" in client for client in problem["clients"])
+    code, out, err = proxied
+    assert code == 0, out + err
+    assert orjson.loads(out)["findings"] == [] and orjson.loads(out)["calls"] == 4
+
+
+def test_the_table_names_each_fault_what_it_breaks_and_the_repair() -> None:
+    with serve(protean_server("json")) as up:
+        code, out, _ = check(up + "/mcp", *CALLS)
+    assert code == 1
+    assert "protean.scope_list" in out and "error_problem" in out and "error_result_validated" in out
+    assert out.count("breaks:") == 4 and out.count("repair:") == 4 and "moved structuredContent to _meta problem" in out
+    assert out.rstrip().endswith("4 faults in 4 tools")
+    assert "run with --era legacy" in out  # the upstream is dual-era
+
+
+@pytest.mark.anyio
+async def test_every_faulty_public_case_is_reported_and_no_conforming_one() -> None:
+    cases = [case for case in load_cases() if case.get("tool")]
+    config = NormalizerConfig.shipped()
+    reported: dict[str, list[str]] = {}
+    with serve(case_server(cases, "sse")) as up:
+        for case in cases:
+            calls = [(case["tool"]["name"], {})]
+            audit, era = await audit_server(up + "/mcp", calls, config, {"x-case": case["id"]}, era="legacy")
+            assert era == "2025-11-25" and audit.calls == 1  # the cases target legacy clients
+            reported[case["id"]] = [finding.rule for finding in audit.findings]
+    conforming = {
+        c["id"] for c in cases if (c["expected"]["tool"], c["expected"]["result"]) == (c["tool"], c["result"])
+    }
+    assert 5 <= len(conforming) < len(cases)
+    assert {case for case, rules in reported.items() if not rules} == conforming
+
+
+def test_every_rule_and_advisory_names_what_it_breaks() -> None:
+    for rule in RULES:
+        if rule.name != "last_resort":
+            assert rule.kind in KINDS, rule.name
+    for kind in KINDS.values():
+        assert kind.spec and kind.section and kind.clients
+
+
+@pytest.mark.anyio
+async def test_a_capture_of_the_proxys_traffic_gives_the_live_findings_offline(tmp_path: Path) -> None:
+    path = tmp_path / "traffic.jsonl"
+    config = NormalizerConfig.shipped()
+    config = dataclasses.replace(config, proxy=dataclasses.replace(ProxyConfig(), capture_file=str(path)))
+    steps = [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "protean.scope_list"},
+        {"op": "callTool", "name": "protean.list_runtimes"},
+        {"op": "callTool", "name": "protean.whoami"},
+    ]
+    with serve(protean_server()) as up:
+        live, _ = await audit_server(up + "/mcp", [(s["name"], {}) for s in steps[1:]], config, {}, era="legacy")
+        with proxy_for(up + "/mcp", config) as px:
+            sessions = await run_node(
+                "v1", [{"url": px + "/mcp", "steps": steps}, {"url": px + "/mcp", "steps": steps}]
+            )
+    assert all(step["ok"] for session in sessions for step in session["steps"])  # normalized for the client
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert len(lines) == 2 * 2 * 4  # request and response, 4 exchanges, 2 sessions
+    assert all("arguments" not in line["message"].get("params", {}) for line in lines)
+    assert lines[3]["message"]["result"]["structuredContent"]["status"] == 403  # as the upstream sent it
+    offline = audit_capture(str(path), NormalizerConfig.shipped())
+    key = [(f.tool, f.where, f.rule) for f in live.findings]
+    assert [(f.tool, f.where, f.rule) for f in offline.findings] == key
+    assert [f.count for f in offline.findings] == [2 * f.count for f in live.findings]  # two sessions
+    code, out, _ = check("--capture", str(path), "--format", "json")
+    assert code == 1 and {(t, r) for t, _, r in faults(orjson.loads(out))} == {(t, r) for t, _, r in key}
+
+
+def test_bare_json_rpc_lines_are_paired_by_id_and_garbage_is_counted(tmp_path: Path) -> None:
+    case = next(c for c in load_cases() if c["id"] == "ts-sdk-iserror-sc-validated")
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18", "capabilities": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "result": {"tools": [case["tool"]]}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": case["tool"]["name"]}},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+        {"jsonrpc": "2.0", "id": 3, "result": case["result"]},
+        {"jsonrpc": "2.0", "id": 99, "result": {"content": []}},
+    ]
+    path = tmp_path / "bare.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\nnot json\n")
+    audit = audit_capture(str(path), NormalizerConfig.shipped())
+    assert [(f.tool, f.rule) for f in audit.findings] == [(case["tool"]["name"], "error_problem")]
+    assert audit.calls == 1 and len(audit.notes) == 2  # the garbage line, the unpaired response
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["http://127.0.0.1:9/mcp"],  # nothing listens there
+        [],
+        ["http://127.0.0.1:9/mcp", "--capture", "x.jsonl"],
+        ["--capture", "/nonexistent/traffic.jsonl"],
+        ["http://127.0.0.1:9/mcp", "--call", "t", "not json"],
+        ["http://127.0.0.1:9/mcp", "--call", "t", "[1]"],
+        ["http://127.0.0.1:9/mcp", "--header", "no colon"],
+        ["http://127.0.0.1:9/mcp", "--calls", "/nonexistent/calls.json"],
+        ["http://127.0.0.1:9/mcp", "--format", "yaml"],
+    ],
+)
+def test_usage_and_connection_errors_are_one_line_and_exit_2(args: list[str]) -> None:
+    code, out, err = check(*args)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+
+
+def test_calls_come_from_a_file_too(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.json"
+    calls.write_text('[{"name": "protean.scope_list"}, {"name": "protean.deploy", "arguments": {"service": "api"}}]')
+    with serve(protean_server("json")) as up:
+        code, out, _ = check(up + "/mcp", "--calls", str(calls), "--era", "legacy", "--format", "json")
+    report = orjson.loads(out)
+    assert code == 1 and report["calls"] == 2
+    assert {f["tool"] for f in report["findings"] if f["where"] == "tools/call"} == {
+        "protean.scope_list",
+        "protean.deploy",
+    }
