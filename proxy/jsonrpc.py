@@ -150,6 +150,25 @@ def inspect_request(body: bytes, headers: RawHeaders) -> RequestInfo | None:
     return RequestInfo(pending=pending, era=_era(headers, messages), batch=batch)
 
 
+def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
+    """The response (``result`` or ``error``) to ``request_id`` in a JSON body or SSE event data,
+    a single message or a batch; ``None`` when there is none or ``data`` is not JSON."""
+    if not data:
+        return None
+    try:
+        decoded = loads(data)
+    except DecodeError:
+        return None
+    for message in decoded if isinstance(decoded, list) else [decoded]:
+        if (
+            isinstance(message, dict)
+            and ("result" in message or "error" in message)
+            and message.get("id") == request_id
+        ):
+            return message
+    return None
+
+
 def object_only(era: str | None) -> bool:
     """True for eras before 2026-07-28, where ``structuredContent`` must be a JSON object."""
     return era is None or era < MODERN_ERA

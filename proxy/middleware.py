@@ -27,9 +27,18 @@ from .body import buffer_body, replay
 from .capture import Capture
 from .catalog import ToolEntry, scope_key
 from .config import NormalizerConfig
-from .errors import ClientDisconnect, DecodeError, UpstreamError
-from .jsoncodec import dumps, loads
-from .jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, header, inspect_request, object_only
+from .errors import ClientDisconnect, UpstreamError
+from .jsoncodec import dumps
+from .jsonrpc import (
+    TOOLS_LIST,
+    IdKey,
+    PendingRequest,
+    RequestInfo,
+    header,
+    inspect_request,
+    object_only,
+    response_to,
+)
 from .metrics import Metrics
 from .normalize import Normalizer
 from .observe import RPC_METHOD_KEY
@@ -351,17 +360,9 @@ class _ResponseReader:
         return None
 
     def _result_in(self, data: bytes | None) -> JSONObject | None:
-        if not data:
-            return None
-        try:
-            value = loads(data)
-        except DecodeError:
-            return None
-        for message in value if isinstance(value, list) else [value]:
-            if isinstance(message, dict) and message.get("id") == self.request_id:
-                result = message.get("result")
-                return result if isinstance(result, dict) else None
-        return None
+        message = response_to(data, self.request_id)
+        result = message.get("result") if message is not None else None
+        return result if isinstance(result, dict) else None
 
 
 @dataclass(slots=True)

@@ -164,6 +164,15 @@ async def initialize(http: httpx.AsyncClient, url: str, **headers: str) -> dict[
     return {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **headers}
 
 
+async def listed_session(http: httpx.AsyncClient, url: str) -> dict[str, str]:
+    """A new session that listed the tools and called ``protean.whoami`` (ids 1 and 2): the proxy
+    then knows the session's tools. Returns the session headers."""
+    session = await initialize(http, url)
+    await rpc(http, url, "tools/list", {}, 1, **session)
+    await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 2, **session)
+    return session
+
+
 def load_cases(*kinds: str) -> list[dict[str, Any]]:
     """The public fault cases of the given kinds (all kinds when none given), read from ``../shared``
     (the test is skipped when the shared folder is absent, see :func:`need_shared`)."""

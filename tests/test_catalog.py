@@ -13,7 +13,7 @@ import pytest
 from proxy.demo.clients import run_node
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
 
-from .support import initialize, proxy_for, read_body, rpc, serve
+from .support import initialize, listed_session, proxy_for, read_body, rpc, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 
@@ -111,9 +111,7 @@ async def test_ending_a_session_forgets_what_was_learned_for_it() -> None:
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
-            session = await initialize(http, url)
-            await rpc(http, url, "tools/list", {}, 1, **session)
-            await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 2, **session)
+            session = await listed_session(http, url)
             assert len(tools_list_requests(upstream)) == 1
             await http.delete(url, headers=session)
             await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 3, **session)

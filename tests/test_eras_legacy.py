@@ -17,7 +17,7 @@ from proxy import NormalizerConfig
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, protean_server, protean_tools
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, initialize, proxy_for, read_body, replay_body, rpc, serve
+from .support import HEADERS, initialize, listed_session, proxy_for, read_body, replay_body, rpc, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -155,9 +155,7 @@ async def test_an_expired_session_reaches_the_client_as_404_and_is_forgotten() -
     with serve(app) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
-            session = await initialize(http, url)
-            await rpc(http, url, "tools/list", {}, 1, **session)
-            await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 2, **session)
+            session = await listed_session(http, url)
             assert fetches(upstream) == 0  # known from the client's own tools/list
             expired.set()
             body = orjson.dumps(
@@ -263,9 +261,7 @@ async def test_list_changed_on_the_get_stream_makes_the_proxy_relearn_the_tools(
     with serve(app) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
-            session = await initialize(http, url)
-            await rpc(http, url, "tools/list", {}, 1, **session)
-            await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 2, **session)
+            session = await listed_session(http, url)
             stream = await http.get(url, headers={**session, "accept": "text/event-stream"})
             assert stream.content == changed  # forwarded untouched
             await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 3, **session)

@@ -13,7 +13,7 @@ from proxy.normalize import Normalizer
 from proxy.rules.error_problem import is_problem
 from proxy.rules.schemas import convert_openapi_nullable, make_nullable, widen_at
 
-from .support import conforms
+from .support import conforms, contains_value
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 ORIGINALS = "dev.mcp-normalizer/original-values"
@@ -213,17 +213,7 @@ def test_a_nullable_place_behind_an_anchor_ref_loses_no_value() -> None:
     n = normalizer('[tools.t]\nnullable = ["/items/*/scope"]\n')
     result = {"content": [], "structuredContent": {"items": [{"scope": 12345}]}}
     out = call(n, tool(schema), result)
-    assert contains(out.result, 12345)
-
-
-def contains(value: Any, needle: Any) -> bool:
-    if value == needle:
-        return True
-    if isinstance(value, dict):
-        return any(contains(v, needle) for v in value.values())
-    if isinstance(value, list):
-        return any(contains(v, needle) for v in value)
-    return False
+    assert contains_value(out.result, 12345)
 
 
 # Edge cases found by attacking the rules (each failed, raised or lost a value before its fix).
@@ -246,7 +236,7 @@ def test_a_draft_07_ref_root_keeps_its_definitions() -> None:
 def test_a_non_object_input_schema_is_kept_in_meta() -> None:
     advertised = advertise(normalizer(), {"name": "t", "inputSchema": ["x"], "outputSchema": True})
     assert advertised["inputSchema"] == {"type": "object"}
-    assert contains(advertised["_meta"], ["x"])
+    assert contains_value(advertised["_meta"], ["x"])
 
 
 def test_only_whole_timestamp_names_become_date_time_strings() -> None:
@@ -322,7 +312,7 @@ def test_a_block_whose_type_is_not_a_string_becomes_text_with_its_meta_kept() ->
     result = {"content": [{"type": {"x": 1}, "text": "hi"}, {"type": "note", "text": "n", "_meta": "keep-me"}]}
     blocks = call(normalizer(), tool(None), result).result["content"]
     assert [b["type"] for b in blocks] == ["text", "text"]
-    assert contains(blocks[0]["_meta"], {"x": 1}) and contains(blocks[1]["_meta"], "keep-me")
+    assert contains_value(blocks[0]["_meta"], {"x": 1}) and contains_value(blocks[1]["_meta"], "keep-me")
 
 
 def test_a_legacy_tool_result_merges_with_the_members_beside_it() -> None:
@@ -349,14 +339,14 @@ def test_a_server_value_at_the_proxys_own_meta_keys_is_set_aside_not_lost(meta: 
     result = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": "x", "b": 2}, "_meta": meta}
     out = call(normalizer(), tool(schema), result).result
     assert out["structuredContent"] == {"a": "x"} and out["_meta"][ORIGINALS]["/b"] == 2
-    assert contains(out["_meta"], "server value")
+    assert contains_value(out["_meta"], "server value")
 
 
 def test_an_error_result_with_a_string_meta_keeps_it_when_meta_keys_only_reports() -> None:
     n = normalizer('[rules]\nmeta_keys = "report"\n')
     result = {"isError": True, "content": [], "structuredContent": {"err": 1}, "_meta": "trace-abc"}
     out = call(n, tool({"type": "object", "required": ["files"]}), result).result
-    assert contains(out["_meta"], "trace-abc") and contains(out["_meta"], {"err": 1})
+    assert contains_value(out["_meta"], "trace-abc") and contains_value(out["_meta"], {"err": 1})
 
 
 def test_a_group_half_in_report_mode_changes_nothing_unless_the_rest_conforms_alone() -> None:

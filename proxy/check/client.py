@@ -18,9 +18,9 @@ from types import TracebackType
 
 import httpx
 
-from ..errors import CheckError, DecodeError
-from ..jsoncodec import dumps, loads
-from ..jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META
+from ..errors import CheckError
+from ..jsoncodec import dumps
+from ..jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, response_to
 from ..sse import SSESplitter, parse_event
 from ..types import JSON, JSONObject
 
@@ -170,28 +170,11 @@ async def _answer(response: httpx.Response, request_id: JSON) -> JSONObject | No
         splitter = SSESplitter()
         async for chunk in response.aiter_bytes():
             for block in splitter.feed(chunk):
-                found = _response_in(parse_event(block).data, request_id)
+                found = response_to(parse_event(block).data, request_id)
                 if found is not None:
                     return found
         return None
-    return _response_in(await response.aread(), request_id)
-
-
-def _response_in(data: bytes | None, request_id: JSON) -> JSONObject | None:
-    if not data:
-        return None
-    try:
-        decoded = loads(data)
-    except DecodeError:
-        return None
-    for message in decoded if isinstance(decoded, list) else [decoded]:
-        if (
-            isinstance(message, dict)
-            and message.get("id") == request_id
-            and ("result" in message or "error" in message)
-        ):
-            return message
-    return None
+    return response_to(await response.aread(), request_id)
 
 
 def _error_text(answer: JSONObject) -> str:
