@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import socket
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from types import FrameType
+from typing import NoReturn, cast
 
 import uvicorn
 
@@ -74,6 +76,10 @@ def _demo_parser() -> Parser:
     return parser
 
 
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
 def _fail(message: str) -> int:
     print(f"mcp-normalizer: error: {message}", file=sys.stderr)
     return 2
@@ -110,7 +116,8 @@ def serve(app: object, sock: socket.socket, log_level: str, proxy: ProxyConfig |
         access_log=False,
         server_header=False,
         date_header=False,
-        timeout_graceful_shutdown=int(proxy.graceful_shutdown) or None,
+        # seconds as a float (0: cut at once); uvicorn annotates an int, asyncio.wait_for takes any number
+        timeout_graceful_shutdown=cast(int, proxy.graceful_shutdown),
         http="h11",  # the request-head bound is h11's (httptools, when installed, has none to set)
         h11_max_incomplete_event_size=proxy.max_header_bytes,
         lifespan="on",
@@ -164,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.upstream_label,
         " (report-only)" if config.report_only else "",
     )
+    # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
+    # to stop a service, so it ends the process with 0 (as PID 1 in a container it would anyway).
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         serve(app, sock, settings.log_level, config.proxy)
     except KeyboardInterrupt:

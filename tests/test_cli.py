@@ -240,3 +240,17 @@ async def test_request_heads_are_bounded_and_the_access_log_has_one_json_line_pe
     ]  # the proxy's own endpoints are not in the access log
     assert access[1]["rpc_method"] == "tools/list" and access[1]["bytes"] > 0
     assert not any("sekrit" in line for line in log)
+
+
+def test_sigterm_stops_the_proxy_with_exit_code_0_even_when_not_pid_1() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [EXE, "--upstream", "http://127.0.0.1:9/mcp", "--port", str(port)], stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 20
+    while not listening(port):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=20)
+    assert process.returncode == 0 and "Traceback" not in err
