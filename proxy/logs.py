@@ -29,17 +29,17 @@ class JSONFormatter(logging.Formatter):
             # Integers beyond 64 bits or lone surrogates (a client's JSON-RPC id, a tool name): the
             # standard library writes the integers, and lone surrogates become a visible "\udXXX"
             # text, so the line stays valid UTF-8 JSON; a rewrite is never left without its line.
-            return json.dumps(_printable(line), default=str, ensure_ascii=False)
+            return json.dumps(printable(line), default=str, ensure_ascii=False)
 
 
-def _printable(value: object) -> object:
+def printable(value: object) -> object:
     """``value`` with every string made encodable (lone surrogates written as backslash escapes)."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {_printable(k): _printable(v) for k, v in value.items()}
+        return {printable(k): printable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_printable(v) for v in value]
+        return [printable(v) for v in value]
     return value
 
 

@@ -93,6 +93,9 @@ class NormalizerMiddleware:
         self._inflight: dict[str, _Fetch] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.capture is not None:
+            await self.app(scope, self._closing_capture(receive), send)
+            return
         if scope["type"] != "http" or (self.config.path is not None and scope["path"] != self.config.path):
             await self.app(scope, receive, send)
             return
@@ -107,6 +110,18 @@ class NormalizerMiddleware:
             if method == "DELETE":
                 self.scopes.forget(self._scope_key(headers))  # the session ends: what was learned for it goes
             await self.app(scope, receive, send)
+
+    def _closing_capture(self, receive: Receive) -> Receive:
+        """``receive`` of the lifespan, writing out the capture when the server shuts down."""
+        capture = self.capture
+
+        async def closing() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown" and capture is not None:
+                await anyio.to_thread.run_sync(capture.close)
+            return message
+
+        return closing
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, session: str | None) -> None:
         headers: RawHeaders = scope["headers"]

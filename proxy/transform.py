@@ -65,6 +65,8 @@ class Exchange:
         fetching: tools whose ``tools/list`` fetch is in flight; a response for one of them waits.
         learned: tools learned during this exchange; usable by it even when the list's ``ttlMs``
             is 0 (the list may not be reused by later exchanges).
+        lists_expire: honour a 2026-07-28 list's ``ttlMs``; off when replaying a capture, which has
+            no clock (a list then lasts until the next one or ``list_changed``).
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -74,6 +76,7 @@ class Exchange:
     public: ToolCatalog = field(default_factory=ToolCatalog)
     fetching: set[str] = field(default_factory=set)
     learned: dict[str, ToolEntry] = field(default_factory=dict)
+    lists_expire: bool = True
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
@@ -92,7 +95,7 @@ class Exchange:
         marked it ``cacheScope: "public"``, for every scope. A 2026-07-28 list is reused for its
         ``ttlMs`` only (absent or negative: 0); a legacy list lasts until invalidated."""
         ttl: float | None = None
-        if not object_only(self.era):
+        if self.lists_expire and not object_only(self.era):
             ttl_ms = result.get("ttlMs")
             ttl = (
                 max(float(ttl_ms), 0.0) / 1000
@@ -373,6 +376,8 @@ class ResponseTransformer:
 
     def _notification(self, message: JSONObject, size: int) -> JSONObject:
         method = message["method"]
+        if method in ("notifications/tools/list_changed", "notifications/tasks") and self.capture is not None:
+            self.capture.notification(scope=self.exchange.scope, era=self.exchange.era, message=message)
         if method == "notifications/tools/list_changed":
             self.exchange.forget_tools()
             return message

@@ -4,10 +4,13 @@ faulty public case reported and no conforming one; a capture of the proxy's traf
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -19,7 +22,7 @@ from proxy.demo.clients import run_node
 from proxy.demo.upstream import protean_server
 from proxy.rules import RULES
 
-from .support import load_cases, proxy_for, serve
+from .support import load_cases, proxy_for, read_body, serve
 from .test_cases_wire import case_server
 from .test_cli import EXE
 
@@ -177,3 +180,167 @@ def test_calls_come_from_a_file_too(tmp_path: Path) -> None:
         "protean.scope_list",
         "protean.deploy",
     }
+
+
+# -- hostile servers and inputs --------------------------------------------------------------------
+
+
+def legacy_server(tools_list: Any) -> Any:
+    """A legacy-only server: ``initialize`` answered, ``server/discover`` refused, and ``tools/list``
+    answered by ``tools_list(request, send)``."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        message = orjson.loads(await read_body(receive))
+        if "id" not in message:
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if message["method"] != "tools/list":
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "x", "version": "1"}}
+            answer: Any = {"jsonrpc": "2.0", "id": message["id"], "result": init}
+            if message["method"] != "initialize":
+                answer = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no"}}
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": orjson.dumps(answer)})
+            return
+        await tools_list(message, send)
+
+    return app
+
+
+def answering(result: Any) -> Any:
+    async def tools_list(message: Any, send: Any) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result(message)}).encode()  # surrogates too
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+    return tools_list
+
+
+async def keepalives_forever(message: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    while True:
+        await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+        await anyio.sleep(0.2)
+
+
+def test_a_server_that_never_answers_is_an_error_within_the_timeout_not_a_hang() -> None:
+    with serve(legacy_server(keepalives_forever)) as up:
+        code, out, err = check(up + "/mcp", "--timeout", "1")
+    assert code == 2 and "no complete answer" in err and "within 1 s" in err
+
+
+def test_header_values_are_never_echoed_and_control_characters_are_refused() -> None:
+    code, _, err = check("http://127.0.0.1:9/mcp", "--header", "Authorization: Bearer SECRET\r\nX-Evil: 1")
+    assert code == 2 and "SECRET" not in err and "Authorization" in err
+    code, _, err = check("http://user:hunter2@127.0.0.1:9/mcp")
+    assert code == 2 and "hunter2" not in err
+
+
+def test_a_broken_tool_list_and_a_repeating_cursor_are_faults() -> None:
+    broken = answering(lambda m: {"tools": [{"name": "a", "inputSchema": {"type": "object"}}] * 2 + [7]})
+    with serve(legacy_server(broken)) as up:
+        code, out, _ = check(up + "/mcp", "--format", "json")
+    report = orjson.loads(out)
+    assert code == 1 and {f["kind"] for f in report["findings"]} == {"invalid_tools_list"}
+    assert {tuple(f["pointers"]) for f in report["findings"]} == {("/tools/1/name",), ("/tools/2",)}
+    looping = answering(lambda m: {"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "nextCursor": "same"})
+    with serve(legacy_server(looping)) as up:
+        code, out, _ = check(up + "/mcp", "--format", "json")
+    report = orjson.loads(out)
+    assert code == 1 and report["tools"] == ["t"]
+    assert ["/nextCursor"] in [f["pointers"] for f in report["findings"]]  # (page 2 repeats page 1's tool, too)
+
+
+def test_hostile_tool_names_cannot_forge_the_table_and_keep_the_json_valid() -> None:
+    evil = "evil\x1b]0;PWNED\x07\x1b[2J\nclean: no fault found\n\ud800"
+    tools = answering(lambda m: {"tools": [{"name": evil, "inputSchema": {"type": "object"}, "_meta": {"_x": 1}}]})
+    with serve(legacy_server(tools)) as up:
+        table = check(up + "/mcp")
+        document = check(up + "/mcp", "--format", "json")
+    assert table[0] == 1 and "\x1b" not in table[1] and "\nclean: no fault found" not in table[1]
+    assert document[0] == 1 and orjson.loads(document[1])["findings"][0]["tool"].startswith("evil\x1b")
+
+
+def test_json_in_a_string_is_only_a_fault_for_a_wrap_result_tool(tmp_path: Path) -> None:
+    file_tool = {
+        "name": "read",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"content": {"type": "string"}}},
+    }
+    wrap_tool = {
+        "name": "score",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"result": {"type": "string"}},
+            "required": ["result"],
+            "x-fastmcp-wrap-result": True,
+        },
+    }
+    text = '{"name": "pkg", "version": "1.0.0"}'
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": [file_tool, wrap_tool]}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {"content": [{"type": "text", "text": text}], "structuredContent": {"content": text}},
+        },
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "score"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}},
+        },
+    ]
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"\n".join(map(orjson.dumps, lines)))
+    audit = audit_capture(str(path), NormalizerConfig.shipped())
+    assert [(f.tool, f.rule) for f in audit.findings] == [("score", "double_encoded_json")]
+
+
+def envelope(scope: str, message: Any) -> bytes:
+    return orjson.dumps({"ts": "t", "scope": scope, "era": "2026-07-28", "message": message})
+
+
+def test_a_replay_sees_what_the_proxy_saw_public_lists_tasks_and_intermediate_results(tmp_path: Path) -> None:
+    tool = {"name": "whoami", "inputSchema": {"type": "object"}}
+    empty = {"content": [{"type": "text", "text": "me"}], "structuredContent": {}, "resultType": "complete"}
+    lines = [
+        envelope("A", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+        envelope("A", {"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool], "cacheScope": "public", "ttlMs": 0}}),
+        # scope B never listed: the public list serves it
+        envelope("B", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami"}}),
+        envelope("B", {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "inputRequests": {}}}),
+        envelope("B", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami"}}),
+        envelope("B", {"jsonrpc": "2.0", "id": 2, "result": {"resultType": "task", "taskId": "t1"}}),
+        envelope("B", {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "t1"}}),
+        envelope("B", {"jsonrpc": "2.0", "id": 3, "result": {"taskId": "t1", "status": "completed", "result": empty}}),
+    ]
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    audit = audit_capture(str(path), NormalizerConfig.shipped())
+    assert [(f.tool, f.where, f.rule) for f in audit.findings] == [("whoami", "tools/call", "empty_structured_content")]
+    assert audit.eras == ["2026-07-28"]
+
+
+@pytest.mark.anyio
+async def test_a_capture_file_that_blocks_never_stalls_the_traffic(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it for writing blocks until a reader comes: none ever does
+    config = NormalizerConfig.shipped()
+    config = dataclasses.replace(config, proxy=dataclasses.replace(ProxyConfig(), capture_file=str(fifo)))
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "protean.scope_list"}]
+    with serve(protean_server()) as up, proxy_for(up + "/mcp", config) as px:
+        with anyio.fail_after(60):  # a hang guard, not a speed assertion
+            session = (await run_node("v1", [{"url": px + "/mcp", "steps": steps}]))[0]
+    assert all(step["ok"] for step in session["steps"])

@@ -3,13 +3,16 @@
 Two kinds of fault make no client reject anything, so the proxy does not rewrite them by default,
 yet their authors can fix them at the source:
 
-- ``double_encoded_json``: a string inside ``structuredContent`` that holds a JSON object or array
-  (``{"result": "{\\"score\\": 100}"}``): it conforms to a string schema, but every consumer must
-  decode twice and the model pays for the escapes. (A ``structuredContent`` that is itself such a
-  string is not an advisory: rule ``object_result`` decodes it.)
-- ``summary_only_content``: ``content`` has text, but not the serialized ``structuredContent``, and
-  less of it: content-only clients (claude.ai, Claude Desktop) never see all the data (a text
-  longer than the JSON is taken for a deliberate rendering). The spec asks for the
+- ``double_encoded_json``: a FastMCP wrap-result tool (``x-fastmcp-wrap-result``) whose
+  ``{"result": ...}`` is a string holding a JSON object or array: the tool returned
+  ``json.dumps(...)``. It conforms to the string schema, but every consumer must decode twice and
+  the model pays for the escapes. Other strings that hold JSON (a file's content) are data, not a
+  fault. (A ``structuredContent`` that is itself such a string is not an advisory: rule
+  ``object_result`` decodes it.)
+- ``summary_only_content``: ``content`` has text, but not the serialized ``structuredContent``: less
+  of it, and some value of ``structuredContent`` is written nowhere in it. Content-only clients
+  (claude.ai, Claude Desktop) never see that data. (A text longer than the JSON is taken for a
+  deliberate rendering; a text that holds every value loses nothing.) The spec asks for the
   serialized JSON (a SHOULD); SEP-2200 would allow a summary, so the proxy's ``text_mirror`` only
   fills a ``content`` that has no text at all.
 """
@@ -21,11 +24,8 @@ from dataclasses import dataclass
 from ..catalog import ToolEntry
 from ..errors import DecodeError
 from ..jsoncodec import dumps, loads
-from ..pointer import format_pointer
 from ..rules.base import text_blocks
 from ..types import JSON, JSONObject
-
-_MAX_STRINGS = 10_000  # strings examined per result
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +52,19 @@ def advisories(result: JSONObject, entry: ToolEntry | None) -> list[Advisory]:
         return []
     structured = result["structuredContent"]
     found: list[Advisory] = []
-    if isinstance(structured, dict | list):
-        encoded = [path for path, value in _strings(structured) if _holds_json(value)]
-        if encoded:
-            found.append(
-                Advisory(
-                    "double_encoded_json",
-                    tuple("/structuredContent" + format_pointer(path) for path in encoded[:20]),
-                    "a string holds a JSON object or array (encoded twice)",
-                    "none: it conforms as it is; return the object itself (and declare it in outputSchema)",
-                )
+    schema = entry.output_schema if entry is not None else None
+    wraps = isinstance(schema, dict) and schema.get("x-fastmcp-wrap-result") is True
+    inner = structured.get("result") if isinstance(structured, dict) else None
+    if wraps and isinstance(inner, str) and _holds_json(inner):
+        found.append(
+            Advisory(
+                "double_encoded_json",
+                ("/structuredContent/result",),
+                "the tool returns a string holding JSON, which FastMCP wraps as {result: <string>}",
+                "none: it conforms as it is; return the object itself (the tool's return type) so that it is"
+                " structured",
             )
+        )
     texts = text_blocks(result)
     ui_tool = entry is not None and entry.ui_resource_uri is not None
     if (
@@ -72,13 +74,15 @@ def advisories(result: JSONObject, entry: ToolEntry | None) -> list[Advisory]:
         and not any(_decodes_to(b["text"], structured) for b in texts)
     ):
         written, serialized = sum(len(block["text"]) for block in texts), len(dumps(structured))
-        if written < serialized:  # a text richer than the data is a deliberate rendering, not a loss
+        # A text longer than the data is a deliberate rendering, and one that holds every value
+        # (a file's content, next to {"content": ...}) loses nothing: neither is a summary.
+        if written < serialized and not _all_values_in(structured, [block["text"] for block in texts]):
             found.append(
                 Advisory(
                     "summary_only_content",
                     ("/content",),
                     f"content's text ({written} characters) is shorter than the serialized structuredContent"
-                    f" ({serialized}) and is not it: content-only clients cannot see all the data",
+                    f" ({serialized}) and leaves values out: content-only clients cannot see all the data",
                     "none by default: text_mirror fills only a content without text (SEP-2200 lets content"
                     " summarize); add a text block with the JSON for content-only clients",
                 )
@@ -86,19 +90,21 @@ def advisories(result: JSONObject, entry: ToolEntry | None) -> list[Advisory]:
     return found
 
 
-def _strings(value: JSON) -> list[tuple[tuple[str | int, ...], str]]:
-    """Every string nested in ``value`` with its path (iterative, at most ``_MAX_STRINGS``)."""
-    out: list[tuple[tuple[str | int, ...], str]] = []
-    stack: list[tuple[tuple[str | int, ...], JSON]] = [((), value)]
-    while stack and len(out) < _MAX_STRINGS:
-        path, node = stack.pop()
-        if isinstance(node, str):
-            out.append((path, node))
-        elif isinstance(node, dict):
-            stack.extend(((*path, key), child) for key, child in reversed(node.items()))
+def _all_values_in(value: JSON, texts: list[str]) -> bool:
+    """Whether every scalar in ``value`` (at most 1,000 of them) is written in one of ``texts``."""
+    stack, seen = [value], 0
+    while stack and seen < 1000:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
         elif isinstance(node, list):
-            stack.extend(((*path, index), child) for index, child in reversed(list(enumerate(node))))
-    return out
+            stack.extend(node)
+        elif node is not None:
+            seen += 1
+            token = node if isinstance(node, str) else dumps(node).decode()
+            if not any(token in text for text in texts):
+                return False
+    return True
 
 
 def _holds_json(text: str) -> bool:

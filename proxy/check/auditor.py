@@ -72,14 +72,16 @@ class Audit:
 
     Attributes:
         findings: the faults, in the order first seen.
-        tools: names of the tools listed.
+        tools: names of the tools listed, in the order first seen.
         calls: results audited.
+        eras: the protocol versions of what was audited, in the order first seen.
         notes: what was not audited and why (a call that failed, a result too large, lines skipped).
     """
 
     findings: list[Finding] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     calls: int = 0
+    eras: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -88,6 +90,10 @@ class Auditor:
 
     Args:
         config: the rule configuration (the proxy's; its ``report_only`` is forced on).
+
+    The live check feeds it with :meth:`tools_list` and :meth:`tools_call`; the replay of a capture
+    runs the proxy's own transformer over the captured responses and feeds it the transformer's
+    records (:meth:`add`) plus :meth:`list_shape` and :meth:`advise`.
     """
 
     def __init__(self, config: NormalizerConfig) -> None:
@@ -95,41 +101,83 @@ class Auditor:
         self.audit = Audit()
         self._catalogs: dict[str, dict[str, ToolEntry]] = {}
         self._index: dict[tuple[str | None, str, str, tuple[str, ...], str], Finding] = {}
+        self._tools: set[str] = set()
+        self._listing: dict[str, set[str]] = {}  # names in the current listing (all pages) per scope
 
-    def tools_list(self, result: JSONObject, era: str | None, scope: str = "") -> None:
+    def era(self, era: str | None) -> None:
+        """Note the protocol version of what is audited."""
+        if era is not None and era not in self.audit.eras:
+            self.audit.eras.append(era)
+
+    def tools_list(self, result: JSONObject, era: str | None, scope: str = "", *, first_page: bool = True) -> None:
         """Audit one ``tools/list`` result page and learn its tools (for later calls in ``scope``)."""
+        self.era(era)
+        self.list_shape(result, scope, first_page=first_page)
         outcome = self.normalizer.tools_list(result, era)
         catalog = self._catalogs.setdefault(scope, {})
         for entry in outcome.entries:
             catalog[entry.name] = entry
-            if entry.name not in self.audit.tools:
-                self.audit.tools.append(entry.name)
         for record in outcome.records:
-            self._add(record, "tools/list")
+            self.add(record, "tools/list")
+
+    def list_shape(self, result: JSONObject, scope: str = "", *, first_page: bool = True) -> None:
+        """Check what the rules take for granted in a ``tools/list`` page: ``tools`` is a list of
+        tools with string names, unique in the listing (a strict client drops the whole list)."""
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            self._list_fault(None, ("/tools",), f"tools is {type(tools).__name__}, not an array")
+            return
+        listed = self._listing.setdefault(scope, set())
+        if first_page:
+            listed.clear()
+        for index, tool in enumerate(tools):
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if not isinstance(name, str):
+                self._list_fault(None, (f"/tools/{index}",), "a tool without a string name")
+                continue
+            if name in listed:
+                self._list_fault(name, (f"/tools/{index}/name",), "the name is listed twice")
+            listed.add(name)
+            if name not in self._tools:
+                self._tools.add(name)
+                self.audit.tools.append(name)
+
+    def paging(self, problem: str) -> None:
+        """Report a ``tools/list`` paging fault (a repeating cursor)."""
+        self._list_fault(None, ("/nextCursor",), problem)
 
     def tools_call(self, tool: str | None, result: JSONObject, era: str | None, scope: str = "") -> None:
         """Audit one ``CallToolResult`` of ``tool`` (its schema as listed in ``scope``, if it was)."""
+        self.era(era)
         try:
             size = len(dumps(result))
         except DecodeError:
-            self.audit.notes.append(f"a result of {tool} cannot be written as JSON: not audited")
+            self.audit.notes.append(f"a result of {tool!r} cannot be written as JSON: not audited")
             return
         entry = self._catalogs.get(scope, {}).get(tool) if tool is not None else None
         outcome = self.normalizer.tools_call(result, tool, entry, era, size)
-        self.audit.calls += 1
         for record in outcome.records:
-            self._add(record, "tools/call")
+            self.add(record, "tools/call")
+        self.advise(tool, result, entry)
+
+    def advise(self, tool: str | None, result: JSONObject, entry: ToolEntry | None) -> None:
+        """Count one audited result and report the faults no rule repairs by default."""
+        self.audit.calls += 1
         for found in advisories(result, entry):
             self._note(tool, "tools/call", found.name, found.pointers, found.reason, KINDS[found.name], found.repair)
 
-    def _add(self, record: Record, where: str) -> None:
+    def add(self, record: Record, where: str) -> None:
+        """Report one record of the rule engine (``where``: ``tools/list`` or ``tools/call``)."""
         rewrite = record.rewrite
         if record.event == "skipped":
-            self.audit.notes.append(f"{record.tool}: {rewrite.reason}; not validated")
+            self.audit.notes.append(f"{record.tool!r}: {rewrite.reason}; not validated")
             return
         repair = rewrite.action if record.event == "rewrite" else NOT_REPAIRED
         kind = kind_of(rewrite.rule, record.event)
         self._note(record.tool, where, rewrite.rule, rewrite.pointers, rewrite.reason, kind, repair)
+
+    def _list_fault(self, tool: str | None, pointers: tuple[str, ...], reason: str) -> None:
+        self._note(tool, "tools/list", "tools_list", pointers, reason, KINDS["invalid_tools_list"], NOT_REPAIRED)
 
     def _note(
         self,

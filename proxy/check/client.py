@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
 from collections.abc import Mapping
 from types import TracebackType
 
+import anyio
 import httpx
 
-from ..errors import CheckError
-from ..jsoncodec import dumps
+from ..config import redact_url
+from ..errors import CheckError, DecodeError
+from ..jsoncodec import dumps, loads
 from ..jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, response_to
 from ..sse import SSESplitter, parse_event
 from ..types import JSON, JSONObject
@@ -28,6 +31,7 @@ from ..types import JSON, JSONObject
 LEGACY_ERA = "2025-11-25"
 _MAX_PAGES = 1000
 _CLIENT_INFO = {"name": "mcp-normalizer-check", "version": "1"}
+_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")
 
 
 def header_value(text: str) -> str:
@@ -41,18 +45,21 @@ class McpClient:
     """One connection to one MCP server.
 
     Args:
-        url: the server's MCP endpoint.
-        headers: extra request headers (``Authorization``...), sent on every request.
-        timeout: seconds to wait for a connection and for each read.
+        url: the server's MCP endpoint (``http``/``https``; checked by the caller).
+        headers: extra request headers (``Authorization``...), sent on every request; names and
+            values must be valid header text (checked by the caller).
+        timeout: seconds each request may take in all, from sending it to its complete answer.
 
     Use as ``async with McpClient(url) as client: await client.connect(); ...``. Every method raises
-    :class:`~proxy.errors.CheckError` when the server cannot be reached or does not answer with
-    JSON-RPC.
+    :class:`~proxy.errors.CheckError` when the server cannot be reached, takes longer than
+    ``timeout``, or does not answer with JSON-RPC.
     """
 
     def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
         self.url = url
+        self.label = redact_url(url)
         self.headers = dict(headers or {})
+        self.timeout = timeout
         self.era: str | None = None
         self.session: str | None = None
         self.supported: list[str] = []  # what server/discover listed
@@ -66,10 +73,11 @@ class McpClient:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         if self.session is not None:
-            try:
-                await self._http.delete(self.url, headers=self._headers("DELETE"))
-            except httpx.HTTPError:
-                pass  # ending the session is a courtesy
+            with anyio.move_on_after(self.timeout):
+                try:
+                    await self._http.delete(self.url, headers=self._headers("DELETE"))
+                except httpx.HTTPError:
+                    pass  # ending the session is a courtesy
         await self._http.aclose()
 
     async def connect(self, offer: str = "auto") -> str:
@@ -95,14 +103,18 @@ class McpClient:
         if not isinstance(result, dict):
             raise CheckError(f"initialize failed: {_error_text(answer)}")
         chosen = result.get("protocolVersion")
+        if chosen is not None and not (isinstance(chosen, str) and _VISIBLE_ASCII.fullmatch(chosen)):
+            raise CheckError("the server chose a protocolVersion that cannot be sent back in a header")
         self.era = chosen if isinstance(chosen, str) else LEGACY_ERA
         await self._post("notifications/initialized", None)
         return self.era
 
-    async def list_tools(self) -> list[JSONObject]:
-        """Every ``tools/list`` result page, in order."""
+    async def list_tools(self) -> tuple[list[JSONObject], str | None]:
+        """Every ``tools/list`` result page, in order, and what stopped the paging early, if anything
+        (a ``nextCursor`` seen before: the server would be asked the same page forever)."""
         pages: list[JSONObject] = []
         params: JSONObject = {}
+        seen: set[str] = set()
         for _ in range(_MAX_PAGES):
             answer = await self.request("tools/list", params)
             result = answer.get("result")
@@ -111,9 +123,12 @@ class McpClient:
             pages.append(result)
             cursor = result.get("nextCursor")
             if not isinstance(cursor, str) or not cursor:
-                return pages
+                return pages, None
+            if cursor in seen:
+                return pages, f"page {len(pages)} repeats an earlier nextCursor: paging stopped there"
+            seen.add(cursor)
             params = {"cursor": cursor}
-        raise CheckError(f"tools/list returned more than {_MAX_PAGES} pages")
+        return pages, f"more than {_MAX_PAGES} pages: paging stopped there"
 
     async def call_tool(self, name: str, arguments: JSONObject) -> JSONObject:
         """The JSON-RPC response to ``tools/call`` (``result`` or ``error``)."""
@@ -152,19 +167,33 @@ class McpClient:
         if self.era == MODERN_ERA and method == "tools/call" and params is not None:
             headers["mcp-name"] = header_value(str(params["name"]))
         try:
-            async with self._http.stream("POST", self.url, content=dumps(message), headers=headers) as response:
-                if method == "initialize" and "mcp-session-id" in response.headers:
-                    self.session = response.headers["mcp-session-id"]
-                if request_id is None:
-                    await response.aread()
-                    return response.status_code, None
-                return response.status_code, await _answer(response, request_id)
+            body = dumps(message)
+        except DecodeError:
+            raise CheckError(f"{method}: the request cannot be written as JSON (a lone surrogate?)") from None
+        try:
+            with anyio.fail_after(self.timeout):
+                async with self._http.stream("POST", self.url, content=body, headers=headers) as response:
+                    if method == "initialize" and "mcp-session-id" in response.headers:
+                        session = response.headers["mcp-session-id"]
+                        if not _VISIBLE_ASCII.fullmatch(session):
+                            raise CheckError("the server's Mcp-Session-Id is not visible ASCII (0x21-0x7E)")
+                        self.session = session
+                    if request_id is None:
+                        await response.aread()
+                        return response.status_code, None
+                    return response.status_code, await _answer(response, method, request_id)
+        except TimeoutError:
+            raise CheckError(f"{method}: no complete answer from {self.label} within {self.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise CheckError(f"cannot talk to {self.url}: {exc or type(exc).__name__}") from None
+            raise CheckError(f"cannot talk to {self.label}: {str(exc) or type(exc).__name__}") from None
 
 
-async def _answer(response: httpx.Response, request_id: JSON) -> JSONObject | None:
-    """The response to ``request_id`` in a JSON body or an SSE stream (``None`` if there is none)."""
+async def _answer(response: httpx.Response, method: str, request_id: JSON) -> JSONObject | None:
+    """The response to ``request_id`` in a JSON body or an SSE stream (``None`` if there is none).
+
+    Raises:
+        CheckError: a JSON body that is not JSON this client can read (invalid, or nested too deep).
+    """
     media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type == "text/event-stream":
         splitter = SSESplitter()
@@ -174,11 +203,19 @@ async def _answer(response: httpx.Response, request_id: JSON) -> JSONObject | No
                 if found is not None:
                     return found
         return None
-    return response_to(await response.aread(), request_id)
+    body = await response.aread()
+    if body.strip():
+        try:
+            loads(body)
+        except DecodeError as exc:
+            raise CheckError(
+                f"{method}: HTTP {response.status_code}, a body that is not readable JSON: {exc}"
+            ) from None
+    return response_to(body, request_id)
 
 
 def _error_text(answer: JSONObject) -> str:
     error = answer.get("error")
     if isinstance(error, dict):
-        return f"{error.get('code')} {error.get('message')}"
+        return f"{error.get('code')} {error.get('message')!r}"
     return "no result"

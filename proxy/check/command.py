@@ -15,16 +15,19 @@ effects). Exit codes: 0 clean, 1 faults found, 2 usage, configuration or connect
 from __future__ import annotations
 
 import functools
+import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import httpx
 
 from ..cli import Parser
-from ..config import NormalizerConfig
+from ..config import NormalizerConfig, redact_url
 from ..errors import CheckError, ConfigError, DecodeError
-from ..jsoncodec import loads
+from ..jsoncodec import dumps, loads
 from ..jsonrpc import MODERN_ERA
 from ..types import JSONObject
 from .auditor import Audit, Auditor
@@ -33,6 +36,8 @@ from .replay import replay
 from .report import as_json, as_table
 
 Call = tuple[str, JSONObject]
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 section 5.6.2
+_FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 
 
 def _parser() -> Parser:
@@ -77,6 +82,20 @@ def _arguments(text: str, where: str) -> JSONObject:
     return value
 
 
+def _call(name: str, arguments: JSONObject, where: str) -> Call:
+    """A call whose tool name and arguments can be sent (UTF-8, no lone surrogates).
+
+    Raises:
+        CheckError: they cannot.
+    """
+    try:
+        name.encode()
+        dumps(arguments)
+    except (UnicodeEncodeError, DecodeError):
+        raise CheckError(f"{where}: the tool name or arguments are not valid UTF-8 text") from None
+    return name, arguments
+
+
 def _calls(flags: list[list[str]], file: str | None) -> list[Call]:
     """The calls asked for, from ``--call`` flags and the ``--calls`` file, in that order.
 
@@ -87,7 +106,8 @@ def _calls(flags: list[list[str]], file: str | None) -> list[Call]:
     for flag in flags:
         if len(flag) > 2:
             raise CheckError(f"--call takes a tool name and one JSON object, got {len(flag)} values")
-        calls.append((flag[0], _arguments(flag[1], f"--call {flag[0]}") if len(flag) == 2 else {}))
+        where = f"--call {flag[0]!r}"
+        calls.append(_call(flag[0], _arguments(flag[1], where) if len(flag) == 2 else {}, where))
     if file is None:
         return calls
     try:
@@ -108,18 +128,43 @@ def _calls(flags: list[list[str]], file: str | None) -> list[Call]:
         arguments = entry.get("arguments", {})
         if not isinstance(arguments, dict):
             raise CheckError(f"--calls {file}: the arguments of {entry['name']} must be a JSON object")
-        calls.append((entry["name"], arguments))
+        calls.append(_call(entry["name"], arguments, f"--calls {file}"))
     return calls
 
 
 def _headers(flags: list[str]) -> dict[str, str]:
+    """``--header`` flags as a mapping. A value is never shown in a message (it may be a secret).
+
+    Raises:
+        CheckError: a flag is not ``Name: value``, the name is not an RFC 9110 token, or the
+            value holds anything but visible ASCII, spaces and tabs.
+    """
     headers: dict[str, str] = {}
     for flag in flags:
         name, colon, value = flag.partition(":")
-        if not colon or not name.strip():
-            raise CheckError(f"--header {flag!r}: expected 'Name: value'")
-        headers[name.strip().lower()] = value.strip()
+        name, value = name.strip(), value.strip()
+        if not colon or not _TOKEN.fullmatch(name):
+            raise CheckError(f"--header: expected 'Name: value' with a token for a name (got name {name[:40]!r})")
+        if not _FIELD_VALUE.fullmatch(value):
+            raise CheckError(f"--header {name!r}: the value must be visible ASCII (no control characters)")
+        headers[name.lower()] = value
     return headers
+
+
+def _url(text: str) -> str:
+    """``text`` if it is an ``http``/``https`` URL with a host and a valid port.
+
+    Raises:
+        CheckError: it is not.
+    """
+    try:
+        url = httpx.URL(text)
+        port = url.port
+    except (httpx.InvalidURL, ValueError):
+        raise CheckError(f"not a valid URL: {redact_url(text)[:200]!r}") from None
+    if url.scheme not in ("http", "https") or not url.host or (port is not None and not 0 < port < 65536):
+        raise CheckError(f"not an http(s) URL with a host and a valid port: {redact_url(text)[:200]!r}")
+    return text
 
 
 async def audit_server(
@@ -149,8 +194,11 @@ async def audit_server(
                 f"the server also speaks {', '.join(legacy)}: run with --era legacy to audit what legacy clients"
                 " (TS SDK 1.x, most hosts today) get"
             )
-        for page in await client.list_tools():
-            auditor.tools_list(page, used)
+        pages, paging = await client.list_tools()
+        for index, page in enumerate(pages):
+            auditor.tools_list(page, used, first_page=index == 0)
+        if paging is not None:
+            auditor.paging(paging)
         for name, arguments in calls:
             answer = await client.call_tool(name, arguments)
             result = answer.get("result")
@@ -158,7 +206,7 @@ async def audit_server(
                 error = answer.get("error")
                 message = error.get("message") if isinstance(error, dict) else None
                 auditor.audit.notes.append(f"call {name}: JSON-RPC error {message!r}; nothing to audit")
-            elif result.get("resultType", "complete") != "complete":
+            elif result.get("resultType", "complete") != "complete" or "task" in result:
                 auditor.audit.notes.append(f"call {name}: resultType {result.get('resultType')!r}; not audited")
             else:
                 auditor.tools_call(name, result, used)
@@ -183,19 +231,24 @@ def audit_capture(path: str, config: NormalizerConfig) -> Audit:
 def main(argv: Sequence[str]) -> int:
     """Run ``check`` with ``argv`` (the arguments after ``check``); returns the exit code."""
     args = _parser().parse_args(list(argv))
+    if args.url is None and any("://" in value for flag in args.call for value in flag[1:]):
+        return _fail("the server URL was read as --call arguments: give the URL before the options")
     if (args.url is None) == (args.capture is None):
         return _fail("give either a server URL or --capture FILE")
+    if not 0 < args.timeout < math.inf:
+        return _fail(f"--timeout must be a positive number of seconds, not {args.timeout}")
     try:
         config = NormalizerConfig.from_file(args.config) if args.config else NormalizerConfig.shipped()
         if args.capture is not None:
             if args.call or args.calls or args.header:
                 return _fail("--capture audits a file: --call, --calls and --header do not apply")
-            audit, source, era = audit_capture(args.capture, config), args.capture, None
+            audit, source = audit_capture(args.capture, config), args.capture
+            era = ", ".join(audit.eras) or None
         else:
-            calls, headers = _calls(args.call, args.calls), _headers(args.header)
+            url, calls, headers = _url(args.url), _calls(args.call, args.calls), _headers(args.header)
             run = functools.partial(audit_server, era=args.era, timeout=args.timeout)
-            audit, era = anyio.run(run, args.url, calls, config, headers)
-            source = args.url
+            audit, era = anyio.run(run, url, calls, config, headers)
+            source = redact_url(url)
     except (CheckError, ConfigError) as exc:
         return _fail(str(exc))
     print(as_json(audit, source, era) if args.format == "json" else as_table(audit, source, era))

@@ -185,6 +185,16 @@ KINDS: dict[str, FaultKind] = {
             ("claude.ai and Claude Desktop (read only content: the model never sees the data)",),
         ),
         FaultKind(
+            "invalid_tools_list",
+            "tools/list answers {tools: Tool[]}; every Tool has a string name, unique within the server; cursors"
+            " are opaque and the last page has no nextCursor",
+            "MCP schema.ts ListToolsResult and Tool; server/tools.mdx, Tool Names; server/utilities/pagination.mdx",
+            (
+                "TS SDK Client (Zod rejects the whole list: every tool is lost)",
+                "clients that page (a repeating cursor never ends)",
+            ),
+        ),
+        FaultKind(
             "unrepaired",
             _CONFORM,
             _CONFORM_AT,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from ..jsoncodec import dumps
+from ..logs import printable
 from ..types import JSONObject
 from .auditor import Audit, Finding
 
 _WIDTH = 100
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def as_json(audit: Audit, source: str, era: str | None) -> str:
@@ -27,7 +30,7 @@ def as_json(audit: Audit, source: str, era: str | None) -> str:
         "findings": [finding.as_json() for finding in audit.findings],
         "notes": list(audit.notes),
     }
-    return dumps(document).decode()
+    return dumps(printable(document)).decode()  # a lone surrogate in a server's name: escaped
 
 
 def as_table(audit: Audit, source: str, era: str | None) -> str:
@@ -41,7 +44,12 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
     for finding in audit.findings:
         by_tool.setdefault(finding.tool, []).append(finding)
     for tool, findings in by_tool.items():
-        lines.append(tool if tool is not None else "(results of unknown tools)")
+        if tool is not None:
+            lines.append(tool)
+        elif all(finding.where == "tools/list" for finding in findings):
+            lines.append("(the tool list as a whole)")
+        else:
+            lines.append("(not tied to a known tool)")
         for finding in findings:
             seen = f"  (x{finding.count})" if finding.count > 1 else ""
             pointers = " ".join(finding.pointers) or "/"
@@ -56,13 +64,19 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
     if audit.notes:
         lines.append("")
     faults = len(audit.findings)
-    tools = len(by_tool)
-    lines.append(
-        f"{faults} fault{'s' if faults != 1 else ''} in {tools} tool{'s' if tools != 1 else ''}"
-        if faults
-        else "clean: no fault found"
+    tools = sum(tool is not None for tool in by_tool)
+    summary = f"{faults} fault{'s' if faults != 1 else ''}" + (
+        f" in {tools} tool{'s' if tools != 1 else ''}" if tools else ""
     )
-    return "\n".join(lines)
+    lines.append(summary if faults else "clean: no fault found")
+    return "\n".join(map(_safe, lines))
+
+
+def _safe(line: str) -> str:
+    """``line`` fit for a terminal: control characters (escape sequences a server could put in a
+    tool name) and lone surrogates written as backslash escapes."""
+    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", line)
 
 
 def _field(name: str, text: str) -> list[str]:
