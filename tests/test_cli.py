@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import httpx
 import orjson
 import pytest
 
+from proxy.cli import bind
 from proxy.demo.clients import run_node
 from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
 
@@ -254,3 +256,29 @@ def test_sigterm_stops_the_proxy_with_exit_code_0_even_when_not_pid_1() -> None:
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=20)
     assert process.returncode == 0 and "Traceback" not in err
+
+
+def test_the_listening_socket_gives_accepted_connections_tcp_nodelay() -> None:
+    """With Nagle on, a response written as head then body waits ~40 ms for the client's delayed ACK.
+
+    uvicorn serves the CLI's socket through ``loop.create_server(sock=...)``; the accepted
+    connection's socket is inspected there, as the proxy's would be.
+    """
+
+    async def accepted_nodelay() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            conn = writer.get_extra_info("socket")
+            seen.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        listener = bind("127.0.0.1", 0)
+        server = await asyncio.start_server(on_connection, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname())
+            value = await asyncio.wait_for(seen, 10)
+            writer.close()
+            return value
+
+    assert asyncio.run(accepted_nodelay()) != 0
