@@ -13,7 +13,6 @@ section 6) and passes through the proxy untouched.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -21,9 +20,14 @@ import orjson
 from .errors import DecodeError
 from .types import JSON
 
-# A float literal (a digit before '.', 'e' or 'E'), a 19+ digit run (may exceed 64 bits) or an
-# integer -0. Matches inside strings only send a document down the exact path: harmless.
-_NEEDS_EXACT = re.compile(rb"\d[.eE]|\d{19}|-0(?![.eE\d])")
+# needs_exact() searches a copy of the text with JSON whitespace removed, digits mapped to "0",
+# "e"/"E" to "." and the bytes a number token may follow (":", ",", "[") to "S"; a sentinel "S"
+# stands for the start of the text. Plain substring searches (C speed) then find the candidates.
+# Text inside strings (an "S" letter, digits after a comma) can only give a false "yes": the exact
+# path, slower and never wrong.
+_CLASSES = bytes.maketrans(b"0123456789eE:,[", b"0000000000..SSS")
+_WHITESPACE = b" \t\r\n"
+_DIGIT, _MINUS, _START = 48, 45, 83
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
@@ -65,6 +69,33 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def needs_exact(raw: bytes) -> bool:
+    """Whether ``raw`` may hold a number orjson would not give back as written: a float literal, an
+    integer of 19 or more digits, or ``-0``. False means orjson decodes it exactly (the fast path).
+
+    Never false for such a number; may be true for such text inside a string (only costs speed).
+    Linear in ``len(raw)``: one ``bytes.translate`` and substring searches.
+    """
+    classes = b"S" + raw.translate(_CLASSES, _WHITESPACE)
+    for needle in (b"0.", b"0" * 19):  # a digit run ending in . e E, or 19 digits: is it a number token?
+        at = classes.find(needle)
+        while at != -1:
+            start = at
+            while classes[start - 1] == _DIGIT:
+                start -= 1
+            if classes[start - 1] == _MINUS:
+                start -= 1
+            if classes[start - 1] == _START:
+                return True
+            at = classes.find(needle, at + len(needle))
+    at = classes.find(b"S-0")
+    while at != -1:  # -0 alone (a following digit is not JSON; a following . was found above)
+        if at + 3 == len(classes) or classes[at + 3] != _DIGIT:
+            return True
+        at = classes.find(b"S-0", at + 3)
+    return False
+
+
 def loads(data: bytes | bytearray | memoryview | str) -> JSON:
     """Decode one JSON text (RFC 8259) without losing any number's value or spelling.
 
@@ -79,7 +110,7 @@ def loads(data: bytes | bytearray | memoryview | str) -> JSON:
         DecodeError: the text is not JSON, or holds ``NaN``/``Infinity``.
     """
     raw = data.encode() if isinstance(data, str) else bytes(data)
-    if _NEEDS_EXACT.search(raw) is None:
+    if not needs_exact(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -4,6 +4,7 @@ message and never emits invalid JSON, however the body is chunked; request inspe
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from proxy.audit import AuditLog
 from proxy.config import NormalizerConfig
-from proxy.jsoncodec import dumps
+from proxy.jsoncodec import _parse_float, _parse_int, dumps, loads, needs_exact
 from proxy.jsonrpc import PendingRequest, inspect_request
 from proxy.normalize import Normalizer
 from proxy.scopes import ScopeStore
@@ -333,3 +334,38 @@ def test_request_inspection_never_raises(body: bytes, method: bytes | None) -> N
     headers = [(b"mcp-method", method)] if method is not None else []
     info = inspect_request(body, headers)
     assert info is None or info.pending
+
+
+# -- lossless JSON -----------------------------------------------------------------------------
+
+NUMBER_TEXT = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+SPACE = st.sampled_from(["", " ", "\n", "\t ", "\r\n"])
+
+
+@st.composite
+def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
+    """A JSON text with numbers spelled any way JSON allows and strings full of digits and dots."""
+    kind = draw(st.integers(0, 3 if depth < 3 else 1))
+    if kind == 0:
+        return draw(NUMBER_TEXT)
+    if kind == 1:
+        return orjson.dumps(
+            draw(st.one_of(STRINGS, st.from_regex(r"[a-z]*[0-9.eE, :\[-]{1,6}", fullmatch=True)))
+        ).decode()
+    items = draw(st.lists(json_texts(depth + 1), max_size=4))
+    if kind == 2:
+        return "[" + ",".join(draw(SPACE) + item + draw(SPACE) for item in items) + "]"
+    keys = draw(st.lists(NAMES, min_size=len(items), max_size=len(items), unique=True))
+    members = (f'{draw(SPACE)}"{key}"{draw(SPACE)}:{draw(SPACE)}{item}' for key, item in zip(keys, items, strict=True))
+    return "{" + ",".join(members) + "}"
+
+
+@PROPERTY
+@given(text=json_texts())
+def test_the_fast_json_path_is_taken_only_when_it_keeps_every_number_as_written(text: str) -> None:
+    """``loads`` uses orjson only where it is exact; re-encoding keeps every number's spelling."""
+    exact = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+    if not needs_exact(text.encode()):
+        assert dumps(orjson.loads(text)) == dumps(exact)
+    assert dumps(loads(text)) == dumps(exact)
+    assert json.loads(dumps(loads(text))) == json.loads(text)
