@@ -1,0 +1,157 @@
+"""The benchmark's tools: how they are listed, what the upstream returns, what a client should get.
+
+Every call carries a ``nonce`` argument that the upstream echoes in its result, so a client can
+tell its own response from anyone else's. Tools named in :data:`SSE_TOOLS` are answered as
+``text/event-stream``, every other one as ``application/json`` (one upstream, both modes).
+
+- ``bench.small`` / ``bench.small.sse``: a conforming result (a few hundred bytes of
+  ``structuredContent`` with an ``outputSchema``): the normalizer validates it and changes nothing.
+- ``bench.problem`` / ``bench.problem.sse``: the Protean error contract (``isError`` with an
+  RFC 9457 problem in ``structuredContent``): ``error_problem`` moves it to ``_meta``.
+- ``bench.large``: a conforming result of about ``arguments.bytes`` bytes.
+- ``bench.progress.sse``: ``arguments.count`` progress notifications ``arguments.gap_ms`` apart,
+  each with the upstream's ``time.time_ns()`` at emission as its ``message``, then a small result.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import orjson
+
+SMALL = "bench.small"
+SMALL_SSE = "bench.small.sse"
+PROBLEM = "bench.problem"
+PROBLEM_SSE = "bench.problem.sse"
+LARGE = "bench.large"
+PROGRESS = "bench.progress.sse"
+#: Tools the upstream answers with an SSE stream.
+SSE_TOOLS = frozenset({SMALL_SSE, PROBLEM_SSE, PROGRESS})
+#: The ``_meta`` key of the RFC 9457 problem in the shipped config.
+PROBLEM_KEY = "org.htcom.protean/problem"
+
+_ITEM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 0},
+        "name": {"type": "string", "minLength": 1},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "size": {"type": "integer"},
+    },
+    "required": ["id", "name"],
+    "additionalProperties": False,
+}
+SMALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "nonce": {"type": "string"},
+        "status": {"enum": ["ok", "partial"]},
+        "count": {"type": "integer", "minimum": 0},
+        "items": {"type": "array", "items": _ITEM},
+    },
+    "required": ["nonce", "status", "items"],
+}
+_ROW: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": "string"},
+        "owner": {"type": "string"},
+        "state": {"enum": ["active", "retired"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["id", "name", "state"],
+}
+LARGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"nonce": {"type": "string"}, "rows": {"type": "array", "items": _ROW}},
+    "required": ["nonce", "rows"],
+}
+_INPUT: dict[str, Any] = {"type": "object", "properties": {"nonce": {"type": "string"}}, "required": ["nonce"]}
+
+
+def tool_listing() -> list[dict[str, Any]]:
+    """The tools as ``tools/list`` advertises them."""
+    small = {"inputSchema": _INPUT, "outputSchema": SMALL_SCHEMA}
+    return [
+        {"name": SMALL, "description": "A small conforming result (JSON response).", **small},
+        {"name": SMALL_SSE, "description": "A small conforming result (SSE response).", **small},
+        {"name": PROBLEM, "description": "An error in the old Protean contract (JSON response).", **small},
+        {"name": PROBLEM_SSE, "description": "An error in the old Protean contract (SSE response).", **small},
+        {
+            "name": LARGE,
+            "description": "A large conforming result.",
+            "inputSchema": _INPUT,
+            "outputSchema": LARGE_SCHEMA,
+        },
+        {"name": PROGRESS, "description": "Progress notifications, then a small result.", **small},
+    ]
+
+
+def small_structured(nonce: str) -> dict[str, Any]:
+    """The ``structuredContent`` of a small result (about 300 bytes)."""
+    return {
+        "nonce": nonce,
+        "status": "ok",
+        "count": 3,
+        "items": [
+            {"id": 1, "name": "alpha-service", "tags": ["prod", "eu-west"], "size": 10240},
+            {"id": 2, "name": "beta-worker", "tags": ["staging"], "size": 2048},
+            {"id": 3, "name": "gamma-gateway", "tags": ["prod", "us-east", "edge"], "size": 512},
+        ],
+    }
+
+
+def small_result(nonce: str) -> dict[str, Any]:
+    """A conforming small ``CallToolResult`` (text mirror included, so no rule has anything to do)."""
+    structured = small_structured(nonce)
+    return {"content": [{"type": "text", "text": orjson.dumps(structured).decode()}], "structuredContent": structured}
+
+
+def problem(nonce: str) -> dict[str, Any]:
+    """The RFC 9457 problem a ``bench.problem`` call fails with."""
+    return {
+        "type": "https://protean.example/problems/forbidden",
+        "title": "Forbidden",
+        "status": 403,
+        "detail": "token lacks scope 'scopes:read'",
+        "code": "SCOPE_DENIED",
+        "instance": f"/calls/{nonce}",
+    }
+
+
+def problem_result(nonce: str) -> dict[str, Any]:
+    """What the upstream sends: the problem only in ``structuredContent`` (strict clients reject it)."""
+    return {"content": [], "structuredContent": problem(nonce), "isError": True}
+
+
+def rewritten_problem_result(nonce: str) -> dict[str, Any]:
+    """What a client gets through the normalizer with the shipped config (``error_problem``)."""
+    return {
+        "content": [{"type": "text", "text": "[SCOPE_DENIED] token lacks scope 'scopes:read'"}],
+        "isError": True,
+        "_meta": {PROBLEM_KEY: problem(nonce)},
+    }
+
+
+@functools.lru_cache(maxsize=16)
+def _rows(size: int) -> orjson.Fragment:
+    """Pre-encoded rows adding up to about ``size`` bytes (cached: the upstream only copies them)."""
+    rows: list[bytes] = []
+    total = 0
+    while total < size:
+        i = len(rows)
+        row = {"id": i, "name": f"row-{i:07d}", "owner": "team-a", "state": "active", "tags": ["x", "y"]}
+        encoded = orjson.dumps(row)
+        rows.append(encoded)
+        total += len(encoded) + 1
+    return orjson.Fragment(b"[" + b",".join(rows) + b"]")
+
+
+def large_result(nonce: str, size: int) -> dict[str, Any]:
+    """A conforming result of about ``size`` bytes (the rows are an ``orjson.Fragment``)."""
+    return {
+        "content": [{"type": "text", "text": f"about {size} bytes of rows"}],
+        "structuredContent": {"nonce": nonce, "rows": _rows(size)},
+    }

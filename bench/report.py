@@ -1,0 +1,189 @@
+"""Statistics of benchmark runs, the printed table, the ratios and the targets."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from .load import Run
+
+DIRECT, PASS, NORMALIZER = "direct", "pass-through", "normalizer"
+TARGETS = (DIRECT, PASS, NORMALIZER)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by nearest rank; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One run in numbers (times in ms, CPU in microseconds per call and percent of one CPU)."""
+
+    workload: str
+    target: str
+    connections: int
+    calls: int
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    events: int
+    delay_p50_ms: float
+    delay_p99_ms: float
+    delay_max_ms: float
+    late_events: int
+    client_cpu_pct: float
+    proxy_cpu_pct: float
+    upstream_cpu_pct: float
+    proxy_us_per_call: float
+
+    @classmethod
+    def of(cls, run: Run) -> Summary:
+        """Summarize ``run``."""
+        out = run.outcome
+        calls = len(out.latencies)
+        window = run.window or math.nan
+        proxy_cpu = run.cpu.get("proxy", math.nan)
+        gap = float(run.workload.arguments.get("gap_ms", 0)) if run.workload.progress else 0.0
+        return cls(
+            workload=run.workload.name,
+            target=run.target,
+            connections=run.connections,
+            calls=calls,
+            rps=calls / window,
+            p50_ms=percentile(out.latencies, 0.5) * 1000,
+            p99_ms=percentile(out.latencies, 0.99) * 1000,
+            errors=out.errors,
+            events=len(out.delays_ms),
+            delay_p50_ms=percentile(out.delays_ms, 0.5),
+            delay_p99_ms=percentile(out.delays_ms, 0.99),
+            delay_max_ms=max(out.delays_ms, default=math.nan),
+            late_events=sum(delay >= gap for delay in out.delays_ms) if gap else 0,
+            client_cpu_pct=100 * out.cpu / window,
+            proxy_cpu_pct=100 * proxy_cpu / window,
+            upstream_cpu_pct=100 * run.cpu.get("upstream", math.nan) / window,
+            proxy_us_per_call=1e6 * proxy_cpu / calls if calls else math.nan,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields, NaN as ``None`` (for JSON)."""
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+def _num(value: float, digits: int = 1) -> str:
+    return "-" if math.isnan(value) else f"{value:,.{digits}f}"
+
+
+def _plain(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
+def call_table(summaries: Sequence[Summary]) -> list[str]:
+    """The request/response workloads: one line per workload and target."""
+    head = (
+        f"{'workload':<14}{'target':<14}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'calls':>8}{'errors':>7}"
+        f"{'proxy µs/call':>15}{'CPU% client':>13}{'proxy':>7}{'upstream':>10}"
+    )
+    return [
+        head,
+        "-" * len(head),
+        *(
+            f"{s.workload:<14}{s.target:<14}{_num(s.rps, 0):>9}{_num(s.p50_ms, 2):>9}{_num(s.p99_ms, 2):>9}"
+            f"{s.calls:>8}{s.errors:>7}{_num(s.proxy_us_per_call, 0):>15}{_num(s.client_cpu_pct, 0):>13}"
+            f"{_num(s.proxy_cpu_pct, 0):>7}{_num(s.upstream_cpu_pct, 0):>10}"
+            for s in summaries
+        ),
+    ]
+
+
+def progress_table(summaries: Sequence[Summary]) -> list[str]:
+    """The SSE progress workload: the delay distribution per target (``>= gap``: events that took at
+    least the emit gap, as one held back until the next event's chunk would)."""
+    head = f"{'target':<14}{'events':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'>= gap':>8}{'streams':>9}{'errors':>8}"
+    return [
+        head,
+        "-" * len(head),
+        *(
+            f"{s.target:<14}{s.events:>8}{_num(s.delay_p50_ms, 3):>9}{_num(s.delay_p99_ms, 3):>9}"
+            f"{_num(s.delay_max_ms, 3):>9}{s.late_events:>8}{s.connections:>9}{s.errors:>8}"
+            for s in summaries
+        ),
+    ]
+
+
+def ratios(summaries: Sequence[Summary]) -> tuple[list[str], dict[str, dict[str, float | None]]]:
+    """Per workload: normalizer/pass-through and pass-through/direct, throughput and p99."""
+    by = {(s.workload, s.target): s for s in summaries}
+    lines: list[str] = []
+    data: dict[str, dict[str, float | None]] = {}
+    for workload in dict.fromkeys(s.workload for s in summaries):
+        direct, passing, normal = (by.get((workload, t)) for t in TARGETS)
+        if direct is None or passing is None or normal is None:
+            continue
+        values = {
+            "normalizer/pass-through throughput": _ratio(normal.rps, passing.rps),
+            "normalizer/pass-through p99": _ratio(normal.p99_ms, passing.p99_ms),
+            "pass-through/direct throughput": _ratio(passing.rps, direct.rps),
+            "pass-through/direct p99": _ratio(passing.p99_ms, direct.p99_ms),
+        }
+        data[workload] = {k: None if math.isnan(v) else v for k, v in values.items()}
+        lines.append(f"{workload}: " + ", ".join(f"{k} {_plain(v)}x" for k, v in values.items()))
+    return lines, data
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A target judged PASS or MISS."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def line(self) -> str:
+        """``PASS name: detail``."""
+        return f"{'PASS' if self.passed else 'MISS'} {self.name}: {self.detail}"
+
+
+def targets(summaries: Sequence[Summary], small: str, progress: str, gap_ms: float) -> list[Target]:
+    """The three targets: small-result throughput and p99 against pass-through, progress delay."""
+    by = {(s.workload, s.target): s for s in summaries}
+    out: list[Target] = []
+    normal, passing = by.get((small, NORMALIZER)), by.get((small, PASS))
+    if normal is not None and passing is not None:
+        throughput = _ratio(normal.rps, passing.rps)
+        out.append(
+            Target(
+                f"normalizer throughput >= 0.9x pass-through ({small})",
+                throughput >= 0.9,
+                f"{_num(throughput, 2)}x ({_num(normal.rps, 0)} vs {_num(passing.rps, 0)} req/s)",
+            )
+        )
+        p99 = _ratio(normal.p99_ms, passing.p99_ms)
+        out.append(
+            Target(
+                f"normalizer p99 <= 1.2x pass-through p99 ({small})",
+                p99 <= 1.2,
+                f"{_num(p99, 2)}x ({_num(normal.p99_ms, 2)} vs {_num(passing.p99_ms, 2)} ms)",
+            )
+        )
+    sse = by.get((progress, NORMALIZER))
+    if sse is not None:
+        bound = gap_ms / 2
+        out.append(
+            Target(
+                f"SSE progress delay p99 through the normalizer < {bound:g} ms (half the {gap_ms:g} ms emit gap)",
+                sse.delay_p99_ms < bound,
+                f"p99 {_num(sse.delay_p99_ms, 3)} ms, max {_num(sse.delay_max_ms, 3)} ms, "
+                f"{sse.late_events} of {sse.events} events took >= {gap_ms:g} ms",
+            )
+        )
+    return out
