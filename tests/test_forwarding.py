@@ -10,6 +10,7 @@ import httpx
 import orjson
 import pytest
 
+from proxy.forward import POOL_SHARDS
 from proxy.types import Receive, Scope, Send
 
 from .support import proxy_for, read_body, serve
@@ -242,3 +243,27 @@ async def test_a_batch_to_an_unreachable_upstream_gets_one_error_per_request() -
             response = await http.post(px + "/other", content=batch)
     assert response.status_code == 502
     assert [error["id"] for error in response.json()] == [1, "b"]
+
+
+@pytest.mark.anyio
+async def test_upstream_connections_are_kept_alive_and_reused() -> None:
+    """Many requests, a few at a time, ride a few kept-alive upstream connections (one per pool at
+    most: the forwarder spreads requests over POOL_SHARDS pools), never one connection each."""
+    peers: list[tuple[str, int]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await read_body(receive)
+        peers.append(scope["client"])
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with serve(app) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            for _ in range(20):
+                async with anyio.create_task_group() as tg:
+                    for _ in range(4):
+                        tg.start_soon(http.get, px + "/health-of-upstream")
+    assert len(peers) == 80
+    assert len(set(peers)) <= 4 * POOL_SHARDS < 80
