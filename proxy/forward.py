@@ -22,6 +22,7 @@ import http.cookiejar
 import logging
 import math
 import time
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import anyio
@@ -52,7 +53,7 @@ _HOP_BY_HOP = frozenset(
 _DROP_REQUEST = _HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding"}
 _DROP_RESPONSE = _HOP_BY_HOP
 
-#: Upstream connection pools the forwarder spreads its requests over (see :attr:`Forwarder.client`).
+#: Upstream connection pools the forwarder spreads its requests over (see ``Forwarder._pool``).
 POOL_SHARDS = 8
 
 
@@ -88,7 +89,8 @@ class Forwarder:
         first_byte_timeout: seconds from sending a request to the response headers (then 504).
         idle_timeout: seconds a response body may stay silent before the stream is broken off
             (any chunk counts, SSE keep-alive comments included); ``None`` or 0: no limit.
-        client: an ``httpx.AsyncClient`` to use instead of the one the forwarder creates.
+        client: an ``httpx.AsyncClient`` to use instead of the ones the forwarder creates (its
+            cookie jar is replaced by one that stores nothing; the caller closes it).
         max_body_bytes: largest request body relayed; a larger one gets 413.
         metrics: record upstream latency, errors, bytes and open streams there.
     """
@@ -112,9 +114,12 @@ class Forwarder:
         self.idle_timeout = idle_timeout or math.inf
         # Reads are timed here (first byte, then idle gaps), not by httpx: a quiet tool call is normal.
         self._timeout = httpx.Timeout(connect=connect_timeout, read=None, write=30.0, pool=10.0)
+        if client is not None:
+            client.cookies = _NoCookies()  # one client's Set-Cookie never reaches another
         self._client = client
         self._clients: list[httpx.AsyncClient] = []
-        self._turn = 0
+        self._busy = [0] * POOL_SHARDS
+        self._closed = False
         self.metrics = metrics
 
     async def ready(self) -> bool:
@@ -127,17 +132,14 @@ class Forwarder:
         await stream.aclose()
         return True
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The upstream client for the next request.
+    def _pool(self) -> int:
+        """The index of the pool (in :attr:`_clients`) the next request uses: the least busy one.
 
-        An injected client serves every request. Otherwise the forwarder keeps
-        :data:`POOL_SHARDS` clients (created on first use) and they take turns: httpcore walks
-        every pooled connection on each request and each release, so one pool of N connections
-        costs O(N) per request (36% of the proxy's CPU with 200 concurrent sessions).
+        httpcore walks every pooled connection on each request and each release, so one pool of N
+        connections costs O(N) per request (36% of the proxy's CPU with 200 concurrent sessions);
+        :data:`POOL_SHARDS` pools share the load. Ties go to the first pool, so light traffic keeps
+        reusing the same warm connections instead of letting eight pools' connections go stale.
         """
-        if self._client is not None:
-            return self._client
         if not self._clients:
             self._clients = [
                 httpx.AsyncClient(
@@ -149,14 +151,40 @@ class Forwarder:
                 )
                 for _ in range(POOL_SHARDS)
             ]
-        self._turn = (self._turn + 1) % POOL_SHARDS
-        return self._clients[self._turn]
+        busy = self._busy
+        return busy.index(min(busy))
 
     async def aclose(self) -> None:
-        """Close the upstream clients the forwarder created (an injected client is the caller's)."""
+        """Close the upstream clients the forwarder created (an injected client is the caller's);
+        later requests get 503."""
+        self._closed = True
         clients, self._clients = self._clients, []
         for client in clients:
             await client.aclose()
+
+    async def _send(self, client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+        """Send ``request``; once more if it went out on a kept-alive connection that the upstream
+        closed before answering (its keep-alive timeout raced this request: the upstream never read
+        it). A failure on a freshly opened connection is not retried: that request may have run.
+
+        Raises:
+            httpx.HTTPError: as ``httpx.AsyncClient.send``.
+        """
+        opened = False
+
+        async def trace(event: str, info: dict[str, object]) -> None:
+            nonlocal opened
+            if event == "connection.connect_tcp.started":
+                opened = True
+
+        request.extensions["trace"] = trace
+        try:
+            return await client.send(request, stream=True)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            if opened:
+                raise
+        logger.info("a kept-alive upstream connection was closed under a request: sent again on another")
+        return await client.send(request, stream=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -182,8 +210,12 @@ class Forwarder:
             target += b"?" + scope["query_string"]
         headers = _strip(list(scope["headers"]), _DROP_REQUEST)
         headers.append((b"accept-encoding", b"identity"))
+        if self._closed:
+            await _error(send, 503, body, "The proxy is shutting down")
+            return
         # The target goes out byte for byte (no dot-segment normalization) to the upstream origin.
-        client = self.client
+        pool = self._pool() if self._client is None else 0
+        client = self._client or self._clients[pool]
         request = client.build_request(
             scope["method"], self.origin + "/", headers=headers, content=body, extensions={"target": target}
         )
@@ -195,35 +227,53 @@ class Forwarder:
         if metrics is not None:
             metrics.bytes.labels("request").inc(len(body))
         started = time.monotonic()
+        self._busy[pool] += 1
+        response: httpx.Response | None = None
+        leased = True
+
+        async def release() -> None:
+            """Hand the upstream connection back (once): before the client sees the end, so that a
+            client's next request finds it idle in the pool."""
+            nonlocal response, leased
+            if leased:
+                leased = False
+                self._busy[pool] -= 1
+            if response is not None:
+                done, response = response, None
+                with anyio.CancelScope(shield=True):
+                    await done.aclose()
+                if metrics is not None:
+                    metrics.open_streams.dec()
+
         try:
-            with anyio.fail_after(self.first_byte_timeout):
-                response = await client.send(request, stream=True)
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            self._count_error("timeout")
-            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
-            return
-        except httpx.HTTPError as exc:
-            self._count_error("unreachable")
-            error = UpstreamUnavailable(f"upstream unreachable: {exc or type(exc).__name__}")
-            await _upstream_failed(send, body, error)
-            return
-        if metrics is not None:
-            metrics.upstream_latency.observe(time.monotonic() - started)
-            metrics.open_streams.inc()
-        try:
-            await self._relay(response, receive, send)
-        finally:
+            try:
+                with anyio.fail_after(self.first_byte_timeout):
+                    response = await self._send(client, request)
+            except (httpx.TimeoutException, TimeoutError) as exc:
+                self._count_error("timeout")
+                await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
+                return
+            except httpx.HTTPError as exc:
+                self._count_error("unreachable")
+                error = UpstreamUnavailable(f"upstream unreachable: {str(exc) or type(exc).__name__}")
+                await _upstream_failed(send, body, error)
+                return
             if metrics is not None:
-                metrics.open_streams.dec()
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+                metrics.upstream_latency.observe(time.monotonic() - started)
+                metrics.open_streams.inc()
+            await self._relay(response, receive, send, release)
+        finally:
+            await release()
 
     def _count_error(self, kind: str) -> None:
         if self.metrics is not None:
             self.metrics.upstream_errors.labels(kind).inc()
 
-    async def _relay(self, response: httpx.Response, receive: Receive, send: Send) -> None:
-        """Relay the response as it arrives.
+    async def _relay(
+        self, response: httpx.Response, receive: Receive, send: Send, release: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Relay the response as it arrives; ``release()`` the upstream connection when the upstream
+        body has ended, before the last (empty) body message goes to the client.
 
         Raises:
             UpstreamUnavailable: the upstream broke off the body; the response is left incomplete
@@ -247,6 +297,7 @@ class Forwarder:
                     with anyio.fail_after(self.idle_timeout):
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
+                    await release()
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                     break
                 except TimeoutError:

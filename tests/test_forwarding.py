@@ -3,6 +3,10 @@ shared between clients, no remote ``$ref`` fetched, and a clear JSON-RPC error w
 
 from __future__ import annotations
 
+import socketserver
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -10,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.forward import POOL_SHARDS
+from proxy.forward import POOL_SHARDS, Forwarder
 from proxy.types import Receive, Scope, Send
 
 from .support import proxy_for, read_body, serve
@@ -267,3 +271,102 @@ async def test_upstream_connections_are_kept_alive_and_reused() -> None:
                         tg.start_soon(http.get, px + "/health-of-upstream")
     assert len(peers) == 80
     assert len(set(peers)) <= 4 * POOL_SHARDS < 80
+
+
+class DroppingUpstream(socketserver.ThreadingTCPServer):
+    """A raw HTTP/1.1 upstream on loopback that closes a kept-alive connection without answering
+    the request numbered ``drop_at`` on it (1-based), as an upstream whose keep-alive timeout fires
+    just as the proxy reuses the connection does. Every other request gets 200 and keep-alive."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, drop_at: int) -> None:
+        self.drop_at = drop_at
+        self.received: list[tuple[int, int]] = []  # (connection number, request number on it)
+        self.connections = 0
+        super().__init__(("127.0.0.1", 0), _DroppingHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+
+
+class _DroppingHandler(socketserver.StreamRequestHandler):
+    server: DroppingUpstream
+
+    def handle(self) -> None:
+        self.server.connections += 1
+        connection, number = self.server.connections, 0
+        while True:
+            head = [line for line in iter(self.rfile.readline, b"\r\n") if line]
+            if not head:
+                return
+            length = next(
+                (int(v) for k, _, v in (h.partition(b":") for h in head) if k.lower() == b"content-length"), 0
+            )
+            self.rfile.read(length)
+            number += 1
+            self.server.received.append((connection, number))
+            if number == self.server.drop_at:
+                return  # closed without an answer
+            body = orjson.dumps({"connection": connection, "request": number})
+            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+            self.wfile.write(b"content-length: %d\r\n\r\n%s" % (len(body), body))
+
+
+@contextmanager
+def dropping_upstream(drop_at: int) -> Iterator[DroppingUpstream]:
+    server = DroppingUpstream(drop_at)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.anyio
+async def test_a_request_on_a_kept_alive_connection_the_upstream_closed_is_sent_again() -> None:
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    with dropping_upstream(drop_at=2) as up, proxy_for(up.url) as px:
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            first = await http.post(px + "/mcp", content=ping)
+            second = await http.post(px + "/mcp", content=ping)
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.json() == {"connection": 1, "request": 1}
+    assert second.json() == {"connection": 2, "request": 1}  # the retry, on a new connection
+    assert up.received == [(1, 1), (1, 2), (2, 1)]
+
+
+@pytest.mark.anyio
+async def test_a_request_a_fresh_connection_drops_is_not_sent_again() -> None:
+    with dropping_upstream(drop_at=1) as up, proxy_for(up.url) as px:
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            response = await http.post(px + "/mcp", content=b'{"jsonrpc":"2.0","id":7,"method":"tools/call"}')
+    assert response.status_code == 502
+    assert response.json()["id"] == 7
+    assert "Server disconnected" in response.json()["error"]["message"]  # the cause, not an empty text
+    assert up.received == [(1, 1)]  # it may have run: never twice
+
+
+@pytest.mark.anyio
+async def test_an_injected_client_never_keeps_cookies_and_a_closed_forwarder_answers_503() -> None:
+    echo = Echo()
+    with serve(echo) as up:
+        async with httpx.AsyncClient(timeout=10) as injected:
+            forwarder = Forwarder(up + "/mcp", client=injected)
+            transport = httpx.ASGITransport(app=forwarder)
+            async with (
+                httpx.AsyncClient(transport=transport, base_url="http://proxy", timeout=10) as alice,
+                httpx.AsyncClient(transport=transport, base_url="http://proxy", timeout=10) as bob,
+            ):
+                login = await alice.get("/login")
+                await bob.get("/anything")
+                await forwarder.aclose()
+                closed = await bob.post("/mcp", content=b'{"jsonrpc":"2.0","id":3,"method":"ping"}')
+            assert not injected.is_closed  # the caller's to close
+    assert login.headers["set-cookie"].startswith("sid=alice-secret")  # relayed to its client
+    assert "cookie" not in echo.seen[1]["headers"]  # never stored, never sent again
+    assert closed.status_code == 503 and closed.json()["id"] == 3
