@@ -111,9 +111,13 @@ def loads(data: bytes | bytearray | memoryview | str) -> JSON:
         :class:`RawFloat` / :class:`RawInt` for numbers that must keep their text.
 
     Raises:
-        DecodeError: the text is not JSON, or holds ``NaN``/``Infinity``.
+        DecodeError: the text is not JSON (not UTF-8 included, RFC 8259 section 8.1), or holds
+            ``NaN``/``Infinity``.
     """
-    raw = data.encode() if isinstance(data, str) else bytes(data)
+    try:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+    except UnicodeEncodeError:
+        raise DecodeError("not JSON: a lone surrogate") from None
     with _no_collection(len(raw)):
         if not needs_exact(raw):
             try:
@@ -121,7 +125,9 @@ def loads(data: bytes | bytearray | memoryview | str) -> JSON:
             except orjson.JSONDecodeError:
                 pass  # let the exact decoder give the verdict
         try:
-            return json.loads(raw, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
+            # Decoded here, strictly: json.loads(bytes) would guess UTF-16 or UTF-32 (RFC 8259 8.1: UTF-8).
+            text = raw.decode("utf-8")
+            return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
             raise DecodeError(f"not JSON: {exc}") from None
 

@@ -11,11 +11,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.audit import AuditLog
 from proxy.config import NormalizerConfig
+from proxy.errors import DecodeError
 from proxy.jsoncodec import _parse_float, _parse_int, dumps, loads, needs_exact
 from proxy.jsonrpc import PendingRequest, inspect_request
 from proxy.normalize import Normalizer
@@ -369,3 +371,20 @@ def test_the_fast_json_path_is_taken_only_when_it_keeps_every_number_as_written(
         assert dumps(orjson.loads(text)) == dumps(exact)
     assert dumps(loads(text)) == dumps(exact)
     assert json.loads(dumps(loads(text))) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"1\x00",  # json.loads(bytes) would read this as UTF-16 and give 1
+        '{"a":1.5}'.encode("utf-16-le"),
+        b'\xef\xbb\xbf{"a":1.5}',  # a byte order mark (RFC 8259 section 8.1: never sent; JSON.parse rejects it)
+        b'"\xff"',
+        '"\ud800"',  # a str that cannot be UTF-8
+        b"[NaN]",
+        b"[1.5,]",
+    ],
+)
+def test_loads_rejects_what_is_not_utf8_json_with_decode_error(text: bytes | str) -> None:
+    with pytest.raises(DecodeError):
+        loads(text)
