@@ -174,7 +174,8 @@ class NormalizerMiddleware:
         )
         fetched = anyio.Event()
         on_404 = self._forget_on_404(scope) if header(scope["headers"], b"mcp-session-id") is not None else None
-        wrapped = _TransformingSend(send, transformer, fetched, on_404)
+        oversize = self.metrics.oversize.inc if self.metrics is not None else None
+        wrapped = _TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
         async with anyio.create_task_group() as tg:
             if info is not None and unknown and self.config.fetch_tools_list:
@@ -184,8 +185,7 @@ class NormalizerMiddleware:
                 await self.app(scope, receive, wrapped)
             except UpstreamError as exc:
                 failure = exc
-        if transformer.oversize and self.metrics is not None:
-            self.metrics.oversize.inc()
+        wrapped.count_oversize()  # a response broken off before its end
         if failure is not None:
             if wrapped.started:
                 raise failure  # bytes already went out: break the response, as the upstream did
@@ -391,7 +391,7 @@ class _Fetch:
 class _TransformingSend:
     """The ``send`` handed to the inner app: runs the response through the transformer."""
 
-    __slots__ = ("_fetched", "_on_status", "_send", "_start", "_t", "started")
+    __slots__ = ("_counted", "_fetched", "_on_status", "_oversize", "_send", "_start", "_t", "started")
 
     def __init__(
         self,
@@ -399,11 +399,14 @@ class _TransformingSend:
         transformer: ResponseTransformer,
         fetched: anyio.Event,
         on_status: Callable[[int], None] | None = None,
+        oversize: Callable[[], None] | None = None,
     ) -> None:
         self._send = send
         self._t = transformer
         self._fetched = fetched
         self._on_status = on_status
+        self._oversize = oversize
+        self._counted = False
         self._start: Message | None = None
         self.started = False  # has the response start gone to the client?
 
@@ -430,8 +433,16 @@ class _TransformingSend:
             out += t.resume()
         if self._start is not None and not t.hold_start:
             await self._send_start()
+        if not more:
+            self.count_oversize()  # before the client has it all, so a scrape after it sees the count
         if self._start is None and (out or not more):
             await self._send({"type": "http.response.body", "body": out, "more_body": more})
+
+    def count_oversize(self) -> None:
+        """Count, once, a response passed through unrewritten for its size."""
+        if self._t.oversize and not self._counted and self._oversize is not None:
+            self._counted = True
+            self._oversize()
 
     async def _send_start(self) -> None:
         assert self._start is not None

@@ -44,6 +44,14 @@ class RequestMetrics:
         started = time.monotonic()
         status = 0
         sent = 0
+        counted = False
+
+        def count() -> None:
+            nonlocal counted
+            if not counted:
+                counted = True
+                outcome = str(status) if status else "aborted"
+                self.metrics.requests.labels(scope["method"], scope[RPC_METHOD_KEY], outcome).inc()
 
         async def counting(message: Message) -> None:
             nonlocal status, sent
@@ -51,13 +59,14 @@ class RequestMetrics:
                 status = message["status"]
             elif message["type"] == "http.response.body":
                 sent += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    count()  # before the client has it all, so a scrape after it sees the count
             await send(message)
 
         try:
             await self.app(scope, receive, counting)
         finally:
-            outcome = str(status) if status else "aborted"
-            self.metrics.requests.labels(scope["method"], scope[RPC_METHOD_KEY], outcome).inc()
+            count()
             if self.access_log:
                 fields = {
                     "event": "access",
