@@ -172,7 +172,7 @@ def _report(params: Params, seen: Observed, proxy_log: list[str]) -> int:
     rate = tally.calls / seen.elapsed if seen.elapsed else 0.0
     lines = [
         f"soak: {params.clients} clients (one MCP session and connection each), {params.duration:g} s, "
-        f"warm-up {params.warmup:g} s; proxy: mcp-normalizer, shipped config",
+        f"warm-up {params.warmup:.3g} s; proxy: mcp-normalizer, shipped config",
         f"machine: {machine()}",
         f"calls: {tally.calls} ({rate:.0f}/s; {kinds}); progress events {tally.progress_events}",
         f"latency of ok calls: p50 {1000 * percentile(seen.latencies, 0.5):.1f} ms, "

@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     host, port = sock.getsockname()[:2]
     logging.getLogger("mcp_normalizer").info(
         "listening on http://%s:%s%s, upstream %s%s",
-        host,
+        f"[{host}]" if ":" in host else host,  # an IPv6 address in a URL is bracketed (RFC 3986 3.2.2)
         port,
         settings.mcp_path,
         settings.upstream_label,
