@@ -73,14 +73,15 @@ class Capture:
         atexit.register(self.close)
 
     def exchange(
-        self, *, scope: str, era: str | None, request: PendingRequest, jsonrpc_id: JSON, response: JSONObject
+        self, *, scope: str, era: str | None, request: PendingRequest, jsonrpc_id: JSON, response: JSON
     ) -> None:
-        """Record one watched request and the upstream's response to it (two lines)."""
+        """Record one watched request and the upstream's response to it (two lines); the response
+        may be its undecoded text (a :data:`~proxy.jsoncodec.Raw`), written as it came."""
         self._record(scope, era, (request_message(request, jsonrpc_id), response), request.method)
 
-    def notification(self, *, scope: str, era: str | None, message: JSONObject) -> None:
+    def notification(self, *, scope: str, era: str | None, message: JSON, method: str) -> None:
         """Record a notification the rules read (a ``notifications/tasks`` final result, ``list_changed``)."""
-        self._record(scope, era, (message,), str(message.get("method")))
+        self._record(scope, era, (message,), method)
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (waiting at most ``timeout`` seconds) and stop the writer thread."""
@@ -90,7 +91,7 @@ class Capture:
             thread.join(timeout)
             self._thread = None
 
-    def _record(self, scope: str, era: str | None, messages: tuple[JSONObject, ...], what: str) -> None:
+    def _record(self, scope: str, era: str | None, messages: tuple[JSON, ...], what: str) -> None:
         if self._failed:
             return
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"

@@ -1,144 +1,353 @@
-"""Lossless JSON decoding and encoding for messages the proxy may rewrite.
+"""JSON for messages the proxy may rewrite: plain values to judge, the original bytes to write.
 
-A rewrite must not change any value the proxy does not mean to change, numbers included. orjson is
-exact for documents whose numbers are all integers within 64 bits, and it is the fast path for
-them. A document holding a float literal, a long integer or ``-0`` is decoded by the standard
-library instead, every such number keeping its literal text: floats as :class:`RawFloat` (a
-``float``, so validation sees the usual value; ``1.10`` stays ``1.10``, ``1e400`` stays ``1e400``),
-integers beyond 64 bits and ``-0`` as :class:`RawInt`. Encoding writes those texts back verbatim.
-Non-standard literals (``NaN``, ``Infinity``) are rejected: such a document is not JSON (RFC 8259
-section 6) and passes through the proxy untouched.
+Decoding gives plain Python values only (``dict``, ``list``, ``str``, ``int`` of any size, ``float``,
+``bool``, ``None``), so every validator, rule and test sees the numbers the clients see (MCP's
+clients parse JSON numbers as IEEE doubles; 23-digit integers stay exact Python ints here, as in the
+Python SDK). How a number was *written* (``1.10``, ``1e-7``, ``-0``, ``100.0`` vs ``1E2``) is not
+kept in the values: a :class:`Codec` remembers, by identity, the bytes each value it decoded came
+from, and writes a rewritten message by copying every part no rule changed byte for byte (splicing)
+and encoding only what is new. Parts a rule moved elsewhere (an error's ``structuredContent`` into
+``_meta``, a replaced value into ``original-values``) keep their bytes too.
+
+Numbers outside the double range (``1e400``) and the non-standard literals (``NaN``, ``Infinity``)
+make a document undecodable here (:class:`~proxy.errors.DecodeError`): clients disagree on them
+(JavaScript reads ``1e400`` as ``Infinity``, jsonschema-rs as ``null``), so such a message passes
+through untouched. A message with a lone surrogate escape (``"\\ud800"``, RFC 8259 section 8.2:
+not interoperable) is decoded but cannot be written back, so it is never rewritten.
+
+Decoding large documents makes many containers at once; :func:`quiet_gc` keeps the cyclic garbage
+collector from walking them while a message is handled (see its docstring).
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
+import msgspec
 
 from .errors import DecodeError
 from .types import JSON
 
-# needs_exact() searches a copy of the text with JSON whitespace removed, digits mapped to "0",
-# "e"/"E" to "." and the bytes a number token may follow (":", ",", "[") to "S"; a sentinel "S"
-# stands for the start of the text. Plain substring searches (C speed) then find the candidates.
-# Text inside strings (an "S" letter, digits after a comma) can only give a false "yes": the exact
-# path, slower and never wrong.
-_CLASSES = bytes.maketrans(b"0123456789eE:,[", b"0000000000..SSS")
-_WHITESPACE = b" \t\r\n"
-_DIGIT, _MINUS, _START = 48, 45, 83
+#: Undecoded JSON text: a member the proxy did not need to look into. Encoding writes it verbatim.
+Raw = msgspec.Raw
+
+_DECODE = msgspec.json.Decoder()
+_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+_ENCODE = msgspec.json.Encoder()
+_SORTED = msgspec.json.Encoder(order="sorted")
 _QUIET_GC_BYTES = 64 * 1024  # smaller documents make too few containers to start a collection
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
-class RawFloat(float):
-    """A JSON number with a fraction or exponent, remembering how it was written."""
+def loads(data: bytes | bytearray | memoryview | str | Raw) -> JSON:
+    """Decode one JSON text (RFC 8259) into plain Python values.
 
-    __slots__ = ("text",)
-    text: str
+    Args:
+        data: UTF-8 bytes (or a str, or a :data:`Raw`) holding exactly one JSON value.
+
+    Returns:
+        dict, list, str, int (exact, any size), float, bool or None.
+
+    Raises:
+        DecodeError: not JSON, not UTF-8 (RFC 8259 section 8.1), a number outside the double
+            range, a lone surrogate escape, or nesting deeper than the decoder's limit.
+    """
+    if isinstance(data, str):
+        try:
+            data = data.encode()
+        except UnicodeEncodeError:
+            raise DecodeError("not JSON: a lone surrogate") from None
+    if isinstance(data, bytearray):
+        data = bytes(data)
+    try:
+        return _DECODE.decode(data)
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        reason = str(exc)
+    return _strict_loads(data, reason)
 
 
-class RawInt(int):
-    """A JSON integer orjson cannot write back as written (beyond 64 bits, or ``-0``)."""
+def _strict_loads(data: bytes | memoryview | Raw, reason: str) -> JSON:
+    """The standard library's verdict on what msgspec refused: it takes a lone surrogate escape
+    (``"\\ud800"``, valid JSON syntax that msgspec declines) and refuses everything else msgspec does."""
+    try:
+        return json.loads(bytes(data).decode("utf-8"), parse_float=_finite, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise DecodeError(f"not JSON: {reason}") from None
 
-    text: str
 
-
-def _parse_float(text: str) -> float:
-    value = RawFloat(text)
-    value.text = text
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number outside the double range")
     return value
-
-
-def _parse_int(text: str) -> int:
-    value = int(text)
-    if _INT_MIN <= value <= _INT_MAX and text != "-0":
-        return value
-    raw = RawInt(value)
-    raw.text = text
-    return raw
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, RawFloat | RawInt):
-        return orjson.Fragment(value.text.encode())
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def needs_exact(raw: bytes) -> bool:
-    """Whether ``raw`` may hold a number orjson would not give back as written: a float literal, an
-    integer of 19 or more digits, or ``-0``. False means orjson decodes it exactly (the fast path).
-
-    Never false for such a number; may be true for such text inside a string (only costs speed).
-    Linear in ``len(raw)``: one ``bytes.translate`` and substring searches.
-    """
-    classes = b"S" + raw.translate(_CLASSES, _WHITESPACE)
-    for needle in (b"0.", b"0" * 19):  # a digit run ending in . e E, or 19 digits: is it a number token?
-        at = classes.find(needle)
-        while at != -1:
-            start = at
-            while classes[start - 1] == _DIGIT:
-                start -= 1
-            if classes[start - 1] == _MINUS:
-                start -= 1
-            if classes[start - 1] == _START:
-                return True
-            at = classes.find(needle, at + len(needle))
-    at = classes.find(b"S-0")
-    while at != -1:  # -0 alone (a following digit is not JSON; a following . was found above)
-        if at + 3 == len(classes) or classes[at + 3] != _DIGIT:
-            return True
-        at = classes.find(b"S-0", at + 3)
-    return False
-
-
-def loads(data: bytes | bytearray | memoryview | str) -> JSON:
-    """Decode one JSON text (RFC 8259) without losing any number's value or spelling.
-
-    Args:
-        data: UTF-8 bytes or a str holding exactly one JSON value.
-
-    Returns:
-        The decoded value: dict, list, str, bool, None, int, and on the exact path
-        :class:`RawFloat` / :class:`RawInt` for numbers that must keep their text.
+def split_object(raw: bytes | memoryview | Raw) -> dict[str, Raw]:
+    """The members of a JSON object as undecoded texts (one C pass; duplicate names: the last wins).
 
     Raises:
-        DecodeError: the text is not JSON (not UTF-8 included, RFC 8259 section 8.1), or holds
-            ``NaN``/``Infinity``.
+        DecodeError: ``raw`` is not one JSON object.
     """
     try:
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-    except UnicodeEncodeError:
-        raise DecodeError("not JSON: a lone surrogate") from None
-    with _no_collection(len(raw)):
-        if not needs_exact(raw):
+        return _OBJECT.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        raise DecodeError(f"not a JSON object: {exc}") from None
+
+
+def split_array(raw: bytes | memoryview | Raw) -> list[Raw]:
+    """The items of a JSON array as undecoded texts.
+
+    Raises:
+        DecodeError: ``raw`` is not one JSON array.
+    """
+    try:
+        return _ARRAY.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        raise DecodeError(f"not a JSON array: {exc}") from None
+
+
+def _encode(value: Any, encoder: msgspec.json.Encoder = _ENCODE) -> bytes:
+    try:
+        return encoder.encode(value)
+    except (TypeError, ValueError, OverflowError, RecursionError, UnicodeEncodeError) as exc:
+        raise DecodeError(f"cannot encode as JSON: {type(exc).__name__}: {exc}") from None
+
+
+def _check_finite(value: Any) -> Any:
+    """``value`` unless it holds a non-finite float anywhere (encoders would write it as ``null``)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise DecodeError("cannot encode as JSON: a non-finite number")
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return value
+
+
+def dumps(value: JSON) -> bytes:
+    """Encode ``value`` as compact UTF-8 JSON (no insignificant whitespace, non-ASCII as is).
+
+    Numbers are written in their shortest exact form (``1.1``, ``1e-7``); use :meth:`Codec.dumps`
+    to keep the spelling of values decoded from a message.
+
+    Raises:
+        DecodeError: the value cannot be written as valid JSON (a lone surrogate, a non-finite
+            float, a type JSON has no form for, nesting deeper than the encoder's limit).
+    """
+    out = _encode(value)
+    if b"null" in out:  # cheap pre-test: a non-finite float is written as null
+        _check_finite(value)
+    return out
+
+
+def fingerprint(value: JSON) -> bytes:
+    """A canonical encoding of ``value`` (sorted keys) to compare or cache JSON values by content.
+
+    Raises:
+        DecodeError: the value cannot be encoded (too deep, lone surrogates).
+    """
+    return _encode(value, _SORTED)
+
+
+class Codec:
+    """Decodes the JSON of one message and writes changed copies of it, keeping every byte it can.
+
+    The codec remembers, by object identity and for as long as it lives (keep one per message),
+    the text of every container and float it decoded, and the member texts of every container it
+    split. :meth:`splice` writes ``new`` as a changed copy of ``old``: wherever ``new`` still holds
+    ``old``'s objects their original bytes are copied, and below a changed container members are
+    paired by name (items by position when the count is unchanged). :meth:`dumps` writes any
+    value: the decoded parts it holds (moved there by a rule, or whole) are copied from their text.
+
+    A float found nowhere among the remembered texts makes the codec index every value it decoded,
+    once (one pass over the message), so a number moved from deep inside keeps its spelling too.
+    Ints are never looked up by identity (small ints are shared objects): an int keeps its bytes
+    where it stays, inside its container or a changed copy of it that stayed at its place, and is
+    written canonically elsewhere (``-0`` becomes ``0`` where a rule moved it, or moved a changed
+    copy of its container).
+    """
+
+    __slots__ = ("_indexed", "_parts", "_roots", "_texts")
+
+    def __init__(self) -> None:
+        # id(value) -> (value, text or member texts); the value is held so that its id stays its own
+        self._texts: dict[int, tuple[object, Raw]] = {}
+        self._parts: dict[int, tuple[object, dict[str, Raw] | list[Raw]]] = {}
+        self._roots: list[tuple[JSON, Raw]] = []
+        self._indexed = False
+
+    def loads(self, data: bytes | bytearray | memoryview | str | Raw) -> JSON:
+        """Decode ``data`` (see :func:`loads`) and remember its text (a str: its UTF-8 bytes).
+
+        Raises:
+            DecodeError: as :func:`loads`.
+        """
+        if isinstance(data, str):
             try:
-                return orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                pass  # let the exact decoder give the verdict
+                data = data.encode()
+            except UnicodeEncodeError:
+                raise DecodeError("not JSON: a lone surrogate") from None
+        raw = data if isinstance(data, Raw) else Raw(bytes(data))
+        value = loads(raw)
+        self._remember(value, raw)
+        self._roots.append((value, raw))
+        return value
+
+    def adopt(self, value: dict[str, Any] | list[Any], parts: dict[str, Raw] | list[Raw]) -> None:
+        """Record that container ``value`` holds the values of ``parts`` (member texts from
+        :func:`split_object` / :func:`split_array`), each decoded by :meth:`loads` or left a :data:`Raw`."""
+        self._parts[id(value)] = (value, parts)
+
+    def text_of(self, value: JSON) -> Raw | None:
+        """The original text of a remembered container or float (a :data:`Raw` is its own), else ``None``."""
+        if isinstance(value, Raw):
+            return value
+        found = self._texts.get(id(value))
+        return found[1] if found is not None and found[0] is value else None
+
+    def dumps(self, value: JSON) -> bytes:
+        """Encode ``value``; the parts of it this codec decoded keep their original bytes.
+
+        Raises:
+            DecodeError: as :func:`dumps`.
+        """
+        text = self.text_of(value)
+        if text is not None:
+            return bytes(text)
+        return _encode(self._free(value))
+
+    def splice(self, new: JSON, old: JSON) -> bytes:
+        """Encode ``new``, a copy of ``old`` (decoded or adopted by this codec) that rules may have changed.
+
+        Raises:
+            DecodeError: as :func:`dumps`.
+        """
+        # Two passes: pairing ``new`` with ``old`` splits every changed container first (remembering
+        # all its members, those a rule moved away included); only then are the parts without a
+        # counterpart written, so a value moved from anywhere below a change is found by identity.
+        if new is old:
+            text = self.text_of(old) or next((raw for value, raw in self._roots if value is old), None)
+            if text is not None:
+                return bytes(text)
+        moved: list[tuple[dict[str, Any] | list[Any], str | int, Any]] = []
+        skeleton = self._pair(new, old, moved)
+        for holder, key, value in moved:
+            holder[key] = self._free(value)  # type: ignore[index]
+        return _encode(skeleton)
+
+    # -- the skeleton: new containers holding Raw texts wherever original bytes are kept ---------
+
+    def _remember(self, value: JSON, raw: Raw) -> None:
+        if isinstance(value, dict | list | float):
+            self._texts[id(value)] = (value, raw)
+
+    def _pair(self, new: Any, old: Any, moved: list[tuple[Any, Any, Any]]) -> Any:
+        """``new`` as a skeleton, paired with ``old``; parts with no counterpart go to ``moved``."""
+        if new is old:
+            text = self.text_of(old)
+            if text is not None:
+                return text
+        parts = self._parts_of(old) if type(new) is type(old) and isinstance(new, dict | list) else None
+        if isinstance(parts, dict):
+            out: dict[str, Any] = {}
+            for key, value in new.items():
+                out[key] = None
+                if key in old:
+                    self._place(out, key, value, old[key], parts[key], moved)
+                else:
+                    moved.append((out, key, value))
+            return out
+        if isinstance(parts, list):
+            items: list[Any] = [None] * len(new)
+            if len(new) == len(old):
+                for index, value in enumerate(new):
+                    self._place(items, index, value, old[index], parts[index], moved)
+            else:  # items were added or removed: each is found by identity
+                moved.extend((items, index, value) for index, value in enumerate(new))
+            return items
+        return self._free(new)
+
+    def _place(self, holder: Any, key: Any, value: Any, old: Any, text: Raw, moved: list[tuple[Any, Any, Any]]) -> None:
+        """Put ``value`` into ``holder[key]``: ``text`` when it is ``old`` (whose text that is), a
+        skeleton when it is a changed copy of it, else later (``moved``)."""
+        if value is old:
+            holder[key] = text
+        elif type(value) is type(old) and isinstance(value, dict | list):
+            holder[key] = self._pair(value, old, moved)
+        else:
+            moved.append((holder, key, value))
+
+    def _parts_of(self, old: dict[str, Any] | list[Any]) -> dict[str, Raw] | list[Raw] | None:
+        """The member texts of ``old`` (adopted, or split from its text, remembering each member)."""
+        found = self._parts.get(id(old))
+        if found is not None and found[0] is old:
+            return found[1]
+        text = self.text_of(old)
+        if text is None:
+            return None
         try:
-            # Decoded here, strictly: json.loads(bytes) would guess UTF-16 or UTF-32 (RFC 8259 8.1: UTF-8).
-            text = raw.decode("utf-8")
-            return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
-            raise DecodeError(f"not JSON: {exc}") from None
+            parts: dict[str, Raw] | list[Raw] = split_object(text) if isinstance(old, dict) else split_array(text)
+        except DecodeError:
+            return None
+        pairs = parts.items() if isinstance(parts, dict) else enumerate(parts)
+        if len(parts) != len(old):
+            return None  # duplicate member names: the texts are not these values' own
+        for key, member in pairs:
+            self._remember(old[key], member)  # type: ignore[index]
+        self._parts[id(old)] = (old, parts)
+        return parts
+
+    def _free(self, value: Any) -> Any:
+        """``value`` ready to encode: remembered parts as their texts, the rest as it is."""
+        if isinstance(value, dict | list | float | Raw):
+            text = self.text_of(value)
+            if text is None and isinstance(value, float) and not self._indexed:
+                self._index()
+                text = self.text_of(value)
+            if text is not None:
+                return text
+            if isinstance(value, dict):
+                return {key: self._free(member) for key, member in value.items()}
+            if isinstance(value, list):
+                return [self._free(item) for item in value]
+            if isinstance(value, float) and not math.isfinite(value):
+                raise DecodeError("cannot encode as JSON: a non-finite number")
+        return value
+
+    def _index(self) -> None:
+        """Remember the text of every container and float of every decoded value (once)."""
+        self._indexed = True
+        stack: list[Any] = [value for value, _ in self._roots]
+        stack += [value for value, _ in self._parts.values()]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict | list) and value and self._parts_of(value) is not None:
+                stack.extend(value.values() if isinstance(value, dict) else value)
 
 
 @contextmanager
-def _no_collection(size: int) -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large document is decoded.
+def quiet_gc(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a message of ``size`` bytes is handled.
 
-    Decoding makes only new, acyclic containers, yet each few hundred of them start a collection,
-    and the older generations' ones walk every live object: that doubled the time to decode a
-    1 MiB result. The collector is left as found (an embedding app may have turned it off).
+    Decoding a large document makes many new containers, none in a cycle; with the collector on,
+    every few hundred of them start a collection, and each time the tree is promoted a generation
+    the next collections walk all of it again (measured: a third of the proxy's CPU on 1 MiB
+    results). Use it around the whole handling of one message, decoding to freeing: once the tree
+    is freed, the allocation count is back where it was and no collection follows. Left as found
+    when something else turned the collector off; small messages are not worth it.
     """
     if size < _QUIET_GC_BYTES or not gc.isenabled():
         yield
@@ -148,61 +357,3 @@ def _no_collection(size: int) -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def dumps(value: JSON) -> bytes:
-    """Encode ``value`` as compact UTF-8 JSON (no insignificant whitespace, raw non-ASCII); numbers
-    decoded by :func:`loads` are written exactly as they were.
-
-    Raises:
-        DecodeError: the value cannot be written as valid JSON (for example a lone surrogate, or
-            nesting deeper than the interpreter can walk).
-    """
-    try:
-        return orjson.dumps(value, default=_default, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
-    except orjson.JSONEncodeError as exc:
-        if "recursion" not in str(exc).lower():
-            raise DecodeError(f"cannot encode as JSON: {exc}") from None
-    except TypeError as exc:
-        raise DecodeError(f"cannot encode as JSON: {exc}") from None
-    try:  # nested beyond orjson's 255 levels: the exact, slower way
-        return "".join(_pieces(value)).encode("utf-8")
-    except (RecursionError, UnicodeEncodeError, TypeError) as exc:
-        raise DecodeError(f"cannot encode as JSON: {type(exc).__name__}") from None
-
-
-def _pieces(value: JSON) -> list[str]:
-    """The compact JSON text of ``value`` in pieces (standard library string escaping)."""
-    if isinstance(value, dict):
-        parts = ["{"]
-        for index, (key, member) in enumerate(value.items()):
-            parts += [("," if index else "") + json.dumps(key, ensure_ascii=False) + ":", *_pieces(member)]
-        return [*parts, "}"]
-    if isinstance(value, list):
-        parts = ["["]
-        for index, item in enumerate(value):
-            if index:
-                parts.append(",")
-            parts += _pieces(item)
-        return [*parts, "]"]
-    if isinstance(value, RawFloat | RawInt):
-        return [value.text]
-    if isinstance(value, str):
-        return [json.dumps(value, ensure_ascii=False)]
-    if value is None or isinstance(value, bool | int):
-        return [json.dumps(value)]
-    if isinstance(value, float):
-        return [orjson.dumps(value).decode()]
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def fingerprint(value: JSON) -> bytes:
-    """A canonical encoding of ``value`` (sorted keys) to compare or cache JSON values by content.
-
-    Raises:
-        DecodeError: the value cannot be encoded (too deep, lone surrogates).
-    """
-    try:
-        return orjson.dumps(value, default=_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS)
-    except (orjson.JSONEncodeError, TypeError) as exc:
-        raise DecodeError(f"cannot encode as JSON: {exc}") from None

@@ -12,10 +12,14 @@ different ids, so keys carry the type.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
 
 from .errors import DecodeError
-from .jsoncodec import loads
+from .jsoncodec import Raw, loads, split_array
 from .types import JSON, JSONObject, RawHeaders
 
 #: A JSON-RPC id made hashable with its type: ``("s", "abc")`` or ``("n", 3)``.
@@ -167,6 +171,64 @@ def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
         ):
             return message
     return None
+
+
+class Envelope(msgspec.Struct):
+    """The members of one JSON-RPC message the proxy routes on, read without decoding the rest.
+
+    Attributes:
+        id: the decoded ``id`` (``UNSET`` when absent: a notification).
+        method: the decoded ``method`` of a request or notification.
+        result: a response's ``result`` object as member texts (name -> undecoded JSON).
+        params: a notification's ``params``, undecoded.
+    """
+
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    result: dict[str, Raw] | msgspec.UnsetType = msgspec.UNSET
+    params: Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _LooseEnvelope(msgspec.Struct):
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+
+
+_ENVELOPE = msgspec.json.Decoder(Envelope)
+_ARRAY_START = re.compile(rb"[ \t\r\n]*\[")
+_LOOSE = msgspec.json.Decoder(_LooseEnvelope)
+
+
+def read_envelope(raw: bytes | Raw) -> Envelope:
+    """Read one message's routing members in one pass (only ``id`` and ``method`` are decoded).
+
+    A message whose ``result`` is not an object is read with ``result`` unset (nothing to rewrite).
+
+    Raises:
+        DecodeError: ``raw`` is not one JSON object (or is a batch: see :func:`read_batch`).
+    """
+    try:
+        return _ENVELOPE.decode(raw)
+    except msgspec.ValidationError:
+        pass
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        raise DecodeError(f"not a JSON-RPC message: {exc}") from None
+    try:
+        loose = _LOOSE.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+        raise DecodeError(f"not a JSON-RPC message: {exc}") from None
+    return Envelope(id=loose.id, method=loose.method)
+
+
+def read_batch(raw: bytes) -> list[Raw] | None:
+    """The messages of a JSON-RPC batch (a JSON array, 2025-03-26), or ``None`` when ``raw`` is not one.
+
+    Raises:
+        DecodeError: ``raw`` starts like an array but is not valid JSON.
+    """
+    if _ARRAY_START.match(raw) is None:
+        return None
+    return split_array(raw)
 
 
 def object_only(era: str | None) -> bool:

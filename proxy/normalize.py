@@ -18,7 +18,8 @@ from typing import Any, Literal
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
 from .errors import DecodeError
-from .jsoncodec import fingerprint
+from .jsoncodec import Codec, Raw, fingerprint
+from .jsonrpc import object_only
 from .pointer import PointerPattern
 from .rules import RESULT_RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
 from .rules.nullable import declared_places
@@ -27,6 +28,8 @@ from .schema import SchemaCompiler, SchemaUnusable
 from .types import JSONObject
 
 _GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
+#: Rules that validate a success result's structuredContent against its outputSchema.
+_VALIDATING = (*(rule.name for rule in _GROUP), "last_resort")
 _MAX_ENTRIES = 16_384
 
 
@@ -183,24 +186,64 @@ class Normalizer:
             outcome.result = {**result, "tools": emitted}
         return outcome
 
+    def inert(self, tool: str | None) -> bool:
+        """True when every ``tools/call`` rule is ``off`` for ``tool``: nothing can change its results."""
+        return all(self.config.mode(rule.name, tool) is Mode.OFF for rule in RESULT_RULES)
+
+    def reads_structured(
+        self, result: JSONObject, text: Raw, tool: str | None, entry: ToolEntry | None, era: str | None, size: int
+    ) -> bool:
+        """Whether a rule may read the value of this result's ``structuredContent``.
+
+        Args:
+            result: the result's other members, decoded.
+            text: ``structuredContent``, undecoded.
+            tool, entry, era, size: as for :meth:`tools_call`.
+
+        When no rule can, :meth:`tools_call` may be given ``text`` itself in place of the value: it
+        is written back as it came, and a large result costs no more than reading its envelope.
+        Small values are always read (the text mirror, the ``null`` and ``{}`` checks look at them).
+        """
+        mode = self.config.mode
+        if len(text) <= self.config.settings.mirror_max_bytes or result.get("isError") is True:
+            return True
+        if entry is not None and entry.has_output_schema and size <= self.config.max_validate_bytes:
+            if any(mode(name, tool) is not Mode.OFF for name in _VALIDATING):
+                return True
+        return (
+            entry is not None
+            and not entry.has_output_schema
+            and object_only(era)
+            and mode("object_result", tool) is not Mode.OFF
+            and bytes(text[:1]) != b"{"
+        )
+
     def tools_call(
-        self, result: JSONObject, tool: str | None, entry: ToolEntry | None, era: str | None, size: int
+        self,
+        result: JSONObject,
+        tool: str | None,
+        entry: ToolEntry | None,
+        era: str | None,
+        size: int,
+        codec: Codec | None = None,
     ) -> Outcome:
         """Normalize one ``CallToolResult`` (``resultType`` absent or ``complete``).
 
         Args:
-            result: the result object from the JSON-RPC response.
+            result: the result object from the JSON-RPC response (``structuredContent`` may be
+                left undecoded, a :data:`~proxy.jsoncodec.Raw`, where :meth:`reads_structured` allows).
             tool: the called tool's name, from the request.
             entry: the tool's catalog entry, ``None`` if the proxy does not know the tool.
             era: the exchange's protocol version.
             size: the encoded size of the message in bytes (for ``max_validate_bytes``).
+            codec: the message's codec (rules decode and encode through it); a new one if ``None``.
         """
         outcome = Outcome(result=result)
         if size > self.config.max_validate_bytes and entry is not None and entry.compiled is not None:
             reason = f"result of {size} bytes exceeds max_validate_bytes={self.config.max_validate_bytes}"
             outcome.records.append(Record(Rewrite("validation", "skipped", (), reason), tool, False, "skipped"))
             entry = entry.without_validation("result too large to validate")
-        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings)
+        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings, codec=codec or Codec())
         track = _Track(result, result)
         for rule in RESULT_RULES:
             if rule.on_result is None:

@@ -11,11 +11,15 @@ Two engines sit behind :class:`CompiledSchema`:
   limit; ``uniqueItems`` hashes instead of comparing every pair). It runs ``offline``: a ``$ref``
   that does not resolve inside the schema is never retrieved (MCP 2026-07-28 ``basic/index.mdx``
   "$ref Resolution") and makes the schema unusable.
-- **jsonschema** (Python), the fallback for an instance the Rust engine cannot take (an integer
-  beyond 64 bits) and the engine of a schema with a fractional ``multipleOf`` (where the clients'
-  floating-point division and the Rust engine's exact check disagree), with an empty referencing
-  registry (no retrieval either) and an instance-size bound (``max_python_bytes``): it is two to
-  three orders of magnitude slower and backtracks.
+- **jsonschema** (Python), the fallback for an instance the Rust engine refuses and the engine of a
+  schema with a fractional ``multipleOf`` (where the clients' floating-point division and the Rust
+  engine's exact check disagree), with an empty referencing registry (no retrieval either) and an
+  instance-size bound (``max_python_bytes``): it is two to three orders of magnitude slower and
+  backtracks.
+
+Instances are plain JSON values as :func:`proxy.jsoncodec.loads` returns them (ints of any size,
+finite floats): both engines then give the same verdict, and :meth:`CompiledSchema.is_valid` is
+exactly ``not violations(...)`` (the properties in ``tests/test_properties.py`` hold them to it).
 
 Either engine's failure (an unusable schema, a schema or instance nested too deep, a pattern over
 its backtracking limit) raises :class:`SchemaUnusable`: the rules then leave the result alone and
@@ -38,7 +42,7 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from .errors import DecodeError
-from .jsoncodec import RawFloat, RawInt, dumps, fingerprint
+from .jsoncodec import dumps, fingerprint
 from .pointer import Path, format_pointer
 from .types import JSON
 
@@ -77,19 +81,6 @@ class SchemaUnusable(Exception):
     """The schema cannot be used to validate this (invalid, unresolvable ``$ref``, too deep, over a limit)."""
 
 
-def _plain(value: JSON) -> JSON:
-    """``value`` with the exact-number types made plain (the Rust engine takes builtins only)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, RawFloat):
-        return float(value)
-    if isinstance(value, RawInt):
-        return int(value)
-    return value
-
-
 class CompiledSchema:
     """A reusable validator for one schema.
 
@@ -112,39 +103,32 @@ class CompiledSchema:
         self._max_python = max_python_bytes
 
     def is_valid(self, instance: JSON) -> bool:
-        """True when ``instance`` conforms."""
-        if self._fast is None:
-            return not self._python_violations(instance, 1)
-        try:
-            return bool(self._fast.is_valid(instance))
-        except (ValueError, TypeError, OverflowError):
-            pass
-        try:
-            return bool(self._fast.is_valid(_plain(instance)))
-        except (ValueError, TypeError, OverflowError):
-            return not self._python_violations(instance, 1)
+        """True when ``instance`` (plain values, as :func:`proxy.jsoncodec.loads` gives) conforms.
+
+        The same verdict as :meth:`violations` returning ``[]``, and as python-jsonschema on the
+        same values (both are tested against each other on generated data).
+        """
+        if self._fast is not None:
+            try:
+                return bool(self._fast.is_valid(instance))
+            except (ValueError, TypeError, OverflowError):
+                pass  # a value the Rust engine cannot take: the Python engine judges it
+        return not self._python_violations(instance, 1)
 
     def violations(self, instance: JSON, limit: int = 50) -> list[Violation]:
         """Up to ``limit`` violations, deepest causes first; ``[]`` when ``instance`` conforms."""
-        if self._fast is None:
-            return self._python_violations(instance, limit)
-        found: list[Violation] = []
-        try:
+        if self._fast is not None:
+            found: list[Violation] = []
             try:
-                errors = self._fast.iter_errors(instance)
-                for error in errors:
+                for error in self._fast.iter_errors(instance):
                     found.extend(_rs_leaves(error))
                     if len(found) >= limit:
                         break
             except (ValueError, TypeError, OverflowError):
-                found = []
-                for error in self._fast.iter_errors(_plain(instance)):
-                    found.extend(_rs_leaves(error))
-                    if len(found) >= limit:
-                        break
-        except (ValueError, TypeError, OverflowError):
-            return self._python_violations(instance, limit)
-        return found[:limit]
+                pass
+            else:
+                return found[:limit]
+        return self._python_violations(instance, limit)
 
     def _python_violations(self, instance: JSON, limit: int) -> list[Violation]:
         try:
@@ -249,7 +233,7 @@ class SchemaCompiler:
         if depth > MAX_SCHEMA_DEPTH:
             return SchemaUnusable(f"schema nests deeper than {MAX_SCHEMA_DEPTH}")
         try:
-            fast = jsonschema_rs.validator_for(_plain(schema), offline=True)
+            fast = jsonschema_rs.validator_for(schema, offline=True)
         except jsonschema_rs.ValidationError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return SchemaUnusable(f"invalid schema: {first[:200]}")

@@ -145,17 +145,20 @@ def parse_event(block: bytes) -> SSEEvent:
 
 
 def replace_data(block: bytes, data: bytes) -> bytes:
-    """Return ``block`` with its data replaced by ``data`` (which must hold no line break).
+    """Return ``block`` with its data replaced by ``data``.
 
     Every non-data line (``id:``, ``event:``, ``retry:``, comments) is kept verbatim and in place;
-    the first ``data:`` line becomes ``data: <data>`` and later data lines are dropped. The block's
-    own line terminator is reused, so a CRLF stream stays CRLF. A leading BOM stays in front.
+    the first ``data:`` line becomes the new data and later data lines are dropped. Data holding
+    line breaks (JSON whitespace copied from a multi-line original) is written as one ``data:``
+    line per line, which a client joins back with ``\n`` (WHATWG HTML 9.2.6). The block's own line
+    terminator is reused, so a CRLF stream stays CRLF. A leading BOM stays in front.
     """
     if block.startswith(_BOM):
         return _BOM + replace_data(block[len(_BOM) :], data)
     match = _LINE_END.search(block)
+    data_lines = [b"data: " + line for line in _lines(data)]
     if match is None:
-        return b"data: " + data + b"\n\n"
+        return b"\n".join(data_lines) + b"\n\n"
     i = match.start()
     eol = b"\r\n" if block[i : i + 2] == b"\r\n" else block[i : i + 1]
     out: list[bytes] = []
@@ -163,7 +166,7 @@ def replace_data(block: bytes, data: bytes) -> bytes:
     for line in _lines(block):
         if line and _field(line)[0] == b"data":
             if not placed:
-                out.append(b"data: " + data)
+                out += data_lines
                 placed = True
             continue
         out.append(line)

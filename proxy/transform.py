@@ -25,23 +25,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from msgspec import UNSET
+
 from .audit import AuditLog
 from .capture import Capture
 from .catalog import ToolCatalog, ToolEntry
 from .errors import DecodeError
-from .jsoncodec import dumps, loads
+from .jsoncodec import Codec, Raw, dumps, quiet_gc, split_array, split_object
 from .jsonrpc import (
     TASKS_GET,
     TASKS_RESULT,
     TOOLS_CALL,
     TOOLS_LIST,
+    Envelope,
     IdKey,
     PendingRequest,
     header,
     id_key,
     object_only,
+    read_batch,
+    read_envelope,
 )
-from .normalize import Normalizer, Outcome
+from .normalize import Normalizer, Record
+from .rules import Rewrite
 from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
 from .types import JSON, JSONObject, RawHeaders
@@ -241,159 +247,244 @@ class ResponseTransformer:
         event = parse_event(block)
         if event.event != "message" or not event.data:
             return block
-        try:
-            value = loads(event.data)
-        except DecodeError:
-            return block
-        new = self._messages(value, len(event.data))
-        if new is value:
-            return block
-        try:
-            return replace_data(block, dumps(new))
-        except DecodeError:
-            logger.warning("rewritten message cannot be encoded: forwarded unchanged")
-            return block
+        new = self._rewrite(event.data)
+        return block if new is None else replace_data(block, new)
 
     def _finish_json(self) -> bytes:
         body = bytes(self._body)
         try:
-            value = loads(body)
-        except DecodeError:
-            value = None
-        try:
-            new = self._messages(value, len(body)) if value is not None else None
+            new = self._rewrite(body)
         except _Stall:
             self.stalled = True
             return b""
         self.mode = "pass"  # the start may go now
         self._body = bytearray()
-        if new is None or new is value:
-            return body
-        try:
-            out = dumps(new)
-        except DecodeError:
-            logger.warning("rewritten message cannot be encoded: forwarded unchanged")
+        if new is None:
             return body
         self.headers = [(k, v) for k, v in self.headers if k != b"content-length"]
-        self.headers.append((b"content-length", str(len(out)).encode()))
-        return out
+        self.headers.append((b"content-length", str(len(new)).encode()))
+        return new
 
     # -- JSON-RPC -----------------------------------------------------------------------------
 
-    def _messages(self, value: JSON, size: int) -> JSON:
-        """Normalize one message or a batch; return ``value`` itself when nothing changed.
+    def _rewrite(self, data: bytes) -> bytes | None:
+        """The new text of one JSON body or SSE event's data (a message or a batch), or ``None``
+        to forward ``data`` as it is. Only the envelope is read of messages the proxy does not
+        rewrite; parts of a rewritten one that no rule changed are copied byte for byte.
 
         Raises:
             _Stall: a response needs a tool whose ``tools/list`` is still being fetched.
         """
-        batch = value if isinstance(value, list) else [value]
-        exchange = self.exchange
-        for message in batch:
-            request = self._request_of(message)
-            if request is not None and request.method != TOOLS_LIST:
-                tool = exchange.tool_of(request)
-                if tool in exchange.fetching and exchange.tool(tool) is None:
-                    raise _Stall
-        changed = False
-        out = []
-        for message in batch:
-            new = self._message(message, size)
-            changed = changed or new is not message
-            out.append(new)
-        if not changed:
-            return value
-        return out if isinstance(value, list) else out[0]
+        with quiet_gc(len(data)):
+            try:
+                batch = read_batch(data)
+                messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
+            except DecodeError:
+                return None  # not JSON: not the proxy's to judge
+            for _, envelope in messages:
+                request = self._request_of(envelope)
+                if request is not None and request.method != TOOLS_LIST:
+                    tool = self.exchange.tool_of(request)
+                    if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
+                        raise _Stall
+            out = [self._message(raw, envelope, len(data)) for raw, envelope in messages]
+            if all(new is None for new in out):
+                return None
+            if not _utf8(data):
+                logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
+                return None
+            if batch is None:
+                return out[0]
+            try:
+                items = [Raw(new) if new is not None else raw for new, (raw, _) in zip(out, messages, strict=True)]
+                return dumps(items)
+            except DecodeError:
+                return None
 
-    def _request_of(self, message: JSON) -> PendingRequest | None:
-        if not isinstance(message, dict) or not isinstance(message.get("result"), dict):
+    def _request_of(self, envelope: Envelope) -> PendingRequest | None:
+        if not isinstance(envelope.result, dict):
             return None
-        key = id_key(message.get("id"))
+        key = id_key(envelope.id)
         return self.exchange.pending.get(key) if key is not None else None
 
-    def _message(self, message: JSON, size: int) -> JSON:
-        if isinstance(message, dict) and "id" not in message and isinstance(message.get("method"), str):
-            return self._notification(message, size)
-        request = self._request_of(message)
-        if request is None:
-            return message
-        assert isinstance(message, dict)
+    def _message(self, raw: bytes | Raw, envelope: Envelope, size: int) -> bytes | None:
+        """The new text of one message, or ``None`` to keep it."""
+        if envelope.id is UNSET and isinstance(envelope.method, str):
+            return self._notification(raw, envelope, size)
+        request = self._request_of(envelope)
+        if request is None or not isinstance(envelope.result, dict):
+            return None
         exchange = self.exchange
-        key = id_key(message.get("id"))
+        key = id_key(envelope.id)
         if key is not None:
             exchange.state.pending.pop(key)  # answered: no later GET will carry it
         if self.capture is not None:
             self.capture.exchange(
-                scope=exchange.scope, era=exchange.era, request=request, jsonrpc_id=message.get("id"), response=message
+                scope=exchange.scope, era=exchange.era, request=request, jsonrpc_id=envelope.id, response=Raw(raw)
             )
+        codec = Codec()
         try:
-            result = self._result(request, message["result"], size)
+            new = self._result(request, envelope.result, codec, size)
         except Exception:
-            logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, message.get("id"))
-            return message
-        if result is None:
-            return message
-        for record in result.records:
+            logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, envelope.id)
+            return None
+        if new is None:
+            return None
+        for record in new[1]:
             self.audit.emit(
-                record, method=request.method, jsonrpc_id=message.get("id"), scope=exchange.scope, era=exchange.era
+                record, method=request.method, jsonrpc_id=envelope.id, scope=exchange.scope, era=exchange.era
             )
-        return {**message, "result": result.result} if result.changed else message
+        return _with_member(raw, "result", new[0]) if new[0] is not None else None
 
-    def _result(self, request: PendingRequest, result: JSONObject, size: int) -> Outcome | None:
-        """Normalize the result of one watched request; ``None`` when it is not the proxy's to touch."""
-        exchange, normalizer = self.exchange, self.normalizer
+    def _result(
+        self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
+    ) -> tuple[bytes | None, list[Record]] | None:
+        """Normalize the result of one watched request: its new text (``None``: unchanged) and the
+        records; ``None`` when the result is not the proxy's to touch."""
+        exchange = self.exchange
         if request.method == TOOLS_LIST:
-            outcome = normalizer.tools_list(result, exchange.era)
-            exchange.learn_tools(result, outcome.entries, first_page=request.cursor is None)
-            return outcome
+            return self._tools_list(request, members, codec)
         if request.method == TOOLS_CALL:
-            task_id = _task_handle(result)
-            if task_id is not None:
-                if request.tool is not None:
-                    exchange.state.tasks.put(task_id, request.tool)
-                return None
-            if result.get("resultType", "complete") != "complete":
-                return None  # input_required, or a result type this proxy does not know
-            return normalizer.tools_call(result, request.tool, exchange.tool(request.tool), exchange.era, size)
+            if "task" in members or "resultType" in members or "taskId" in members:
+                small = _decode(codec, members, ("task", "resultType", "taskId", "content"))
+                task_id = _task_handle(small)
+                if task_id is not None:
+                    if request.tool is not None:
+                        exchange.state.tasks.put(task_id, request.tool)
+                    return None
+                if small.get("resultType", "complete") != "complete":
+                    return None  # input_required, or a result type this proxy does not know
+            return self._call(members, request.tool, codec, size)
         if request.method == TASKS_RESULT:  # 2025-11-25: the result is the tool's CallToolResult
-            tool = exchange.tool_of(request)
-            return normalizer.tools_call(result, tool, exchange.tool(tool), exchange.era, size)
+            return self._call(members, exchange.tool_of(request), codec, size)
         if request.method == TASKS_GET:  # 2026-07-28 tasks extension: a completed task carries it
-            return self._completed_task(result, request.task_id, size)
+            return self._completed_task(members, request.task_id, codec, size)
         return None
 
-    def _completed_task(self, task: JSONObject, task_id: str | None, size: int) -> Outcome | None:
-        inner = task.get("result")
-        if task.get("status") != "completed" or not isinstance(inner, dict):
+    def _call(
+        self, members: dict[str, Raw], tool: str | None, codec: Codec, size: int
+    ) -> tuple[bytes | None, list[Record]] | None:
+        """Normalize one ``CallToolResult`` given as member texts; ``structuredContent`` is decoded
+        only when a rule may read it (:meth:`Normalizer.reads_structured`)."""
+        normalizer, exchange = self.normalizer, self.exchange
+        if normalizer.inert(tool):
+            return None
+        entry = exchange.tool(tool)
+        result = {key: codec.loads(text) for key, text in members.items() if key != "structuredContent"}
+        if "structuredContent" in members:
+            text = members["structuredContent"]
+            read = normalizer.reads_structured(result, text, tool, entry, exchange.era, size)
+            result["structuredContent"] = codec.loads(text) if read else text
+            result = {key: result[key] for key in members}  # the server's member order
+        codec.adopt(result, members)
+        outcome = normalizer.tools_call(result, tool, entry, exchange.era, size, codec)
+        return (codec.splice(outcome.result, result) if outcome.changed else None), outcome.records
+
+    def _tools_list(
+        self, request: PendingRequest, members: dict[str, Raw], codec: Codec
+    ) -> tuple[bytes | None, list[Record]]:
+        """Repair and learn one ``tools/list`` page; a tool that cannot be read passes untouched."""
+        result: JSONObject = {}
+        faults: list[Record] = []
+        for key, text in members.items():
+            if key != "tools":
+                result[key] = codec.loads(text)
+                continue
+            try:
+                parts = split_array(text)
+            except DecodeError:
+                result[key] = codec.loads(text)  # not an array (or not JSON): the rules see it as it is
+                continue
+            tools: list[JSON] = []
+            for index, part in enumerate(parts):
+                try:
+                    tools.append(codec.loads(part))
+                except DecodeError as exc:
+                    tools.append(part)
+                    reason = f"the tool cannot be read: {str(exc)[:120]}"
+                    rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
+                    faults.append(Record(rewrite, None, False, "fault"))
+            codec.adopt(tools, parts)
+            result[key] = tools
+        codec.adopt(result, members)
+        outcome = self.normalizer.tools_list(result, self.exchange.era)
+        self.exchange.learn_tools(result, outcome.entries, first_page=request.cursor is None)
+        new = codec.splice(outcome.result, result) if outcome.changed else None
+        return new, faults + outcome.records
+
+    def _completed_task(
+        self, members: dict[str, Raw], task_id: str | None, codec: Codec, size: int
+    ) -> tuple[bytes | None, list[Record]] | None:
+        """A 2026-07-28 task object: when ``completed``, its ``result`` is the tool's ``CallToolResult``."""
+        task = _decode(codec, members, ("status", "taskId"))
+        inner = members.get("result")
+        if task.get("status") != "completed" or inner is None:
+            return None
+        try:
+            inner_members = split_object(inner)
+        except DecodeError:
             return None
         known = task.get("taskId") if isinstance(task.get("taskId"), str) else task_id
         tool = self.exchange.state.tasks.get(known) if isinstance(known, str) else None
-        outcome = self.normalizer.tools_call(inner, tool, self.exchange.tool(tool), self.exchange.era, size)
-        if outcome.changed:
-            outcome.result = {**task, "result": outcome.result}
-        else:
-            outcome.result = task
-        return outcome
+        done = self._call(inner_members, tool, codec, size)
+        if done is None:
+            return None
+        new, records = done
+        if new is None:
+            return None, records
+        return dumps({**members, "result": Raw(new)}), records
 
-    def _notification(self, message: JSONObject, size: int) -> JSONObject:
-        method = message["method"]
-        if method in ("notifications/tools/list_changed", "notifications/tasks") and self.capture is not None:
-            self.capture.notification(scope=self.exchange.scope, era=self.exchange.era, message=message)
+    def _notification(self, raw: bytes | Raw, envelope: Envelope, size: int) -> bytes | None:
+        method = envelope.method
+        if method not in ("notifications/tools/list_changed", "notifications/tasks"):
+            return None
+        if self.capture is not None:
+            self.capture.notification(scope=self.exchange.scope, era=self.exchange.era, message=Raw(raw), method=method)
         if method == "notifications/tools/list_changed":
             self.exchange.forget_tools()
-            return message
-        params = message.get("params")
-        if method != "notifications/tasks" or not isinstance(params, dict):
-            return message
+            return None
+        if not isinstance(envelope.params, Raw):
+            return None
         try:
-            outcome = self._completed_task(params, None, size)
+            members = split_object(envelope.params)
+            done = self._completed_task(members, None, Codec(), size)
+        except DecodeError:
+            return None
         except Exception:
             logger.exception("rule fault on %s: notification forwarded unchanged", method)
-            return message
-        if outcome is None:
-            return message
-        for record in outcome.records:
+            return None
+        if done is None:
+            return None
+        new, records = done
+        for record in records:
             self.audit.emit(record, method=method, jsonrpc_id=None, scope=self.exchange.scope, era=self.exchange.era)
-        return {**message, "params": outcome.result} if outcome.changed else message
+        return _with_member(raw, "params", new) if new is not None else None
+
+
+def _decode(codec: Codec, members: dict[str, Raw], names: tuple[str, ...]) -> JSONObject:
+    """The named members, decoded (those present)."""
+    return {name: codec.loads(members[name]) for name in names if name in members}
+
+
+def _with_member(raw: bytes | Raw, name: str, text: bytes) -> bytes | None:
+    """The JSON object ``raw`` with member ``name``'s value replaced by ``text`` (other members
+    copied byte for byte); ``None`` when it cannot be written."""
+    try:
+        members = split_object(raw)
+        members[name] = Raw(text)
+        return dumps(members)
+    except DecodeError:
+        logger.warning("rewritten message cannot be encoded: forwarded unchanged")
+        return None
+
+
+def _utf8(data: bytes) -> bool:
+    """True when ``data`` is UTF-8 (copied parts of a rewritten message must be: RFC 8259 8.1)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _charset(parameters: str) -> str | None:

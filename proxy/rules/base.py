@@ -11,9 +11,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..jsoncodec import Codec
 from ..pointer import PointerPattern, format_pointer, resolve
 from ..types import JSON, JSONObject
 
@@ -138,11 +139,14 @@ class ResultContext:
         tool: the catalog entry of the called tool, ``None`` when the proxy does not know the tool.
         era: the negotiated protocol version, ``None`` when unknown (treated as legacy).
         settings: global rule knobs.
+        codec: the message's codec: rules decode and encode JSON through it, so that numbers keep
+            their spelling (``1.10`` stays ``1.10`` in a mirrored text or a moved value).
     """
 
     tool: ToolEntry | None
     era: str | None
     settings: RuleSettings
+    codec: Codec = field(default_factory=Codec)
 
 
 ToolHook = Callable[[JSONObject, ToolContext], "tuple[JSONObject, Rewrite] | None"]

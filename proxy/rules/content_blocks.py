@@ -16,7 +16,7 @@ text block needs a string ``text`` (clients' result schemas reject the whole res
 
 from __future__ import annotations
 
-from ..jsoncodec import dumps
+from ..jsoncodec import Codec
 from ..types import JSON, JSONObject
 from .base import META_PREFIX, ResultContext, Rewrite, Rule, meta_of, with_meta
 
@@ -25,28 +25,28 @@ ORIGINAL_TYPE_KEY = META_PREFIX + "original-type"
 TOOL_RESULT_CONFLICTS_KEY = META_PREFIX + "tool-result-conflicts"
 
 
-def _text_of(value: JSON) -> str:
-    return value if isinstance(value, str) else dumps(value).decode()
+def _text_of(value: JSON, codec: Codec) -> str:
+    return value if isinstance(value, str) else codec.dumps(value).decode()
 
 
-def _block(block: JSON) -> tuple[JSON, bool, str | None]:
+def _block(block: JSON, codec: Codec) -> tuple[JSON, bool, str | None]:
     """The repaired block, whether it reported an error, and what was wrong (``None``: nothing)."""
     if isinstance(block, str):
         return {"type": "text", "text": block}, False, "bare string"
     if not isinstance(block, dict):
-        return {"type": "text", "text": _text_of(block)}, False, "not an object"
+        return {"type": "text", "text": _text_of(block, codec)}, False, "not an object"
     kind = block.get("type")
     known = isinstance(kind, str) and kind in KNOWN_TYPES
     if kind == "error":
         text = block.get("text", block.get("message", ""))
-        return {**block, "type": "text", "text": _text_of(text)}, True, "type 'error'"
+        return {**block, "type": "text", "text": _text_of(text, codec)}, True, "type 'error'"
     if not known and isinstance(block.get("text"), str):
         meta = meta_of(block)
         meta.setdefault(ORIGINAL_TYPE_KEY, kind)  # a proxy in front of this one already recorded it
         return {**block, "type": "text", "_meta": meta}, False, f"unknown type {kind!r}"
     if kind == "text" and not isinstance(block.get("text"), str):
         text = block.get("text")
-        return {**block, "text": "" if text is None else _text_of(text)}, False, "text is not a string"
+        return {**block, "text": "" if text is None else _text_of(text, codec)}, False, "text is not a string"
     return block, False, None
 
 
@@ -71,7 +71,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         if isinstance(legacy, dict) and isinstance(legacy.get("content"), list):
             out = _unwrap(rest, legacy)
         else:
-            out = {**rest, "content": [{"type": "text", "text": _text_of(legacy)}]}
+            out = {**rest, "content": [{"type": "text", "text": _text_of(legacy, ctx.codec)}]}
         touched.append("/toolResult")
         reasons.append("legacy toolResult shape")
     content = out.get("content")
@@ -82,7 +82,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     elif isinstance(content, list):
         blocks, flagged = [], False
         for index, block in enumerate(content):
-            fixed, error, why = _block(block)
+            fixed, error, why = _block(block, ctx.codec)
             blocks.append(fixed)
             flagged = flagged or error
             if why is not None:
@@ -94,7 +94,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
             out = {**out, "isError": True}
             touched.append("/isError")
     elif content is not None:  # a string or object where the list should be (null is null_members')
-        out = {**out, "content": [_block(content)[0]]}
+        out = {**out, "content": [_block(content, ctx.codec)[0]]}
         touched.append("/content")
         reasons.append("content is not a list")
     if not touched:

@@ -11,7 +11,7 @@ The error stays readable: when ``content`` has no text, a ``[CODE] detail`` text
 
 from __future__ import annotations
 
-from ..jsoncodec import dumps
+from ..jsoncodec import Codec
 from ..pointer import format_pointer
 from ..schema import SchemaUnusable
 from ..types import JSON, JSONObject
@@ -47,17 +47,17 @@ def is_problem(value: JSON) -> bool:
     return present >= 2 and ("title" in value or "detail" in value)
 
 
-def _problem_text(problem: JSONObject, limit: int) -> str:
+def _problem_text(problem: JSONObject, limit: int, codec: Codec) -> str:
     """The text block for a problem: ``[code] detail``; for a wrapped ``structuredContent`` with no
     text, its compact JSON (up to ``limit`` bytes), which says more than the title."""
     code = problem.get("code")
     message = problem.get("detail") or problem.get("title")
     if problem.get("type") == WRAPPED_PROBLEM_TYPE and "detail" not in problem:
-        serialized = dumps(problem.get("structuredContent"))
+        serialized = codec.dumps(problem.get("structuredContent"))
         if len(serialized) <= limit:
             message = f"{problem.get('title')}: {serialized.decode()}"
     if not isinstance(message, str):
-        message = dumps(problem.get("structuredContent", problem)).decode()
+        message = codec.dumps(problem.get("structuredContent", problem)).decode()
     if isinstance(code, str | int) and not isinstance(code, bool) and str(code):
         return f"[{code}] {message}"
     return message
@@ -95,7 +95,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     if not texts:
         content = out.get("content")
         blocks = list(content) if isinstance(content, list) else []
-        blocks.append({"type": "text", "text": _problem_text(problem, ctx.settings.mirror_max_bytes)})
+        blocks.append({"type": "text", "text": _problem_text(problem, ctx.settings.mirror_max_bytes, ctx.codec)})
         out["content"] = blocks
         pointers.append(f"/content/{len(blocks) - 1}")
     return out, Rewrite("error_problem", "moved structuredContent to _meta problem", tuple(pointers), reason)

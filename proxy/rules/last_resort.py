@@ -11,7 +11,6 @@ turns a success into an error; the proxy otherwise leaves such a result as it is
 
 from __future__ import annotations
 
-from ..jsoncodec import dumps
 from ..schema import SchemaUnusable
 from ..types import JSONObject
 from .base import ORIGINAL_STRUCTURED_KEY, Mode, ResultContext, Rewrite, Rule, text_blocks, with_meta
@@ -33,7 +32,7 @@ def _demote(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         out, _ = with_meta(out, ORIGINAL_STRUCTURED_KEY, result["structuredContent"])
         if not text_blocks(out):
             blocks = list(out.get("content") or [])
-            blocks.append({"type": "text", "text": dumps(result["structuredContent"]).decode()})
+            blocks.append({"type": "text", "text": ctx.codec.dumps(result["structuredContent"]).decode()})
             out["content"] = blocks
     else:
         reason = "structuredContent is missing and the outputSchema requires one"

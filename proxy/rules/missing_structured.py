@@ -22,7 +22,6 @@ import re
 from http import HTTPStatus
 
 from ..errors import DecodeError
-from ..jsoncodec import loads
 from ..schema import SchemaUnusable
 from ..types import JSON, JSONObject
 from .base import ResultContext, Rewrite, Rule, text_blocks
@@ -70,7 +69,7 @@ def _promote(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrit
     text = texts[0]["text"]
     candidates: list[JSON] = []
     try:
-        parsed = loads(text)
+        parsed = ctx.codec.loads(text)
     except DecodeError:
         parsed = None
     else:

@@ -20,7 +20,6 @@ tool that breaks this, and every result with an array or string ``structuredCont
 from __future__ import annotations
 
 from ..errors import DecodeError
-from ..jsoncodec import loads
 from ..jsonrpc import object_only
 from ..pointer import Path
 from ..types import JSON, JSONObject
@@ -160,7 +159,7 @@ def _object_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, 
         return None
     if isinstance(value, str):
         try:
-            decoded = loads(value)
+            decoded = ctx.codec.loads(value)
         except DecodeError:
             decoded = None
         if isinstance(decoded, dict):

@@ -11,7 +11,6 @@ text may be a deliberate summary.
 
 from __future__ import annotations
 
-from ..jsoncodec import dumps
 from ..types import JSONObject
 from .base import ResultContext, Rewrite, Rule, text_blocks
 
@@ -24,7 +23,7 @@ def _mirror(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     content = result.get("content")
     if content is not None and not isinstance(content, list):
         return None  # a malformed content (content_blocks off) is not replaced by a mirror
-    text = dumps(result["structuredContent"])
+    text = ctx.codec.dumps(result["structuredContent"])
     if len(text) > ctx.settings.mirror_max_bytes:
         return None
     blocks = list(content) if isinstance(content, list) else []

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 
 from ..errors import DecodeError
-from ..jsoncodec import dumps, loads
+from ..jsoncodec import Codec, dumps
 from ..pointer import format_pointer, resolve
 from ..schema import SchemaUnusable, Violation
 from ..types import JSON, JSONObject
@@ -105,11 +105,12 @@ def _matches(pattern: str, key: str) -> bool:
         return False
 
 
-def _coerced(value: JSON, node: JSONObject) -> tuple[bool, JSON]:
-    """The exact conversion of ``value`` to what ``node`` declares, if there is one."""
+def _coerced(value: JSON, node: JSONObject, codec: Codec) -> tuple[bool, JSON]:
+    """The exact conversion of ``value`` to what ``node`` declares, if there is one (numbers as
+    written: ``12.50`` becomes ``"12.50"`` and back)."""
     choices = node.get("enum") if isinstance(node.get("enum"), list) else ([node["const"]] if "const" in node else None)
     if choices is not None:
-        spelled = value if isinstance(value, str) else dumps(value).decode()
+        spelled = value if isinstance(value, str) else codec.dumps(value).decode()
         for choice in choices:
             if choice != value and (choice if isinstance(choice, str) else dumps(choice).decode()) == spelled:
                 return True, choice
@@ -117,13 +118,13 @@ def _coerced(value: JSON, node: JSONObject) -> tuple[bool, JSON]:
     kind = node.get("type")
     kinds = kind if isinstance(kind, list) else [kind]
     if "string" in kinds and isinstance(value, bool | int | float) and value is not None:
-        return True, dumps(value).decode()
+        return True, codec.dumps(value).decode()
     if isinstance(value, str) and len(value) <= _MAX_DIGITS:
         if "integer" in kinds and _INTEGER.fullmatch(value):
-            return True, loads(value)  # exact: beyond 64 bits it stays a RawInt, written as it was
+            return True, codec.loads(value)  # an int of any size, exact
         if "number" in kinds and _NUMBER.fullmatch(value):
             try:
-                return True, loads(value)
+                return True, codec.loads(value)  # written back as the string spelled it
             except DecodeError:
                 return False, None
         if "boolean" in kinds and value in ("true", "false"):
@@ -142,7 +143,7 @@ def _coerce(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         found, value = resolve(result["structuredContent"], violation.path)
         if not isinstance(node, dict) or not found or value is None:
             continue
-        ok, new = _coerced(value, node)
+        ok, new = _coerced(value, node, ctx.codec)
         if ok:
             edits[violation.path] = (value, _setter(violation.path, new))
             reasons.append(violation.describe())
