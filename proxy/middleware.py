@@ -91,12 +91,18 @@ class NormalizerMiddleware:
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
         self._inflight: dict[str, _Fetch] = {}
+        # Every rule off and nothing to capture: no request is read, no response inspected.
+        self._idle = self.normalizer.idle and self.capture is None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" and self.capture is not None:
             await self.app(scope, self._closing_capture(receive), send)
             return
-        if scope["type"] != "http" or (self.config.path is not None and scope["path"] != self.config.path):
+        if (
+            scope["type"] != "http"
+            or self._idle
+            or (self.config.path is not None and scope["path"] != self.config.path)
+        ):
             await self.app(scope, receive, send)
             return
         headers: RawHeaders = scope["headers"]

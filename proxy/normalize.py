@@ -21,7 +21,7 @@ from .errors import DecodeError
 from .jsoncodec import Codec, Raw, fingerprint
 from .jsonrpc import object_only
 from .pointer import PointerPattern
-from .rules import RESULT_RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
+from .rules import RESULT_RULES, RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
 from .schema import SchemaCompiler, SchemaUnusable
@@ -185,6 +185,12 @@ class Normalizer:
         if outcome.changed:
             outcome.result = {**result, "tools": emitted}
         return outcome
+
+    @property
+    def idle(self) -> bool:
+        """True when every rule is ``off`` for every tool: the proxy then need not look at any traffic."""
+        tools = (None, *self.config.tools)
+        return all(self.config.mode(rule.name, tool) is Mode.OFF for rule in RULES for tool in tools)
 
     def inert(self, tool: str | None) -> bool:
         """True when every ``tools/call`` rule is ``off`` for ``tool``: nothing can change its results."""

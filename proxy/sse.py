@@ -56,6 +56,7 @@ class SSESplitter:
         while True:
             match = _LINE_END.search(buf, scan)
             if match is None:
+                scan = len(buf)  # nothing before here ends a line: never search it again (linear)
                 break
             i = match.start()
             if after_cr and i == scan and buf[i] == 0x0A and i == line_start:

@@ -371,3 +371,23 @@ async def test_an_injected_client_never_keeps_cookies_and_a_closed_forwarder_ans
     assert login.headers["set-cookie"].startswith("sid=alice-secret")  # relayed to its client
     assert "cookie" not in echo.seen[1]["headers"]  # never stored, never sent again
     assert closed.status_code == 503 and closed.json()["id"] == 3
+
+
+@pytest.mark.anyio
+async def test_with_every_rule_off_the_proxy_reads_nothing_and_changes_nothing() -> None:
+    """A pass-through config (every rule ``off``) makes the proxy a plain reverse proxy: no request
+    is parsed, no ``tools/list`` fetched for an unknown tool, every response byte-identical."""
+    from proxy import NormalizerConfig
+    from proxy.demo.upstream import protean_server
+    from proxy.rules import RULES
+
+    off = NormalizerConfig.from_mapping({"rules": {rule.name: "off" for rule in RULES}})
+    upstream = protean_server("json")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "protean.scope_list"}}
+    with serve(upstream) as up, proxy_for(up + "/mcp", off) as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            direct = await http.post(up + "/mcp", content=orjson.dumps(call), headers=HEADERS)
+            proxied = await http.post(px + "/mcp", content=orjson.dumps(call), headers=HEADERS)
+    assert proxied.content == direct.content and b"structuredContent" in proxied.content
+    methods = [message.get("method") for message, _ in upstream.requests]
+    assert methods == ["tools/call", "tools/call"]  # no tools/list of the proxy's own
