@@ -47,6 +47,7 @@ from bench.report import (
     TARGETS,
     Summary,
     call_table,
+    cost_targets,
     progress_table,
     ratios,
     targets,
@@ -122,7 +123,9 @@ def _workloads(params: Params) -> tuple[list[Workload], Workload]:
         Workload("small", fixture.SMALL),
         Workload("small-rewrite", fixture.PROBLEM),
         Workload("1 MiB", fixture.LARGE, {"bytes": 1 << 20}),
+        Workload("1 MiB floats", fixture.LARGE_FLOAT, {"bytes": 1 << 20}),
         Workload("10 MiB", fixture.LARGE, {"bytes": 10 << 20}),
+        Workload("10 MiB SSE event", fixture.LARGE_SSE, {"bytes": 10 << 20}),
     ]
     progress = Workload(
         "sse-progress", fixture.PROGRESS, {"count": params.sse_events, "gap_ms": params.sse_gap_ms}, progress=True
@@ -179,6 +182,7 @@ def _report(
     streams = [s for s in summaries if s.workload == progress.name]
     ratio_lines, ratio_data = ratios(calls)
     judged = targets(summaries, "small", progress.name, params.sse_gap_ms)
+    judged += cost_targets(summaries, peaks.get(NORMALIZER), params.concurrency)
     errors = sum(s.errors for s in summaries)
     samples = [f"{run.target}/{run.workload.name}: {text}" for run in runs for text in run.outcome.samples]
     bound = [s for s in summaries if s.client_cpu_pct / params.client_procs > _CLIENT_BOUND_PCT]

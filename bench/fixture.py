@@ -9,6 +9,9 @@ tell its own response from anyone else's. Tools named in :data:`SSE_TOOLS` are a
 - ``bench.problem`` / ``bench.problem.sse``: the Protean error contract (``isError`` with an
   RFC 9457 problem in ``structuredContent``): ``error_problem`` moves it to ``_meta``.
 - ``bench.large``: a conforming result of about ``arguments.bytes`` bytes.
+- ``bench.large.float``: the same rows with a decimal ``price`` each (``12.50``, ``0.37``, ``1E-7``...,
+  written as spelled): the float-heavy result of field servers.
+- ``bench.large.sse``: the ``bench.large`` result answered as one SSE event.
 - ``bench.progress.sse``: ``arguments.count`` progress notifications ``arguments.gap_ms`` apart,
   each with the upstream's ``time.time_ns()`` at emission as its ``message``, then a small result.
 """
@@ -25,9 +28,11 @@ SMALL_SSE = "bench.small.sse"
 PROBLEM = "bench.problem"
 PROBLEM_SSE = "bench.problem.sse"
 LARGE = "bench.large"
+LARGE_FLOAT = "bench.large.float"
+LARGE_SSE = "bench.large.sse"
 PROGRESS = "bench.progress.sse"
 #: Tools the upstream answers with an SSE stream.
-SSE_TOOLS = frozenset({SMALL_SSE, PROBLEM_SSE, PROGRESS})
+SSE_TOOLS = frozenset({SMALL_SSE, PROBLEM_SSE, PROGRESS, LARGE_SSE})
 #: The ``_meta`` key of the RFC 9457 problem in the shipped config.
 PROBLEM_KEY = "org.htcom.protean/problem"
 
@@ -60,6 +65,7 @@ _ROW: dict[str, Any] = {
         "owner": {"type": "string"},
         "state": {"enum": ["active", "retired"]},
         "tags": {"type": "array", "items": {"type": "string"}},
+        "price": {"type": "number", "minimum": 0},
     },
     "required": ["id", "name", "state"],
 }
@@ -82,6 +88,18 @@ def tool_listing() -> list[dict[str, Any]]:
         {
             "name": LARGE,
             "description": "A large conforming result.",
+            "inputSchema": _INPUT,
+            "outputSchema": LARGE_SCHEMA,
+        },
+        {
+            "name": LARGE_FLOAT,
+            "description": "A large conforming result with a decimal in every row.",
+            "inputSchema": _INPUT,
+            "outputSchema": LARGE_SCHEMA,
+        },
+        {
+            "name": LARGE_SSE,
+            "description": "A large conforming result in one SSE event.",
             "inputSchema": _INPUT,
             "outputSchema": LARGE_SCHEMA,
         },
@@ -135,23 +153,29 @@ def rewritten_problem_result(nonce: str) -> dict[str, Any]:
     }
 
 
+_PRICES = (b"12.50", b"0.37", b"1E-7", b"2.5e3", b"19.99", b"0.30000000000000004", b"100.0", b"7")
+
+
 @functools.lru_cache(maxsize=16)
-def _rows(size: int) -> orjson.Fragment:
-    """Pre-encoded rows adding up to about ``size`` bytes (cached: the upstream only copies them)."""
+def _rows(size: int, decimals: bool = False) -> orjson.Fragment:
+    """Pre-encoded rows adding up to about ``size`` bytes (cached: the upstream only copies them);
+    with ``decimals`` each row carries a ``price`` spelled as field servers spell decimals."""
     rows: list[bytes] = []
     total = 0
     while total < size:
         i = len(rows)
         row = {"id": i, "name": f"row-{i:07d}", "owner": "team-a", "state": "active", "tags": ["x", "y"]}
         encoded = orjson.dumps(row)
+        if decimals:
+            encoded = encoded[:-1] + b',"price":' + _PRICES[i % len(_PRICES)] + b"}"
         rows.append(encoded)
         total += len(encoded) + 1
     return orjson.Fragment(b"[" + b",".join(rows) + b"]")
 
 
-def large_result(nonce: str, size: int) -> dict[str, Any]:
+def large_result(nonce: str, size: int, decimals: bool = False) -> dict[str, Any]:
     """A conforming result of about ``size`` bytes (the rows are an ``orjson.Fragment``)."""
     return {
         "content": [{"type": "text", "text": f"about {size} bytes of rows"}],
-        "structuredContent": {"nonce": nonce, "rows": _rows(size)},
+        "structuredContent": {"nonce": nonce, "rows": _rows(size, decimals)},
     }

@@ -187,3 +187,49 @@ def targets(summaries: Sequence[Summary], small: str, progress: str, gap_ms: flo
             )
         )
     return out
+
+
+def cost_targets(summaries: Sequence[Summary], normalizer_peak_mib: float | None, concurrency: int) -> list[Target]:
+    """The inspection-cost targets: proxy CPU per call on large results, decimals as cheap as
+    integers, a single 10 MiB SSE event, and the memory held for 16 large calls in flight."""
+    by = {(s.workload, s.target): s for s in summaries}
+    out: list[Target] = []
+
+    def cpu(workload: str, target: str = NORMALIZER) -> float | None:
+        found = by.get((workload, target))
+        return found.proxy_us_per_call / 1000 if found is not None and found.calls else None
+
+    for workload, target, bound in (("1 MiB", NORMALIZER, 8.0), ("1 MiB", PASS, 2.5), ("10 MiB", NORMALIZER, 20.0)):
+        ms = cpu(workload, target)
+        if ms is not None:
+            out.append(Target(f"{target} proxy CPU <= {bound:g} ms per call ({workload})", ms <= bound, f"{ms:.2f} ms"))
+    floats, ints = cpu("1 MiB floats"), cpu("1 MiB")
+    if floats is not None and ints is not None:
+        ratio = _ratio(floats, ints)
+        out.append(
+            Target(
+                "normalizer CPU on 1 MiB floats <= 1.3x 1 MiB integers",
+                ratio <= 1.3,
+                f"{_num(ratio, 2)}x ({floats:.2f} vs {ints:.2f} ms)",
+            )
+        )
+    event, direct = by.get(("10 MiB SSE event", NORMALIZER)), by.get(("10 MiB SSE event", DIRECT))
+    if event is not None and direct is not None:
+        ratio = _ratio(event.p50_ms, direct.p50_ms)
+        out.append(
+            Target(
+                "10 MiB SSE event through the normalizer <= 3x direct (p50 time per call)",
+                ratio <= 3,
+                f"{_num(ratio, 2)}x ({_num(event.p50_ms, 0)} vs {_num(direct.p50_ms, 0)} ms)",
+            )
+        )
+    if normalizer_peak_mib is not None and by.get(("10 MiB", NORMALIZER)) is not None:
+        bound = 4 * 10 * concurrency
+        out.append(
+            Target(
+                f"normalizer peak RSS <= 4x the bytes of {concurrency} 10 MiB calls in flight ({bound} MiB)",
+                normalizer_peak_mib <= bound,
+                f"{normalizer_peak_mib:.0f} MiB",
+            )
+        )
+    return out

@@ -49,6 +49,10 @@ async def _large(call: ToolCall) -> JSONObject:
     return fixture.large_result(_nonce(call), int(call.arguments.get("bytes", 1 << 20)))
 
 
+async def _large_float(call: ToolCall) -> JSONObject:
+    return fixture.large_result(_nonce(call), int(call.arguments.get("bytes", 1 << 20)), decimals=True)
+
+
 async def _progress(call: ToolCall) -> JSONObject:
     count = int(call.arguments.get("count", 100))
     gap = float(call.arguments.get("gap_ms", 5.0)) / 1000
@@ -65,6 +69,8 @@ _HANDLERS = {
     fixture.PROBLEM: _problem,
     fixture.PROBLEM_SSE: _problem,
     fixture.LARGE: _large,
+    fixture.LARGE_FLOAT: _large_float,
+    fixture.LARGE_SSE: _large,
     fixture.PROGRESS: _progress,
 }
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -94,25 +95,87 @@ def _reject_constant(name: str) -> Any:
 def split_object(raw: bytes | memoryview | Raw) -> dict[str, Raw]:
     """The members of a JSON object as undecoded texts (one C pass; duplicate names: the last wins).
 
+    A member nested deeper than the decoder recurses is cut out without recursion (its text is
+    checked no further: it is the server's, passed on as it came), so one hostile member does not
+    hide the others.
+
     Raises:
         DecodeError: ``raw`` is not one JSON object.
     """
     try:
         return _OBJECT.decode(raw)
-    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        parts = _split_deep(bytes(raw), object_=True)
+        return dict(parts)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, ValueError) as exc:
         raise DecodeError(f"not a JSON object: {exc}") from None
 
 
 def split_array(raw: bytes | memoryview | Raw) -> list[Raw]:
-    """The items of a JSON array as undecoded texts.
+    """The items of a JSON array as undecoded texts (deep items cut out as by :func:`split_object`).
 
     Raises:
         DecodeError: ``raw`` is not one JSON array.
     """
     try:
         return _ARRAY.decode(raw)
-    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        return [text for _, text in _split_deep(bytes(raw), object_=False)]
+    except (msgspec.DecodeError, ValueError) as exc:
         raise DecodeError(f"not a JSON array: {exc}") from None
+
+
+#: The tokens that give JSON its structure: strings (skipped whole) and punctuation.
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+_WS = b" \t\r\n"
+
+
+def _split_deep(raw: bytes, *, object_: bool) -> list[tuple[str | None, Raw]]:
+    """The members (name, text) or items (``None``, text) of a JSON object or array, found with a
+    loop instead of recursion; names are decoded, member texts are the bytes between the commas.
+
+    Raises:
+        DecodeError: the outer structure is not an object or array of that shape.
+    """
+    body = raw.strip(_WS)
+    opener, closer = (b"{", b"}") if object_ else (b"[", b"]")
+    if body[:1] != opener or body[-1:] != closer:
+        raise DecodeError("not a JSON " + ("object" if object_ else "array"))
+    out: list[tuple[str | None, Raw]] = []
+    depth, start, name = 0, 1, None
+    for match in _STRUCTURE.finditer(body):
+        token = match.group()
+        if token[0] == 0x22:  # a string
+            if depth == 1 and object_ and name is None:
+                try:
+                    name = json.loads(token)
+                except ValueError:
+                    raise DecodeError("not a JSON object: a bad member name") from None
+            continue
+        if token in b"[{":
+            depth += 1
+        elif token in b"]}":
+            depth -= 1
+            if depth == 0:
+                _cut(body, start, match.start(), name, out, object_)
+                return out
+        elif depth == 1 and token == b",":
+            _cut(body, start, match.start(), name, out, object_)
+            start, name = match.end(), None
+        elif depth == 1 and token == b":" and object_:
+            start = match.end()
+    raise DecodeError("not JSON: unbalanced")
+
+
+def _cut(body: bytes, start: int, end: int, name: str | None, out: list[tuple[str | None, Raw]], object_: bool) -> None:
+    text = body[start:end].strip(_WS)
+    if not text:
+        if out or name is not None:
+            raise DecodeError("not JSON: an empty member")
+        return  # {} or []
+    if object_ and name is None:
+        raise DecodeError("not a JSON object: a member without a name")
+    out.append((name, Raw(text)))
 
 
 def _encode(value: Any, encoder: msgspec.json.Encoder = _ENCODE) -> bytes:

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from .errors import DecodeError
-from .jsoncodec import Raw, loads, split_array
+from .jsoncodec import Raw, loads, split_array, split_object
 from .types import JSON, JSONObject, RawHeaders
 
 #: A JSON-RPC id made hashable with its type: ``("s", "abc")`` or ``("n", 3)``.
@@ -211,13 +211,34 @@ def read_envelope(raw: bytes | Raw) -> Envelope:
         return _ENVELOPE.decode(raw)
     except msgspec.ValidationError:
         pass
-    except (msgspec.DecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        return _deep_envelope(raw)
+    except (msgspec.DecodeError, ValueError) as exc:
         raise DecodeError(f"not a JSON-RPC message: {exc}") from None
     try:
         loose = _LOOSE.decode(raw)
     except (msgspec.DecodeError, ValueError, RecursionError) as exc:
         raise DecodeError(f"not a JSON-RPC message: {exc}") from None
     return Envelope(id=loose.id, method=loose.method)
+
+
+def _deep_envelope(raw: bytes | Raw) -> Envelope:
+    """An envelope read member by member, for a message holding something nested too deep for
+    the decoder (a hostile tool in a ``tools/list``): the rest of the message is still read."""
+    members = split_object(raw)
+    result = members.get("result")
+    params = members.get("params")
+    try:
+        return Envelope(
+            id=loads(members["id"]) if "id" in members else msgspec.UNSET,
+            method=loads(members["method"]) if "method" in members else msgspec.UNSET,
+            result=split_object(result)
+            if result is not None and memoryview(result)[:1].tobytes() == b"{"
+            else msgspec.UNSET,
+            params=params if params is not None else msgspec.UNSET,
+        )
+    except DecodeError:
+        return Envelope(id=loads(members["id"]) if "id" in members else msgspec.UNSET)
 
 
 def read_batch(raw: bytes) -> list[Raw] | None:

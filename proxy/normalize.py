@@ -30,6 +30,8 @@ from .types import JSONObject
 _GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
 #: Rules that validate a success result's structuredContent against its outputSchema.
 _VALIDATING = (*(rule.name for rule in _GROUP), "last_resort")
+#: structuredContent texts up to this size are always decoded (cheap; the null and {} checks read them).
+_SMALL = 4096
 _MAX_ENTRIES = 16_384
 
 
@@ -208,21 +210,18 @@ class Normalizer:
 
         When no rule can, :meth:`tools_call` may be given ``text`` itself in place of the value: it
         is written back as it came, and a large result costs no more than reading its envelope.
-        Small values are always read (the text mirror, the ``null`` and ``{}`` checks look at them).
+        Small values are always read (the text mirror, the ``null`` and ``{}`` checks look at
+        them), and so is any value ``object_result`` looks at (it tells objects from the rest).
         """
         mode = self.config.mode
-        if len(text) <= self.config.settings.mirror_max_bytes or result.get("isError") is True:
+        if len(text) <= max(self.config.settings.mirror_max_bytes, _SMALL) or result.get("isError") is True:
             return True
-        if entry is not None and entry.has_output_schema and size <= self.config.max_validate_bytes:
-            if any(mode(name, tool) is not Mode.OFF for name in _VALIDATING):
-                return True
-        return (
-            entry is not None
-            and not entry.has_output_schema
-            and object_only(era)
-            and mode("object_result", tool) is not Mode.OFF
-            and bytes(text[:1]) != b"{"
-        )
+        if entry is None:
+            return False
+        if entry.has_output_schema:
+            validated = size <= self.config.max_validate_bytes
+            return validated and any(mode(name, tool) is not Mode.OFF for name in _VALIDATING)
+        return object_only(era) and mode("object_result", tool) is not Mode.OFF
 
     def tools_call(
         self,

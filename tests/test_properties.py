@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from proxy.audit import AuditLog
@@ -376,3 +376,42 @@ def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
 def test_loads_rejects_what_is_not_utf8_json_with_decode_error(text: bytes | str) -> None:
     with pytest.raises(DecodeError):
         loads(text)
+
+
+# -- reading only what a rule may need -------------------------------------------------------------
+
+
+@settings(PROPERTY, max_examples=400)
+@given(schema=OUTPUT_SCHEMAS, data=st.data(), era=ERAS, small_validation=st.booleans())
+def test_an_undecoded_structured_content_changes_nothing_a_rule_would_do(
+    schema: Any, data: st.DataObject, era: str | None, small_validation: bool
+) -> None:
+    """Where ``reads_structured`` says no rule may read ``structuredContent``, handing the rules its
+    undecoded text gives the same output and the same records as decoding it."""
+    from proxy.jsoncodec import Codec, Raw
+    from proxy.rules import RuleSettings
+
+    result = data.draw(results(schema))
+    if "structuredContent" not in result:
+        return
+    value, pad = result["structuredContent"], "x" * 5000  # large enough to be left undecoded
+    padded = {**value, "pad": pad} if isinstance(value, dict) else [*value, pad] if isinstance(value, list) else pad
+    result = {**result, "structuredContent": padded if data.draw(st.booleans()) else value}
+    config = NormalizerConfig(
+        settings=RuleSettings(mirror_max_bytes=0), max_validate_bytes=0 if small_validation else 1 << 20
+    )
+    normalizer = Normalizer(config)
+    tool = {"name": "t", "inputSchema": {"type": "object"}, **({"outputSchema": schema} if schema else {})}
+    entry = normalizer.tools_list({"tools": [tool]}, era).entries[0]
+    text = Raw(dumps(result["structuredContent"]))
+    others = {k: v for k, v in result.items() if k != "structuredContent"}
+    size = len(dumps(result))
+    assume(not normalizer.reads_structured(others, text, "t", entry, era, size))
+    decoded, undecoded = Codec(), Codec()
+    with_value = {k: decoded.loads(dumps(v)) for k, v in result.items()}
+    with_text = {**{k: undecoded.loads(dumps(v)) for k, v in others.items()}, "structuredContent": text}
+    with_text = {k: with_text[k] for k in result}
+    one = normalizer.tools_call(with_value, "t", entry, era, size, decoded)
+    two = normalizer.tools_call(with_text, "t", entry, era, size, undecoded)
+    assert orjson.loads(decoded.dumps(one.result)) == orjson.loads(undecoded.dumps(two.result))
+    assert [r.rewrite for r in one.records] == [r.rewrite for r in two.records]

@@ -11,12 +11,15 @@ from proxy.normalize import Normalizer
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
+from .support import capture_rewrites
+
 TOOL = {"name": "t", "inputSchema": {"type": "object"}}
 PROGRESS = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
 RESPONSE = (
     b'data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"x"}],"structuredContent":{}}}\n\n'
 )
 SSE = [(b"content-type", b"text/event-stream")]
+DRAFT07 = "http://json-schema.org/draft-07/schema#"
 
 
 def transformer(**limits: int) -> tuple[ResponseTransformer, Exchange, Normalizer]:
@@ -58,3 +61,31 @@ def test_non_200_and_encoded_responses_pass_through() -> None:
     assert t.mode == "pass" and t.feed(b"{not json") == b"{not json"
     t.start(200, [(b"content-type", b"text/event-stream"), (b"content-encoding", b"gzip")])
     assert t.mode == "pass"
+
+
+def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repaired() -> None:
+    """One hostile tool (100,000 levels deep) in a ``tools/list`` isolates to itself: it is passed on
+    byte for byte and logged as a fault; the tools beside it are repaired and learned."""
+    depth = 100_000
+    deep = b'{"name":"deep","inputSchema":{"type":"object","default":' + b"[" * depth + b"]" * depth + b"}}"
+    draft07 = {"name": "a", "inputSchema": {"type": "object"}, "outputSchema": {"$schema": DRAFT07, "type": "object"}}
+    other = {**draft07, "name": "b"}
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[%s,%s,%s]}}' % (
+        orjson.dumps(draft07),
+        deep,
+        orjson.dumps(other),
+    )
+    normalizer = Normalizer(NormalizerConfig())
+    exchange = Exchange({("n", 1): PendingRequest("tools/list")}, "2025-11-25", "s", ScopeStore().state("s"))
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    t.start(200, [(b"content-type", b"application/json")])
+    with capture_rewrites() as log:
+        out = t.feed(body) + t.finish()
+    assert deep in out
+    first, last = out.split(deep)
+    tools_a = orjson.loads(first.split(b"[", 1)[1].rstrip(b","))
+    tools_b = orjson.loads(last.lstrip(b",").split(b"]}}")[0])
+    assert "$schema" not in tools_a["outputSchema"] and "$schema" not in tools_b["outputSchema"]
+    assert sorted(exchange.state.catalog.tools) == ["a", "b"]
+    faults = [line for line in log.lines if line["event"] == "fault"]
+    assert [line["pointers"] for line in faults] == [["/tools/1"]]
