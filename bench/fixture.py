@@ -43,6 +43,7 @@ _ITEM: dict[str, Any] = {
         "name": {"type": "string", "minLength": 1},
         "tags": {"type": "array", "items": {"type": "string"}},
         "size": {"type": "integer"},
+        "weight": {"type": "number", "minimum": 0},
     },
     "required": ["id", "name"],
     "additionalProperties": False,
@@ -107,28 +108,47 @@ def tool_listing() -> list[dict[str, Any]]:
     ]
 
 
-def small_structured(nonce: str) -> dict[str, Any]:
-    """The ``structuredContent`` of a small result (about 300 bytes)."""
+def _spell(spelled: bool, text: bytes) -> Any:
+    """A decimal as the upstream writes it (``orjson.Fragment``), or as a client decodes it (float)."""
+    return orjson.Fragment(text) if spelled else float(text)
+
+
+def small_structured(nonce: str, spelled: bool = False) -> dict[str, Any]:
+    """The ``structuredContent`` of a small result (about 350 bytes, decimals written as field servers
+    write them when ``spelled``: ``12.50``, ``1.10``, ``2.5E-3``)."""
     return {
         "nonce": nonce,
         "status": "ok",
         "count": 3,
+        "load": _spell(spelled, b"12.50"),
         "items": [
             {"id": 1, "name": "alpha-service", "tags": ["prod", "eu-west"], "size": 10240},
-            {"id": 2, "name": "beta-worker", "tags": ["staging"], "size": 2048},
-            {"id": 3, "name": "gamma-gateway", "tags": ["prod", "us-east", "edge"], "size": 512},
+            {
+                "id": 2,
+                "name": "beta-worker \u00e9",
+                "tags": ["staging"],
+                "size": 2048,
+                "weight": _spell(spelled, b"1.10"),
+            },
+            {
+                "id": 3,
+                "name": "gamma-gateway",
+                "tags": ["prod", "us-east", "edge"],
+                "weight": _spell(spelled, b"2.5E-3"),
+            },
         ],
     }
 
 
-def small_result(nonce: str) -> dict[str, Any]:
-    """A conforming small ``CallToolResult`` (text mirror included, so no rule has anything to do)."""
-    structured = small_structured(nonce)
-    return {"content": [{"type": "text", "text": orjson.dumps(structured).decode()}], "structuredContent": structured}
+def small_result(nonce: str, spelled: bool = False) -> dict[str, Any]:
+    """A conforming small ``CallToolResult`` (text mirror included, so no rule has anything to do):
+    the upstream sends it ``spelled``; a client decodes the same values as plain floats."""
+    text = orjson.dumps(small_structured(nonce, spelled=True)).decode()
+    return {"content": [{"type": "text", "text": text}], "structuredContent": small_structured(nonce, spelled)}
 
 
-def problem(nonce: str) -> dict[str, Any]:
-    """The RFC 9457 problem a ``bench.problem`` call fails with."""
+def problem(nonce: str, spelled: bool = False) -> dict[str, Any]:
+    """The RFC 9457 problem a ``bench.problem`` call fails with (with a decimal extension member)."""
     return {
         "type": "https://protean.example/problems/forbidden",
         "title": "Forbidden",
@@ -136,12 +156,13 @@ def problem(nonce: str) -> dict[str, Any]:
         "detail": "token lacks scope 'scopes:read'",
         "code": "SCOPE_DENIED",
         "instance": f"/calls/{nonce}",
+        "retryAfter": _spell(spelled, b"2.50"),
     }
 
 
 def problem_result(nonce: str) -> dict[str, Any]:
     """What the upstream sends: the problem only in ``structuredContent`` (strict clients reject it)."""
-    return {"content": [], "structuredContent": problem(nonce), "isError": True}
+    return {"content": [], "structuredContent": problem(nonce, spelled=True), "isError": True}
 
 
 def rewritten_problem_result(nonce: str) -> dict[str, Any]:

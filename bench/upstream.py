@@ -38,7 +38,7 @@ def _nonce(call: ToolCall) -> str:
 
 
 async def _small(call: ToolCall) -> JSONObject:
-    return fixture.small_result(_nonce(call))
+    return fixture.small_result(_nonce(call), spelled=True)
 
 
 async def _problem(call: ToolCall) -> JSONObject:
@@ -60,7 +60,7 @@ async def _progress(call: ToolCall) -> JSONObject:
         await call.progress(step, count, str(time.time_ns()))
         if gap:
             await anyio.sleep(gap)
-    return fixture.small_result(_nonce(call))
+    return fixture.small_result(_nonce(call), spelled=True)
 
 
 _HANDLERS = {

@@ -7,7 +7,7 @@ Everything is validated when loaded, so a bad value stops the process before it 
     problem_meta_key = "org.htcom.protean/problem"   # _meta key of the RFC 9457 problem
     report_only = false          # log what would be rewritten, change nothing
     mirror_max_bytes = 65536     # largest structuredContent the text mirror copies
-    max_validate_bytes = 4194304 # larger results are not validated (logged)
+    max_validate_bytes = 4194304 # larger tools/call results pass on unread (logged)
     fetch_tools_list = true      # fetch tools/list when a call names an unknown tool
     fetch_timeout = 10.0         # seconds
 
@@ -118,7 +118,8 @@ class NormalizerConfig:
         tools: per-tool declarations by tool name.
         report_only: log every rewrite, change no byte.
         settings: knobs the rules read (problem key, mirror size).
-        max_validate_bytes: results larger than this are passed through without schema rules.
+        max_validate_bytes: ``tools/call`` results larger than this pass on unread (not validated,
+            not repaired; streamed when the upstream sends a ``content-length``).
         fetch_tools_list: fetch ``tools/list`` from the upstream when a call names an unknown tool.
         fetch_timeout: seconds allowed for that fetch (all pages).
         path: the MCP endpoint path the middleware watches; ``None`` watches every path.

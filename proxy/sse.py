@@ -34,64 +34,76 @@ class SSESplitter:
             ``overflowed`` becomes true and the caller should pass the rest of the stream through.
     """
 
-    __slots__ = ("_buf", "_scan", "_line_start", "_after_cr", "max_pending", "overflowed")
+    __slots__ = ("_after_cr", "_line_empty", "_pending", "_pending_bytes", "max_pending", "overflowed")
 
     def __init__(self, max_pending: int = 16 * 1024 * 1024) -> None:
-        self._buf = bytearray()
-        self._scan = 0  # where the search for the next line end resumes
-        self._line_start = 0  # start of the line being read
-        self._after_cr = False  # the previous line ended with CR at index _scan - 1
+        self._pending: list[bytes] = []  # the unfinished block's bytes from earlier chunks
+        self._pending_bytes = 0
+        self._line_empty = True  # no byte of the current line seen yet
+        self._after_cr = False  # the last byte seen was a CR that ended a line
         self.max_pending = max_pending
         self.overflowed = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Add ``chunk`` and return the event blocks it completes, in order, byte-identical."""
+        """Add ``chunk`` and return the event blocks it completes, in order, byte-identical.
+
+        Linear: each byte is searched once (``bytes.find``, no regular expression), and the bytes
+        of an unfinished event are kept as the chunks they came in, joined once when it completes.
+        """
         if not chunk:
             return []
-        buf = self._buf
-        buf += chunk
         blocks: list[bytes] = []
-        cut = 0  # start of the block being assembled
-        scan, line_start, after_cr = self._scan, self._line_start, self._after_cr
-        while True:
-            match = _LINE_END.search(buf, scan)
-            if match is None:
-                scan = len(buf)  # nothing before here ends a line: never search it again (linear)
+        pending = self._pending
+        line_empty, after_cr = self._line_empty, self._after_cr
+        size = len(chunk)
+        cut = pos = 0  # cut: where the block being assembled starts in this chunk
+        next_lf, next_cr = chunk.find(b"\n"), chunk.find(b"\r")
+        while pos < size:
+            if 0 <= next_lf < pos:
+                next_lf = chunk.find(b"\n", pos)
+            if 0 <= next_cr < pos:
+                next_cr = chunk.find(b"\r", pos)
+            i = next_lf if next_cr < 0 or 0 <= next_lf < next_cr else next_cr
+            if i < 0:
+                line_empty = after_cr = False  # the rest of the chunk is inside a line
                 break
-            i = match.start()
-            if after_cr and i == scan and buf[i] == 0x0A and i == line_start:
+            if i > pos:
+                line_empty = after_cr = False
+            if after_cr and i == pos and chunk[i] == 0x0A:
                 # LF right after a CR line end: the second half of a CRLF terminator.
-                if i == cut:  # it completes the blank line of a block already handed out
+                if i == cut and not pending:  # it completes the blank line of a block already handed out
                     blocks.append(b"\n")
                     cut = i + 1
-                line_start = scan = i + 1
                 after_cr = False
+                pos = i + 1
                 continue
             end = i + 1
-            after_cr = buf[i] == 0x0D
-            if i == line_start:
+            after_cr = chunk[i] == 0x0D
+            if line_empty:
                 # A blank line dispatches the block, terminator included (a lone blank line is a block too).
-                if after_cr and end < len(buf) and buf[end] == 0x0A:
+                if after_cr and end < size and chunk[end] == 0x0A:
                     end += 1
                     after_cr = False
-                blocks.append(bytes(buf[cut:end]))
+                blocks.append(b"".join([*pending, chunk[cut:end]]) if pending else chunk[cut:end])
+                pending.clear()
+                self._pending_bytes = 0
                 cut = end
-            line_start = scan = end
-        if cut:
-            del buf[:cut]
-            scan -= cut
-            line_start -= cut
-        self._scan, self._line_start, self._after_cr = scan, line_start, after_cr
-        if len(buf) > self.max_pending:
+            line_empty = True
+            pos = end
+        if cut < size:
+            pending.append(chunk[cut:] if cut else chunk)
+            self._pending_bytes += size - cut
+        self._line_empty, self._after_cr = line_empty, after_cr
+        if self._pending_bytes > self.max_pending:
             self.overflowed = True
         return blocks
 
     def flush(self) -> bytes:
         """Return the unterminated tail at the end of the stream and reset the splitter."""
-        tail = bytes(self._buf)
-        self._buf.clear()
-        self._scan = self._line_start = 0
-        self._after_cr = False
+        tail = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._line_empty, self._after_cr = True, False
         return tail
 
 

@@ -20,6 +20,7 @@ logged (fail open, DESIGN section 3).
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -134,6 +135,10 @@ class ResponseTransformer:
         max_json_bytes: a JSON body larger than this is passed through without rewriting (logged).
         max_event_bytes: an SSE event larger than this ends splitting; the rest passes through.
         capture: where watched requests and the upstream's responses are recorded, if anywhere.
+
+    A body or event larger than the normalizer's ``max_validate_bytes`` that can only answer a
+    ``tools/call`` (no ``tools/list`` is pending) is passed on unparsed: a JSON body is streamed as it
+    arrives when its ``content-length`` says so up front. One ``skipped`` line is logged.
     """
 
     def __init__(
@@ -154,7 +159,10 @@ class ResponseTransformer:
         self.status = 0
         self.headers: RawHeaders = []
         self._max_json = max_json_bytes
-        self._body = bytearray()
+        self._body: list[bytes] = []
+        self._size = 0
+        # Above this a result is not read at all, unless the response may carry a tools/list.
+        self._bulk = math.inf if _may_list(exchange.pending) else normalizer.config.max_validate_bytes
         self._splitter = SSESplitter(max_pending=max_event_bytes)
         # Pieces waiting to go out, in order: (bytes, inspect?). Raw bytes after an oversized event
         # are not event blocks and are never inspected.
@@ -179,6 +187,10 @@ class ResponseTransformer:
             self.mode = "pass"  # a body the proxy would have to re-encode differently: untouched
         elif content_type == "application/json":
             self.mode = "json"
+            length = header(headers, b"content-length")
+            if length is not None and length.strip().isdigit() and int(length) > self._bulk:
+                self._skip(int(length))
+                self.mode = "pass"  # streamed as it comes: the start need not wait for the body
         elif content_type == "text/event-stream":
             self.mode = "sse"
             headers = [(k, v) for k, v in headers if k != b"content-length"]
@@ -191,12 +203,16 @@ class ResponseTransformer:
         if self.mode == "pass":
             return chunk
         if self.mode == "json":
-            self._body += chunk
-            if len(self._body) > self._max_json:
-                logger.warning("JSON body above %d bytes: passed through without rewriting", self._max_json)
-                self.oversize = True
+            self._body.append(chunk)
+            self._size += len(chunk)
+            if self._size > self._max_json or self._size > self._bulk:
+                if self._size > self._bulk:
+                    self._skip(self._size)
+                else:
+                    logger.warning("JSON body above %d bytes: passed through without rewriting", self._max_json)
+                    self.oversize = True
                 self.mode = "pass"
-                out, self._body = bytes(self._body), bytearray()
+                out, self._body = b"".join(self._body), []
                 return out
             return b""
         if self._splitter.overflowed:
@@ -242,6 +258,9 @@ class ResponseTransformer:
         return bytes(out)
 
     def _event(self, block: bytes) -> bytes:
+        if len(block) > self._bulk:
+            self._skip(len(block))
+            return block
         if not (self.exchange.pending and b'"result"' in block) and not any(word in block for word in _NOTICES):
             return block
         event = parse_event(block)
@@ -250,15 +269,28 @@ class ResponseTransformer:
         new = self._rewrite(event.data)
         return block if new is None else replace_data(block, new)
 
+    def _skip(self, size: int) -> None:
+        """Log that a result of ``size`` bytes passes unread (above ``max_validate_bytes``)."""
+        keys = list(self.exchange.pending)
+        request = self.exchange.pending.get(keys[0]) if len(keys) == 1 else None
+        bound = self.normalizer.config.max_validate_bytes
+        reason = f"a response of {size} bytes exceeds max_validate_bytes={bound}: passed on unread"
+        record = Record(
+            Rewrite("validation", "skipped", (), reason), request.tool if request else None, False, "skipped"
+        )
+        method = request.method if request else "tools/call"
+        jsonrpc_id = keys[0][1] if request is not None else None
+        self.audit.emit(record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era)
+
     def _finish_json(self) -> bytes:
-        body = bytes(self._body)
+        body = b"".join(self._body)
         try:
             new = self._rewrite(body)
         except _Stall:
             self.stalled = True
             return b""
         self.mode = "pass"  # the start may go now
-        self._body = bytearray()
+        self._body, self._size = [], 0
         if new is None:
             return body
         self.headers = [(k, v) for k, v in self.headers if k != b"content-length"]
@@ -459,6 +491,11 @@ class ResponseTransformer:
         for record in records:
             self.audit.emit(record, method=method, jsonrpc_id=None, scope=self.exchange.scope, era=self.exchange.era)
         return _with_member(raw, "params", new) if new is not None else None
+
+
+def _may_list(pending: Mapping[IdKey, PendingRequest]) -> bool:
+    """True when one of ``pending`` is a ``tools/list`` (expired entries read as absent)."""
+    return any(getattr(pending.get(key), "method", None) == TOOLS_LIST for key in list(pending))
 
 
 def _decode(codec: Codec, members: dict[str, Raw], names: tuple[str, ...]) -> JSONObject:

@@ -4,11 +4,13 @@ verdicts on the corpus, and hostile schemas and payloads degrade to a pass-throu
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import anyio
 import httpx
 import jsonschema
+import orjson
 import pytest
 import referencing
 
@@ -16,8 +18,9 @@ from proxy import NormalizerConfig
 from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
 from proxy.normalize import Normalizer
 from proxy.schema import SchemaCompiler, SchemaUnusable
+from proxy.types import Receive, Scope, Send
 
-from .support import capture_rewrites, initialize, load_cases, proxy_for, rpc, serve
+from .support import HEADERS, capture_rewrites, initialize, load_cases, proxy_for, read_body, rpc, serve
 from .test_corpus import NEW_CASES
 
 
@@ -138,3 +141,52 @@ async def test_hostile_schemas_and_payloads_pass_through_without_stalling_the_pr
     assert answers["remote"]["result"]["isError"] is True
     events = {(line["tool"], line["event"]) for line in log.lines}
     assert ("huge", "skipped") in events and ("redos", "unrepaired") in events
+
+
+class HeldBack:
+    """An upstream whose ``tools/call`` answer is a large JSON body (``content-length`` given) sent in
+    two parts: the second only once the test has seen the response start through the proxy."""
+
+    TOOL = {"name": "big", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}
+
+    def __init__(self, blob: int) -> None:
+        self.release = threading.Event()
+        result = {"content": [{"type": "text", "text": "big"}], "_meta": None, "structuredContent": {"b": "x" * blob}}
+        self.body = orjson.dumps({"jsonrpc": "2.0", "id": 2, "result": result})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        request = orjson.loads(await read_body(receive))
+        if request["method"] == "tools/list":
+            body = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": [self.TOOL]}})
+            parts = [body]
+        else:
+            parts = [self.body[:1000], self.body[1000:]]
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(sum(map(len, parts))).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for n, part in enumerate(parts):
+            if n:
+                await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
+            await send({"type": "http.response.body", "body": part, "more_body": n < len(parts) - 1})
+
+
+@pytest.mark.anyio
+async def test_a_result_above_the_validation_bound_is_streamed_on_unread() -> None:
+    """Above ``max_validate_bytes`` a ``tools/call`` result is not read at all: its start and first
+    bytes reach the client before the upstream has sent the rest, and it arrives byte-identical
+    (its ``_meta: null`` left as it is), with one ``skipped`` log line."""
+    upstream = HeldBack(blob=200_000)
+    config = NormalizerConfig.from_mapping({"normalizer": {"max_validate_bytes": 65536}})
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "big"}}
+    with serve(upstream) as up, proxy_for(up + "/mcp", config) as px, capture_rewrites() as log:
+        async with httpx.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(30):  # a hang guard: a proxy holding the start never lets the upstream go on
+                async with http.stream("POST", px + "/mcp", content=orjson.dumps(call), headers=HEADERS) as response:
+                    chunks = response.aiter_raw()
+                    first = await chunks.__anext__()
+                    upstream.release.set()
+                    body = first + b"".join([chunk async for chunk in chunks])
+    assert body == upstream.body
+    assert response.headers["content-length"] == str(len(upstream.body))
+    assert [(line["tool"], line["event"]) for line in log.lines] == [("big", "skipped")]
