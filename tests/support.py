@@ -18,6 +18,7 @@ import orjson
 import pytest
 import referencing
 import uvicorn
+from hypothesis import strategies as st
 
 from proxy import NormalizerConfig, Settings, create_app
 from proxy.audit import REWRITE_LOGGER
@@ -207,3 +208,19 @@ def contains_value(haystack: Any, needle: Any) -> bool:
     if isinstance(haystack, list):
         return any(contains_value(v, needle) for v in haystack)
     return False
+
+
+def object_schemas(inner: st.SearchStrategy[Any], names: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    """Object schemas (hypothesis): ``properties`` of ``inner`` schemas named from ``names``, some of
+    them required, sometimes closed with ``additionalProperties: false``."""
+    return st.builds(
+        lambda props, required, closed: {
+            "type": "object",
+            "properties": props,
+            "required": sorted(set(required) & set(props)),
+            **({"additionalProperties": False} if closed else {}),
+        },
+        st.dictionaries(names, inner, max_size=4),
+        st.lists(names, max_size=3),
+        st.booleans(),
+    )

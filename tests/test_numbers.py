@@ -35,7 +35,7 @@ from proxy.schema import SchemaCompiler, SchemaUnusable
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
-from .support import capture_rewrites
+from .support import capture_rewrites, object_schemas
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -245,17 +245,7 @@ LEAF_SCHEMAS = st.one_of(
 SCHEMAS = st.recursive(
     LEAF_SCHEMAS,
     lambda inner: st.one_of(
-        st.builds(
-            lambda props, required, closed: {
-                "type": "object",
-                "properties": props,
-                "required": sorted(set(required) & set(props)),
-                **({"additionalProperties": False} if closed else {}),
-            },
-            st.dictionaries(NAMES, inner, max_size=4),
-            st.lists(NAMES, max_size=3),
-            st.booleans(),
-        ),
+        object_schemas(inner, NAMES),
         st.builds(lambda items, most: {"type": "array", "items": items, "maxItems": most}, inner, st.integers(0, 4)),
         st.builds(lambda branches: {"anyOf": branches}, st.lists(inner, min_size=1, max_size=3)),
         st.builds(lambda branches: {"oneOf": branches}, st.lists(inner, min_size=1, max_size=3)),

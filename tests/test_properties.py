@@ -24,7 +24,7 @@ from proxy.scopes import ScopeStore
 from proxy.sse import SSESplitter, parse_event
 from proxy.transform import Exchange, ResponseTransformer
 
-from .support import conforms, contains_value, leaves
+from .support import conforms, contains_value, leaves, object_schemas
 
 ERAS = st.sampled_from([None, "2025-03-26", "2025-11-25", "2026-07-28"])
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,17 +69,7 @@ LEAF_SCHEMAS = st.one_of(
 
 
 def _object_schema(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.builds(
-        lambda props, required, closed: {
-            "type": "object",
-            "properties": props,
-            "required": sorted(set(required) & set(props)),
-            **({"additionalProperties": False} if closed else {}),
-        },
-        st.dictionaries(NAMES, inner, max_size=4),
-        st.lists(NAMES, max_size=3),
-        st.booleans(),
-    )
+    return object_schemas(inner, NAMES)
 
 
 SCHEMAS = st.recursive(
