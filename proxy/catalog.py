@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import sys
 import time
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .pointer import PointerPattern
@@ -31,9 +34,10 @@ class ToolEntry:
         output_schema: the advertised ``outputSchema``, or ``None`` when the tool declares none.
         nullable: places in ``structuredContent`` declared nullable (config or OpenAPI ``nullable``).
         ui_resource_uri: ``_meta.ui.resourceUri`` of an MCP Apps tool, else ``None``.
+        size: an estimate of the bytes the entry holds (its tool's encoded size), for the catalog bound.
     """
 
-    __slots__ = ("_compiled", "_compiler", "_problem", "name", "nullable", "output_schema", "ui_resource_uri")
+    __slots__ = ("_compiled", "_compiler", "_problem", "name", "nullable", "output_schema", "size", "ui_resource_uri")
 
     def __init__(
         self,
@@ -43,8 +47,10 @@ class ToolEntry:
         ui_resource_uri: str | None = None,
         compiler: SchemaCompiler | None = None,
         problem: str | None = None,
+        size: int = 0,
     ) -> None:
         self.name = name
+        self.size = size
         self.output_schema = output_schema
         self.nullable = nullable
         self.ui_resource_uri = ui_resource_uri
@@ -80,8 +86,11 @@ class ToolEntry:
         return ToolEntry(self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason)
 
 
-def build_entry(tool: JSONObject, nullable: tuple[PointerPattern, ...], compiler: SchemaCompiler) -> ToolEntry:
-    """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member)."""
+def build_entry(
+    tool: JSONObject, nullable: tuple[PointerPattern, ...], compiler: SchemaCompiler, size: int = 0
+) -> ToolEntry:
+    """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
+    ``size`` is the tool's encoded size in bytes."""
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, dict) else None
     uri = ui.get("resourceUri") if isinstance(ui, dict) else None
@@ -93,7 +102,69 @@ def build_entry(tool: JSONObject, nullable: tuple[PointerPattern, ...], compiler
         nullable,
         uri if isinstance(uri, str) else None,
         compiler,
+        size=size,
     )
+
+
+class ToolSet(dict[str, ToolEntry]):
+    """The tools of one ``tools/list`` by name; immutable by convention, shared by every scope whose
+    list holds the same entries (see :class:`CatalogPool`)."""
+
+    __slots__ = ("__weakref__", "key", "size")
+
+    def __init__(self, entries: list[ToolEntry], key: tuple[int, ...]) -> None:
+        super().__init__((entry.name, entry) for entry in entries)
+        self.key = key
+        #: bytes held: the entries' estimates and the mapping itself
+        self.size = sys.getsizeof(self) + sum(entry.size + _PER_NAME for entry in self.values())
+
+
+_PER_NAME = 120  # a name string and its slot, about
+
+
+class CatalogPool:
+    """One copy of each distinct tool list, however many scopes hold it, and their total size.
+
+    Thousands of clients of one upstream list the same tools: their catalogs are one
+    :class:`ToolSet`. A set lives while a scope holds it; :attr:`bytes` is the sum of the live
+    sets' sizes, and ``over`` is called when it passes ``max_bytes`` (the scope store then forgets
+    the least recently used scopes).
+
+    Args:
+        max_bytes: the bound on :attr:`bytes`.
+        over: called (with no argument) after a set is added that takes :attr:`bytes` past the bound.
+    """
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024, over: Callable[[], None] | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.over = over
+        self.bytes = 0
+        self._sets: dict[tuple[int, ...], weakref.ref[ToolSet]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def get(self, entries: list[ToolEntry]) -> ToolSet:
+        """The shared set of ``entries`` (entries are shared by content, so identity is content)."""
+        key = tuple(id(entry) for entry in entries)
+        ref = self._sets.get(key)
+        found = ref() if ref is not None else None
+        if found is not None:
+            return found
+        found = ToolSet(entries, key)
+        self._sets[key] = weakref.ref(found, self._gone(key, found.size))
+        self.bytes += found.size
+        if self.bytes > self.max_bytes and self.over is not None:
+            self.over()
+        return found
+
+    def _gone(self, key: tuple[int, ...], size: int) -> Callable[[weakref.ref[ToolSet]], None]:
+        def gone(ref: weakref.ref[ToolSet]) -> None:
+            if self._sets.get(key) is ref:
+                del self._sets[key]
+            self.bytes -= size
+
+        return gone
 
 
 @dataclass(slots=True)
@@ -101,16 +172,19 @@ class ToolCatalog:
     """The tools of one scope, by name.
 
     Attributes:
-        tools: entries by tool name.
+        tools: entries by tool name (a :class:`ToolSet` shared with every scope that listed the same
+            tools, when the list came in one page).
         learned_at: ``time.monotonic()`` of the last update, ``None`` if never filled.
         expires_at: ``time.monotonic()`` after which the list may no longer be reused (2026-07-28
             ``ttlMs``), ``None`` for lists that stay valid until invalidated (legacy sessions).
+        pool: where shared sets come from (``None``: this catalog keeps its own).
     """
 
-    tools: dict[str, ToolEntry] = field(default_factory=dict)
+    tools: Mapping[str, ToolEntry] = field(default_factory=dict)
     learned_at: float | None = None
     expires_at: float | None = None
     absent: set[str] = field(default_factory=set)
+    pool: CatalogPool | None = None
 
     def fresh(self) -> bool:
         """True while the list may be reused (it has been learned and has not expired)."""
@@ -133,10 +207,10 @@ class ToolCatalog:
             ttl: seconds the list may be reused (``ttlMs`` / 1000), ``None`` for no limit.
         """
         if first_page:
-            self.tools = {}
+            self.tools = self.pool.get(entries) if self.pool is not None else {e.name: e for e in entries}
             self.absent = set()
-        for entry in entries:
-            self.tools[entry.name] = entry
+        else:
+            self.tools = {**self.tools, **{entry.name: entry for entry in entries}}
         self.learned_at = time.monotonic()
         self.expires_at = None if ttl is None else self.learned_at + ttl
 

@@ -124,6 +124,8 @@ class NormalizerConfig:
         fetch_timeout: seconds allowed for that fetch (all pages).
         path: the MCP endpoint path the middleware watches; ``None`` watches every path.
         max_scopes: how many sessions/authorizations to remember tool catalogs for.
+        max_catalog_bytes: bytes the distinct tool catalogs may hold (scopes listing the same tools
+            share one); least recently used scopes are forgotten past it.
         max_pending: unanswered ``tools/call`` requests remembered per legacy session (resumption).
         pending_ttl: seconds such a request is remembered.
         proxy: how the standalone proxy serves (``[proxy]``).
@@ -138,6 +140,7 @@ class NormalizerConfig:
     fetch_timeout: float = 10.0
     path: str | None = None
     max_scopes: int = 10_000
+    max_catalog_bytes: int = 256 * 1024 * 1024
     max_pending: int = 1_000
     pending_ttl: float = 600.0
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
@@ -241,6 +244,7 @@ _NORMALIZER_KEYS: dict[str, _Key] = {
     "fetch_timeout": _Key("float", exclusive=True),
     "path": _Key("str"),
     "max_scopes": _Key("int"),
+    "max_catalog_bytes": _Key("int"),
     "max_pending": _Key("int"),
     "pending_ttl": _Key("float"),
 }

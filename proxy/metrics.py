@@ -13,6 +13,9 @@ Metrics (all prefixed ``mcp_normalizer_``):
 - ``open_streams``: response bodies being relayed right now.
 - ``bytes_total{direction}``: body bytes relayed (``request``, ``response``).
 - ``passthrough_oversize_total``: responses passed through unrewritten for their size.
+- ``scopes``, ``catalogs``, ``catalog_bytes``: scopes remembered, the distinct tool catalogs they
+  hold (scopes listing the same tools share one) and those catalogs' estimated bytes (bounded by
+  ``max_catalog_bytes``).
 
 Label values a client controls (tool names) are bounded: after :data:`MAX_TOOL_LABELS` distinct
 names, further ones count as ``other``.
@@ -20,7 +23,12 @@ names, further ones count as ``other``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from .scopes import ScopeStore
 
 MAX_TOOL_LABELS = 500
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -55,6 +63,19 @@ class Metrics:
             "mcp_normalizer_passthrough_oversize", "Responses passed through unrewritten for their size", registry=r
         )
         self._tools: set[str] = set()
+
+    def watch_catalogs(self, scopes: ScopeStore) -> None:
+        """Export what ``scopes`` remembers: scopes, distinct tool catalogs and their bytes."""
+        r = self.registry
+        Gauge("mcp_normalizer_scopes", "Scopes (session/authorization) remembered", registry=r).set_function(
+            lambda: len(scopes)
+        )
+        Gauge("mcp_normalizer_catalogs", "Distinct tool catalogs held (shared by scopes)", registry=r).set_function(
+            lambda: len(scopes.pool)
+        )
+        Gauge("mcp_normalizer_catalog_bytes", "Bytes the distinct tool catalogs hold", registry=r).set_function(
+            lambda: scopes.pool.bytes
+        )
 
     def tool_label(self, tool: str | None) -> str:
         """A bounded label for a tool name (``none`` when unknown, ``other`` past the bound)."""

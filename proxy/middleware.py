@@ -83,9 +83,16 @@ class NormalizerMiddleware:
         self.normalizer = Normalizer(self.config)
         config = self.config
         self.scopes = ScopeStore(
-            Limits(max_scopes=config.max_scopes, max_pending=config.max_pending, pending_ttl=config.pending_ttl)
+            Limits(
+                max_scopes=config.max_scopes,
+                max_pending=config.max_pending,
+                pending_ttl=config.pending_ttl,
+                max_catalog_bytes=config.max_catalog_bytes,
+            )
         )
         self.audit = AuditLog(upstream, metrics=metrics)
+        if metrics is not None:
+            metrics.watch_catalogs(self.scopes)
         self.capture = Capture(config.proxy.capture_file) if config.proxy.capture_file else None
         self.metrics = metrics
         self.upstream = upstream

@@ -129,7 +129,7 @@ class Normalizer:
             return build_entry(tool, places, self.compiler)
         found = self._entries.get(key)
         if found is None:
-            found = self._entries[key] = build_entry(tool, places, self.compiler)
+            found = self._entries[key] = build_entry(tool, places, self.compiler, size=len(key[0]))
             if len(self._entries) > _MAX_ENTRIES:
                 self._entries.popitem(last=False)
         else:

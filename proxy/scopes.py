@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from .catalog import ToolCatalog
+from .catalog import CatalogPool, ToolCatalog
 from .jsonrpc import IdKey, PendingRequest
 
 K = TypeVar("K")
@@ -86,6 +86,8 @@ class Limits:
         pending_ttl: seconds an unanswered request is remembered (a response after that is not normalized).
         max_tasks: task ids remembered per scope.
         task_ttl: seconds a task id is remembered.
+        max_catalog_bytes: bytes the distinct tool catalogs may hold together (identical catalogs
+            are one copy); past it the least recently used scopes are forgotten.
     """
 
     max_scopes: int = 10_000
@@ -93,6 +95,7 @@ class Limits:
     pending_ttl: float = 600.0
     max_tasks: int = 1_000
     task_ttl: float = 86_400.0
+    max_catalog_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -108,11 +111,20 @@ class ScopeState:
 class ScopeStore:
     """Scope states by scope key, plus the catalog of ``tools/list`` results the upstream marked
     ``cacheScope: "public"`` (2026-07-28 ``server/utilities/caching.mdx``), which any scope may use.
+
+    Bounded twice: at most ``max_scopes`` states, and at most ``max_catalog_bytes`` in the distinct
+    catalogs they hold (:class:`~proxy.catalog.CatalogPool`: scopes listing the same tools share
+    one); least recently used scopes are forgotten first, never the one just used.
     """
 
     limits: Limits = field(default_factory=Limits)
     public: ToolCatalog = field(default_factory=ToolCatalog)
     _states: OrderedDict[str, ScopeState] = field(default_factory=OrderedDict)
+    pool: CatalogPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pool = CatalogPool(self.limits.max_catalog_bytes, over=self._trim)
+        self.public.pool = self.pool
 
     def __len__(self) -> int:
         return len(self._states)
@@ -123,7 +135,7 @@ class ScopeStore:
         if found is None:
             limits = self.limits
             found = self._states[key] = ScopeState(
-                ToolCatalog(),
+                ToolCatalog(pool=self.pool),
                 BoundedMap(limits.max_pending, limits.pending_ttl),
                 BoundedMap(limits.max_tasks, limits.task_ttl),
             )
@@ -140,3 +152,8 @@ class ScopeStore:
     def forget(self, key: str) -> None:
         """Drop everything learned for scope ``key`` (session ended or expired)."""
         self._states.pop(key, None)
+
+    def _trim(self) -> None:
+        """Forget least recently used scopes until the catalogs fit their bound (or one scope is left)."""
+        while self.pool.bytes > self.pool.max_bytes and len(self._states) > 1:
+            self._states.popitem(last=False)  # its catalog's set goes when no other scope holds it

@@ -199,3 +199,55 @@ def test_scopes_share_entries_and_nothing_is_compiled_before_a_call() -> None:
     assert all(a is b for a, b in zip(first, second, strict=True))
     assert len(normalizer.compiler._cache) == 0  # listing compiles nothing
     assert first[7].compiled is not None and len(normalizer.compiler._cache) == 1
+
+
+def _tools(prefix: str, count: int) -> list[dict[str, Any]]:
+    schema = {"type": "object", "properties": {"n": {"type": "number"}, "label": {"type": "string"}}}
+    return [
+        {"name": f"{prefix}.{i}", "description": "ø" * 40, "inputSchema": {"type": "object"}, "outputSchema": schema}
+        for i in range(count)
+    ]
+
+
+def test_scopes_that_list_the_same_tools_share_one_catalog_and_the_bytes_are_bounded() -> None:
+    from proxy import NormalizerConfig
+    from proxy.normalize import Normalizer
+    from proxy.scopes import Limits, ScopeStore
+
+    normalizer = Normalizer(NormalizerConfig())
+    same = normalizer.tools_list({"tools": _tools("t", 2000)}, None).entries
+    store = ScopeStore(Limits(max_catalog_bytes=8 * 1024 * 1024))
+    for n in range(1000):  # a thousand clients (Authorization values) of one upstream
+        store.state(f"client-{n}").catalog.learn(list(same), first_page=True)
+    assert len(store) == 1000 and len(store.pool) == 1
+    one = store.pool.bytes
+    assert 2000 * 100 < one < 8 * 1024 * 1024
+    # Distinct lists (per-user tools) fill the bound: the least recently used scopes are forgotten.
+    for n in range(40):
+        entries = normalizer.tools_list({"tools": _tools(f"user{n}", 2000)}, None).entries
+        store.state(f"user-{n}").catalog.learn(entries, first_page=True)
+        assert store.pool.bytes <= 8 * 1024 * 1024 or len(store) == 1
+    assert store.peek("user-39") is not None and store.peek("client-0") is None
+    assert store.pool.bytes <= 8 * 1024 * 1024
+    # A later page is the scope's own copy; the shared set stays as it was for the others.
+    state = store.state("user-39")
+    shared = state.catalog.tools
+    state.catalog.learn(normalizer.tools_list({"tools": _tools("more", 1)}, None).entries, first_page=False)
+    assert "more.0" in state.catalog.tools and "more.0" not in shared
+
+
+@pytest.mark.anyio
+async def test_the_metrics_show_one_catalog_for_many_clients_of_one_upstream() -> None:
+    upstream = ScriptedServer([ToolSpec(tool, returning({"content": []})) for tool in _tools("t", 300)])
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            for n in range(20):
+                session = await initialize(http, url, authorization=f"Bearer user-{n}")
+                listed = await rpc(http, url, "tools/list", {}, 1, **session)
+                assert len(listed["result"]["tools"]) == 300
+            exposition = (await http.get(px + "/.mcp-normalizer/metrics")).text
+    figures = dict(line.split(" ", 1) for line in exposition.splitlines() if line.startswith("mcp_normalizer_catalog"))
+    assert float(figures["mcp_normalizer_catalogs"]) == 1
+    assert 300 * 100 < float(figures["mcp_normalizer_catalog_bytes"]) < 10 * 1024 * 1024
+    assert "mcp_normalizer_scopes 20.0" in exposition
