@@ -357,6 +357,9 @@ class ResponseTransformer:
         codec = Codec()
         try:
             new = self._result(request, envelope.result, codec, size)
+        except DecodeError as exc:  # a member the proxy will not judge (1e400, a lone surrogate): as it came
+            logger.warning("%s id=%r: %s; response forwarded unchanged", request.method, envelope.id, exc)
+            return None
         except Exception:
             logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, envelope.id)
             return None

@@ -450,3 +450,17 @@ class _no_warnings:
     def __exit__(self, *exc: object) -> None:
         logging.getLogger("mcp_normalizer").removeHandler(self.handler)
         assert not self.seen, [record.getMessage() for record in self.seen]
+
+
+def test_a_result_with_a_number_beyond_the_double_range_passes_untouched_without_a_fault() -> None:
+    source = b'{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":null,"structuredContent":{"total":1e400}}}'
+    errors: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append  # type: ignore[method-assign]
+    logging.getLogger("mcp_normalizer").addHandler(handler)
+    try:
+        with capture_rewrites() as log:
+            assert transform(source, NormalizerConfig()) == source
+    finally:
+        logging.getLogger("mcp_normalizer").removeHandler(handler)
+    assert errors == [] and log.lines == []
