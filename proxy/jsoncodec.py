@@ -95,9 +95,8 @@ def _reject_constant(name: str) -> Any:
 def split_object(raw: bytes | memoryview | Raw) -> dict[str, Raw]:
     """The members of a JSON object as undecoded texts (one C pass; duplicate names: the last wins).
 
-    A member nested deeper than the decoder recurses is cut out without recursion (its text is
-    checked no further: it is the server's, passed on as it came), so one hostile member does not
-    hide the others.
+    When a member nests deeper than the decoder recurses, the text is read again with a loop
+    (grammar checked throughout), so one hostile member does not hide the others.
 
     Raises:
         DecodeError: ``raw`` is not one JSON object.
@@ -105,8 +104,7 @@ def split_object(raw: bytes | memoryview | Raw) -> dict[str, Raw]:
     try:
         return _OBJECT.decode(raw)
     except RecursionError:
-        parts = _split_deep(bytes(raw), object_=True)
-        return dict(parts)  # type: ignore[arg-type]
+        return {name: text for name, text in _split_deep(bytes(raw), object_=True) if name is not None}
     except (msgspec.DecodeError, ValueError) as exc:
         raise DecodeError(f"not a JSON object: {exc}") from None
 
@@ -125,57 +123,73 @@ def split_array(raw: bytes | memoryview | Raw) -> list[Raw]:
         raise DecodeError(f"not a JSON array: {exc}") from None
 
 
-#: The tokens that give JSON its structure: strings (skipped whole) and punctuation.
-_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+#: One JSON token after optional whitespace: a string, a number, a literal or a structural mark.
+_TOKEN = re.compile(
+    rb'[ \t\r\n]*(?:("[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*")'
+    rb"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)|(true|false|null)|([\[\]{},:]))"
+)
 _WS = b" \t\r\n"
 
 
 def _split_deep(raw: bytes, *, object_: bool) -> list[tuple[str | None, Raw]]:
-    """The members (name, text) or items (``None``, text) of a JSON object or array, found with a
-    loop instead of recursion; names are decoded, member texts are the bytes between the commas.
+    """The members (name, text) or items (``None``, text) of a JSON object or array, read with a
+    loop instead of recursion, checking the whole text's grammar (RFC 8259): anything that is not
+    exactly one valid JSON value of that kind raises, so nothing is cut, dropped or made up.
 
     Raises:
-        DecodeError: the outer structure is not an object or array of that shape.
+        DecodeError: the text is not one JSON object (or array) of valid JSON.
     """
-    body = raw.strip(_WS)
-    opener, closer = (b"{", b"}") if object_ else (b"[", b"]")
-    if body[:1] != opener or body[-1:] != closer:
-        raise DecodeError("not a JSON " + ("object" if object_ else "array"))
+    kind = "object" if object_ else "array"
+    stack: list[bytes] = []
+    expect = "value"  # value | value-or-close | key | key-or-close | colon | comma-or-close
     out: list[tuple[str | None, Raw]] = []
-    depth, start, name = 0, 1, None
-    for match in _STRUCTURE.finditer(body):
-        token = match.group()
-        if token[0] == 0x22:  # a string
-            if depth == 1 and object_ and name is None:
-                try:
-                    name = json.loads(token)
-                except ValueError:
-                    raise DecodeError("not a JSON object: a bad member name") from None
+    name: str | None = None
+    start = pos = 0
+    while True:
+        match = _TOKEN.match(raw, pos)
+        if match is None:
+            raise DecodeError(f"not a JSON {kind}: bad syntax at byte {pos}")
+        string, number, literal, mark = match.groups()
+        at, pos = match.start(match.lastindex or 0), match.end()
+        depth = len(stack)
+        if depth == 0 and not stack and expect == "value":
+            if mark != (b"{" if object_ else b"["):
+                raise DecodeError(f"not a JSON {kind}")
+            stack.append(mark)
+            expect = "key-or-close" if object_ else "value-or-close"
             continue
-        if token in b"[{":
-            depth += 1
-        elif token in b"]}":
-            depth -= 1
-            if depth == 0:
-                _cut(body, start, match.start(), name, out, object_)
+        closes = mark in (b"]", b"}")
+        if closes and expect in ("value-or-close", "key-or-close", "comma-or-close"):
+            if (mark == b"]") != (stack[-1] == b"["):
+                raise DecodeError(f"not a JSON {kind}: mismatched {mark.decode()}")
+            stack.pop()
+            if not stack:  # the outer value is closed: nothing may follow
+                if raw[pos:].strip(_WS):
+                    raise DecodeError(f"not a JSON {kind}: data after the end")
                 return out
-        elif depth == 1 and token == b",":
-            _cut(body, start, match.start(), name, out, object_)
-            start, name = match.end(), None
-        elif depth == 1 and token == b":" and object_:
-            start = match.end()
-    raise DecodeError("not JSON: unbalanced")
-
-
-def _cut(body: bytes, start: int, end: int, name: str | None, out: list[tuple[str | None, Raw]], object_: bool) -> None:
-    text = body[start:end].strip(_WS)
-    if not text:
-        if out or name is not None:
-            raise DecodeError("not JSON: an empty member")
-        return  # {} or []
-    if object_ and name is None:
-        raise DecodeError("not a JSON object: a member without a name")
-    out.append((name, Raw(text)))
+            if len(stack) == 1:
+                out.append((name, Raw(raw[start:pos])))
+            expect = "comma-or-close"
+        elif expect in ("value", "value-or-close") and (mark in (b"[", b"{") or mark is None):
+            if depth == 1:
+                start = at
+            if mark is not None:
+                stack.append(mark)
+                expect = "key-or-close" if mark == b"{" else "value-or-close"
+            else:
+                if depth == 1:
+                    out.append((name, Raw(raw[start:pos])))
+                expect = "comma-or-close"
+        elif expect in ("key", "key-or-close") and string is not None:
+            if depth == 1:
+                name = json.loads(string)
+            expect = "colon"
+        elif expect == "colon" and mark == b":":
+            expect = "value"
+        elif expect == "comma-or-close" and mark == b",":
+            expect = "key" if stack[-1] == b"{" else "value"
+        else:
+            raise DecodeError(f"not a JSON {kind}: unexpected token at byte {at}")
 
 
 def _encode(value: Any, encoder: msgspec.json.Encoder = _ENCODE) -> bytes:

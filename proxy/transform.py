@@ -168,6 +168,7 @@ class ResponseTransformer:
         # are not event blocks and are never inspected.
         self._queue: deque[tuple[bytes, bool]] = deque()
         self._finished = False
+        self._first_block = True
         self.stalled = False
         self.oversize = False  # a body or event was too large to rewrite and passed through
 
@@ -258,6 +259,13 @@ class ResponseTransformer:
         return bytes(out)
 
     def _event(self, block: bytes) -> bytes:
+        if block.startswith(_BOM) and not self._first_block:
+            return block  # a BOM is ignored only at the stream's start: browsers see no event here
+        out = self._one_event(block)  # may raise _Stall: then the block is tried again later
+        self._first_block = False
+        return out
+
+    def _one_event(self, block: bytes) -> bytes:
         if len(block) > self._bulk:
             self._skip(len(block))
             return block
@@ -322,9 +330,6 @@ class ResponseTransformer:
             out = [self._message(raw, envelope, len(data)) for raw, envelope in messages]
             if all(new is None for new in out):
                 return None
-            if not _utf8(data):
-                logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
-                return None
             if batch is None:
                 return out[0]
             try:
@@ -365,11 +370,15 @@ class ResponseTransformer:
             return None
         if new is None:
             return None
-        for record in new[1]:
+        text, records = new
+        out = _with_member(raw, "result", text) if text is not None else None
+        if text is not None and out is None:
+            return None  # the change cannot go out (said in the log): neither do its records
+        for record in records:
             self.audit.emit(
                 record, method=request.method, jsonrpc_id=envelope.id, scope=exchange.scope, era=exchange.era
             )
-        return _with_member(raw, "result", new[0]) if new[0] is not None else None
+        return out
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
@@ -423,7 +432,10 @@ class ResponseTransformer:
         faults: list[Record] = []
         for key, text in members.items():
             if key != "tools":
-                result[key] = codec.loads(text)
+                try:
+                    result[key] = codec.loads(text)
+                except DecodeError:
+                    result[key] = text  # not the tools: passed on as it came, the tools still learned
                 continue
             try:
                 parts = split_array(text)
@@ -491,9 +503,12 @@ class ResponseTransformer:
         if done is None:
             return None
         new, records = done
+        out = _with_member(raw, "params", new) if new is not None else None
+        if new is not None and out is None:
+            return None
         for record in records:
             self.audit.emit(record, method=method, jsonrpc_id=None, scope=self.exchange.scope, era=self.exchange.era)
-        return _with_member(raw, "params", new) if new is not None else None
+        return out
 
 
 def _may_list(pending: Mapping[IdKey, PendingRequest]) -> bool:
@@ -508,7 +523,11 @@ def _decode(codec: Codec, members: dict[str, Raw], names: tuple[str, ...]) -> JS
 
 def _with_member(raw: bytes | Raw, name: str, text: bytes) -> bytes | None:
     """The JSON object ``raw`` with member ``name``'s value replaced by ``text`` (other members
-    copied byte for byte); ``None`` when it cannot be written."""
+    copied byte for byte); ``None`` when it cannot be written (the copied bytes must be UTF-8,
+    RFC 8259 8.1: the envelope reader does not check inside strings)."""
+    if not _utf8(bytes(raw)):
+        logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
+        return None
     try:
         members = split_object(raw)
         members[name] = Raw(text)
@@ -536,6 +555,7 @@ def _charset(parameters: str) -> str | None:
     return None
 
 
+_BOM = b"\xef\xbb\xbf"
 #: Words that make an event worth parsing even when it answers no watched request.
 _NOTICES = (b"list_changed", b"notifications/tasks")
 

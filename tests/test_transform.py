@@ -89,3 +89,67 @@ def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repa
     assert sorted(exchange.state.catalog.tools) == ["a", "b"]
     faults = [line for line in log.lines if line["event"] == "fault"]
     assert [line["pointers"] for line in faults] == [["/tools/1"]]
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+CALL_FAULT = b'"result":{"content":[{"type":"text","text":"x"}],"_meta":null,"structuredContent":{}}'
+
+
+def json_transformer() -> tuple[ResponseTransformer, Exchange]:
+    normalizer = Normalizer(NormalizerConfig())
+    exchange = Exchange({("n", 1): PendingRequest("tools/call", tool="t")}, None, "s", ScopeStore().state("s"))
+    exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    t.start(200, [(b"content-type", b"application/json")])
+    return t, exchange
+
+
+def test_a_deep_message_that_is_not_valid_json_passes_untouched() -> None:
+    """Read without recursion, a deep message is still checked whole: data after its end, a missing
+    comma, a mismatched or extra bracket make it pass byte for byte, never rewritten or cut."""
+    head = b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"x":'
+    bodies = [
+        head + DEEP + b'}{"jsonrpc":"2.0","id":2,"result":{}}',  # a second message after the first
+        head + DEEP + b'"y":1}',  # a missing comma
+        head + b"[" * 100_000 + b"]" * 100_001 + b',"y":2}',  # one closer too many
+        head + b"[" * 100_000 + b"}" * 100_001,  # mismatched closers
+        head + DEEP + b',"y":NaN}',
+    ]
+    for body in bodies:
+        t, _ = json_transformer()
+        with capture_rewrites() as log:
+            assert t.feed(body) + t.finish() == body
+        assert log.lines == []
+    t, _ = json_transformer()  # the same, well formed: rewritten around the deep member
+    good = head + DEEP + b"}"
+    out = t.feed(good) + t.finish()
+    assert out != good and DEEP in out and b'"_meta":null' not in out
+
+
+def test_bytes_that_are_not_utf8_beside_a_fault_mean_no_rewrite_and_no_log_line() -> None:
+    t, _ = json_transformer()
+    body = b'{"jsonrpc":"2.0","id":1,"x":"\xff",' + CALL_FAULT + b"}"
+    with capture_rewrites() as log:
+        assert t.feed(body) + t.finish() == body
+    assert log.lines == []
+
+
+def test_a_tools_list_with_an_unreadable_sibling_member_still_learns_its_tools() -> None:
+    normalizer = Normalizer(NormalizerConfig())
+    exchange = Exchange({("n", 1): PendingRequest("tools/list")}, None, "s", ScopeStore().state("s"))
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    t.start(200, [(b"content-type", b"application/json")])
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[%s],"_meta":{"x":%s}}}' % (orjson.dumps(TOOL), DEEP)
+    assert t.feed(body) + t.finish() == body
+    assert list(exchange.state.catalog.tools) == ["t"]
+
+
+def test_a_byte_order_mark_counts_only_at_the_start_of_the_stream() -> None:
+    """Browsers skip a BOM only at the stream's start; later, ``\\ufeffdata`` is no data field, so the
+    event is nothing to them: the proxy must neither rewrite it nor act on it."""
+    t, exchange, normalizer = transformer()
+    exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
+    late = b"\xef\xbb\xbf" + RESPONSE
+    notice = b'\xef\xbb\xbfdata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'
+    assert t.feed(b": first\n\n" + late + notice) + t.finish() == b": first\n\n" + late + notice
+    assert exchange.state.catalog.get("t") is not None
