@@ -121,6 +121,7 @@ class Normalizer:
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
         self._entries: OrderedDict[tuple[bytes, tuple[str, ...]], ToolEntry] = OrderedDict()
+        self._inert: dict[str | None, bool] = {}
 
     def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> ToolEntry:
         try:
@@ -195,8 +196,16 @@ class Normalizer:
         return all(self.config.mode(rule.name, tool) is Mode.OFF for rule in RULES for tool in tools)
 
     def inert(self, tool: str | None) -> bool:
-        """True when every ``tools/call`` rule is ``off`` for ``tool``: nothing can change its results."""
-        return all(self.config.mode(rule.name, tool) is Mode.OFF for rule in RESULT_RULES)
+        """True when every ``tools/call`` rule is ``off`` for ``tool``: nothing can change its results.
+
+        Asked for every call: the answer is kept per tool the config names (any other tool answers
+        as ``None`` does), so the cache is bounded by the config, not by what clients send.
+        """
+        key = tool if tool in self.config.tools else None
+        found = self._inert.get(key)
+        if found is None:
+            found = self._inert[key] = all(self.config.mode(rule.name, key) is Mode.OFF for rule in RESULT_RULES)
+        return found
 
     def reads_structured(
         self, result: JSONObject, text: Raw, tool: str | None, entry: ToolEntry | None, era: str | None, size: int

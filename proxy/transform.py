@@ -368,17 +368,7 @@ class ResponseTransformer:
         except Exception:
             logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, envelope.id)
             return None
-        if new is None:
-            return None
-        text, records = new
-        out = _with_member(raw, "result", text) if text is not None else None
-        if text is not None and out is None:
-            return None  # the change cannot go out (said in the log): neither do its records
-        for record in records:
-            self.audit.emit(
-                record, method=request.method, jsonrpc_id=envelope.id, scope=exchange.scope, era=exchange.era
-            )
-        return out
+        return self._emit(raw, "result", new, request.method, envelope.id)
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
@@ -500,14 +490,28 @@ class ResponseTransformer:
         except Exception:
             logger.exception("rule fault on %s: notification forwarded unchanged", method)
             return None
+        return self._emit(raw, "params", done, method, None)
+
+    def _emit(
+        self,
+        raw: bytes | Raw,
+        member: str,
+        done: tuple[bytes | None, list[Record]] | None,
+        method: str,
+        jsonrpc_id: JSON,
+    ) -> bytes | None:
+        """The message ``raw`` with ``member`` replaced by the new text in ``done`` (``None``: kept),
+        logging ``done``'s records; a change that cannot be written goes out as neither bytes nor records."""
         if done is None:
             return None
-        new, records = done
-        out = _with_member(raw, "params", new) if new is not None else None
-        if new is not None and out is None:
-            return None
+        text, records = done
+        out = _with_member(raw, member, text) if text is not None else None
+        if text is not None and out is None:
+            return None  # the change cannot go out (said in the log): neither do its records
         for record in records:
-            self.audit.emit(record, method=method, jsonrpc_id=None, scope=self.exchange.scope, era=self.exchange.era)
+            self.audit.emit(
+                record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era
+            )
         return out
 
 

@@ -327,28 +327,7 @@ def test_request_inspection_never_raises(body: bytes, method: bytes | None) -> N
     assert info is None or info.pending
 
 
-# -- lossless JSON -----------------------------------------------------------------------------
-
-NUMBER_TEXT = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
-SPACE = st.sampled_from(["", " ", "\n", "\t ", "\r\n"])
-
-
-@st.composite
-def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
-    """A JSON text with numbers spelled any way JSON allows and strings full of digits and dots."""
-    kind = draw(st.integers(0, 3 if depth < 3 else 1))
-    if kind == 0:
-        return draw(NUMBER_TEXT)
-    if kind == 1:
-        return orjson.dumps(
-            draw(st.one_of(STRINGS, st.from_regex(r"[a-z]*[0-9.eE, :\[-]{1,6}", fullmatch=True)))
-        ).decode()
-    items = draw(st.lists(json_texts(depth + 1), max_size=4))
-    if kind == 2:
-        return "[" + ",".join(draw(SPACE) + item + draw(SPACE) for item in items) + "]"
-    keys = draw(st.lists(NAMES, min_size=len(items), max_size=len(items), unique=True))
-    members = (f'{draw(SPACE)}"{key}"{draw(SPACE)}:{draw(SPACE)}{item}' for key, item in zip(keys, items, strict=True))
-    return "{" + ",".join(members) + "}"
+# -- decoding (field data and spellings: tests/test_numbers.py) ----------------------------------
 
 
 @pytest.mark.parametrize(
