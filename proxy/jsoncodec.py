@@ -254,7 +254,7 @@ class Codec:
     Ints are never looked up by identity (small ints are shared objects): an int keeps its bytes
     where it stays, inside its container or a changed copy of it that stayed at its place, and is
     written canonically elsewhere (``-0`` becomes ``0`` where a rule moved it, or moved a changed
-    copy of its container).
+    copy of anything holding it).
     """
 
     __slots__ = ("_indexed", "_parts", "_roots", "_texts")

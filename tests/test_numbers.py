@@ -318,13 +318,18 @@ def _containers(value: Any) -> list[Any]:
 
 
 def _moved_ints(piece: Any, spelled: Any, originals: set[int]) -> Any:
-    """The oracle of a moved piece: ints outside an original (unchanged) container are canonical."""
+    """The oracle of a moved piece: an original (unchanged) container keeps every spelling; in a
+    changed copy that moved, ints are canonical at any depth (the documented limit)."""
     if isinstance(piece, dict | list) and id(piece) in originals:
         return spelled
-    if isinstance(piece, dict):
-        return {key: _moved_ints(piece[key], spelled[key], originals) for key in piece}
-    if isinstance(piece, list):
-        return [_moved_ints(p, o, originals) for p, o in zip(piece, spelled, strict=True)]
+    return _canonical_ints(spelled)
+
+
+def _canonical_ints(spelled: Any) -> Any:
+    if isinstance(spelled, dict):
+        return {key: _canonical_ints(value) for key, value in spelled.items()}
+    if isinstance(spelled, list):
+        return [_canonical_ints(value) for value in spelled]
     if isinstance(spelled, Spelled) and re.fullmatch(r"-?\d+", spelled):
         return Spelled(str(int(spelled)))
     return spelled
