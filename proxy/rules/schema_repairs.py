@@ -143,45 +143,57 @@ def _anchors(root: JSON) -> set[str]:
     return found
 
 
+class _RefResolver:
+    """:func:`_resolve_refs`' step (a class, not a closure that passes itself on: that would be a
+    reference cycle per call, left for the cyclic collector)."""
+
+    __slots__ = ("anchors", "dropped", "inline", "inlined", "old_dialect", "root", "stack")
+
+    def __init__(self, root: JSONObject, inline: bool) -> None:
+        self.root = root
+        self.inline = inline
+        self.anchors = _anchors(root)
+        self.old_dialect = any(d in str(root.get("$schema", "")) for d in _OLD_DRAFTS)
+        self.dropped: list[str] = []
+        self.inlined: list[str] = []
+        self.stack: list[str] = []
+
+    def fix(self, node: JSONObject, path: Path) -> JSON:
+        ref = node.get("$ref")
+        if not isinstance(ref, str):
+            return node
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        if ref == "#" or ref.startswith("#/"):
+            target = resolve_local_ref(self.root, ref)
+            if target is None:
+                self.dropped.append(format_pointer(path))
+                return siblings
+            if not self.inline or ref in self.stack or not isinstance(target, dict):
+                return node  # recursive (or not inlining): the $ref and its $defs stay
+            self.stack.append(ref)
+            try:
+                body, _ = map_schema(target, self.fix)
+            finally:
+                self.stack.pop()
+            self.inlined.append(format_pointer(path))
+            if self.old_dialect or not siblings:
+                return body  # draft-07 ignores the siblings of $ref
+            return {**siblings, "allOf": [*siblings.get("allOf", []), body]}
+        if ref in self.anchors or ref.split("#", 1)[0] in self.anchors:
+            return node  # an anchor or an embedded resource of this very document
+        self.dropped.append(format_pointer(path))  # remote (never fetched) or an anchor nobody declares
+        return siblings
+
+
 def _resolve_refs(root: JSONObject, *, inline: bool) -> tuple[JSON, list[str], list[str]]:
     """Drop unresolvable ``$ref``s and, with ``inline``, inline the resolvable non-recursive ones.
 
     Returns:
         The new schema, the pointers of dropped refs, the pointers of inlined refs.
     """
-    anchors = _anchors(root)
-    old_dialect = any(d in str(root.get("$schema", "")) for d in _OLD_DRAFTS)
-    dropped: list[str] = []
-    inlined: list[str] = []
-    stack: list[str] = []
-
-    def fix(node: JSONObject, path: Path) -> JSON:
-        ref = node.get("$ref")
-        if not isinstance(ref, str):
-            return node
-        siblings = {k: v for k, v in node.items() if k != "$ref"}
-        if ref == "#" or ref.startswith("#/"):
-            target = resolve_local_ref(root, ref)
-            if target is None:
-                dropped.append(format_pointer(path))
-                return siblings
-            if not inline or ref in stack or not isinstance(target, dict):
-                return node  # recursive (or not inlining): the $ref and its $defs stay
-            stack.append(ref)
-            try:
-                body, _ = map_schema(target, fix)
-            finally:
-                stack.pop()
-            inlined.append(format_pointer(path))
-            if old_dialect or not siblings:
-                return body  # draft-07 ignores the siblings of $ref
-            return {**siblings, "allOf": [*siblings.get("allOf", []), body]}
-        if ref in anchors or ref.split("#", 1)[0] in anchors:
-            return node  # an anchor or an embedded resource of this very document
-        dropped.append(format_pointer(path))  # remote (never fetched) or an anchor nobody declares
-        return siblings
-
-    new, _ = map_schema(root, fix)
+    resolver = _RefResolver(root, inline)
+    new, _ = map_schema(root, resolver.fix)
+    dropped, inlined = resolver.dropped, resolver.inlined
     if inline and isinstance(new, dict) and inlined:
         for container in ("$defs", "definitions"):
             if container in new and not _referenced(new, container):

@@ -96,23 +96,20 @@ def make_nullable(node: JSON) -> JSON:
     return widened
 
 
-def widen_at(root: JSON, segments: Sequence[str], widen: Callable[[JSON], JSON] | None = None) -> tuple[JSON, int]:
-    """Apply ``widen`` (default :func:`make_nullable`: also accept ``null``) to every schema place that
-    validates instance pattern ``segments``.
+class _Widener:
+    """:func:`widen_at`'s walk (a class, not a closure: a recursive closure is a reference cycle
+    that only the cyclic collector frees, and 50,000 listed tools make 100,000 of them)."""
 
-    Follows ``properties``, ``additionalProperties`` (for ``*`` or names not listed), ``items``,
-    ``prefixItems``, ``allOf``/``anyOf``/``oneOf`` branches and local ``$ref``s (the referenced
-    schema is inlined at that place, so other users of the definition are unchanged).
+    __slots__ = ("change", "drop_siblings", "root")
 
-    Returns:
-        The new schema and how many places were widened (0: the pattern reaches nothing).
-    """
-    drop_siblings = siblings_of_ref_ignored(root)
-    change = widen or make_nullable
+    def __init__(self, root: JSON, change: Callable[[JSON], JSON]) -> None:
+        self.root = root
+        self.change = change
+        self.drop_siblings = siblings_of_ref_ignored(root)
 
-    def walk(node: JSON, segs: Sequence[str], seen: frozenset[str]) -> tuple[JSON, int]:
+    def walk(self, node: JSON, segs: Sequence[str], seen: frozenset[str]) -> tuple[JSON, int]:
         if not segs:
-            widened = change(node)
+            widened = self.change(node)
             return widened, 0 if widened == node else 1
         if not isinstance(node, dict):
             return node, 0
@@ -124,24 +121,24 @@ def widen_at(root: JSON, segments: Sequence[str], widen: Callable[[JSON], JSON] 
         if isinstance(props, dict):
             new_props = dict(props)
             for name in props if seg == WILDCARD else ([seg] if seg in props else []):
-                new_props[name], n = walk(props[name], rest, seen)
+                new_props[name], n = self.walk(props[name], rest, seen)
                 count += n
             out["properties"] = new_props
         extra = node.get("additionalProperties")
         if isinstance(extra, dict) and (seg == WILDCARD or not listed):
-            out["additionalProperties"], n = walk(extra, rest, seen)
+            out["additionalProperties"], n = self.walk(extra, rest, seen)
             count += n
         if seg == WILDCARD or seg.isdigit():
             items = node.get("items")
             if isinstance(items, dict):
-                out["items"], n = walk(items, rest, seen)
+                out["items"], n = self.walk(items, rest, seen)
                 count += n
             prefix = node.get("prefixItems")
             if isinstance(prefix, list):
                 new_prefix = list(prefix)
                 for i, branch in enumerate(prefix):
                     if seg == WILDCARD or int(seg) == i:
-                        new_prefix[i], n = walk(branch, rest, seen)
+                        new_prefix[i], n = self.walk(branch, rest, seen)
                         count += n
                 out["prefixItems"] = new_prefix
         for keyword in _COMPOSITIONS:
@@ -149,23 +146,83 @@ def widen_at(root: JSON, segments: Sequence[str], widen: Callable[[JSON], JSON] 
             if isinstance(branches, list):
                 new_branches = list(branches)
                 for i, branch in enumerate(branches):
-                    new_branches[i], n = walk(branch, segs, seen)
+                    new_branches[i], n = self.walk(branch, segs, seen)
                     count += n
                 out[keyword] = new_branches
         ref = node.get("$ref")
         if isinstance(ref, str) and ref not in seen:
-            target = resolve_local_ref(root, ref)
+            target = resolve_local_ref(self.root, ref)
             if target is not None:
-                inlined, n = walk(target, segs, seen | {ref})
+                inlined, n = self.walk(target, segs, seen | {ref})
                 if n:
                     count += n
                     siblings = {k: v for k, v in out.items() if k != "$ref"}
-                    if drop_siblings or not siblings:
+                    if self.drop_siblings or not siblings:
                         return inlined, count
                     out = {**siblings, "allOf": [*siblings.get("allOf", []), inlined]}
         return (out if count else node), count
 
-    return walk(root, tuple(segments), frozenset())
+
+def widen_at(root: JSON, segments: Sequence[str], widen: Callable[[JSON], JSON] | None = None) -> tuple[JSON, int]:
+    """Apply ``widen`` (default :func:`make_nullable`: also accept ``null``) to every schema place that
+    validates instance pattern ``segments``.
+
+    Follows ``properties``, ``additionalProperties`` (for ``*`` or names not listed), ``items``,
+    ``prefixItems``, ``allOf``/``anyOf``/``oneOf`` branches and local ``$ref``s (the referenced
+    schema is inlined at that place, so other users of the definition are unchanged).
+
+    Returns:
+        The new schema and how many places were widened (0: the pattern reaches nothing).
+    """
+    return _Widener(root, widen or make_nullable).walk(root, tuple(segments), frozenset())
+
+
+class _NullableConverter:
+    """:func:`convert_openapi_nullable`'s walk (a class, not a recursive closure: see :class:`_Widener`)."""
+
+    __slots__ = ("converted", "places")
+
+    def __init__(self) -> None:
+        self.places: list[Path] = []
+        self.converted = 0
+
+    def walk(self, node: JSON, path: Path | None, widen: bool = True) -> JSON:
+        if isinstance(node, list):
+            return [self.walk(item, None) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out: JSONObject = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {
+                    name: self.walk(sub, None if path is None else (*path, name)) for name, sub in value.items()
+                }
+            elif key in ("items", "additionalProperties") and isinstance(value, dict):
+                out[key] = self.walk(value, None if path is None else (*path, WILDCARD))
+            elif key == "oneOf" and isinstance(value, list):
+                # Exactly one branch may accept null, or oneOf rejects it: widen only while none does.
+                taken = any(accepts_null(branch) for branch in value)
+                branches = []
+                for branch in value:
+                    branches.append(self.walk(branch, path, widen=not taken))
+                    taken = taken or accepts_null(branches[-1])
+                out[key] = branches
+            elif key in _COMPOSITIONS and isinstance(value, list):
+                out[key] = [self.walk(branch, path) for branch in value]
+            elif key == "nullable" and value is True:
+                continue
+            elif key in _DATA_KEYWORDS:
+                out[key] = value
+            else:
+                out[key] = self.walk(value, None)
+        if node.get("nullable") is True:
+            self.converted += 1
+            if not widen:
+                return out  # a sibling oneOf branch already takes null
+            if path is not None:
+                self.places.append(path)
+            return make_nullable(out)
+        return out
 
 
 def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
@@ -176,48 +233,10 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
         that are reachable through ``properties``/``items``/``additionalProperties``, and how many
         keywords were converted. ``nullable: false`` is left alone (it means nothing in JSON Schema).
     """
-    places: list[Path] = []
-    converted = 0
-
-    def walk(node: JSON, path: Path | None, widen: bool = True) -> JSON:
-        nonlocal converted
-        if isinstance(node, list):
-            return [walk(item, None) for item in node]
-        if not isinstance(node, dict):
-            return node
-        out: JSONObject = {}
-        for key, value in node.items():
-            if key == "properties" and isinstance(value, dict):
-                out[key] = {name: walk(sub, None if path is None else (*path, name)) for name, sub in value.items()}
-            elif key in ("items", "additionalProperties") and isinstance(value, dict):
-                out[key] = walk(value, None if path is None else (*path, WILDCARD))
-            elif key == "oneOf" and isinstance(value, list):
-                # Exactly one branch may accept null, or oneOf rejects it: widen only while none does.
-                taken = any(accepts_null(branch) for branch in value)
-                branches = []
-                for branch in value:
-                    branches.append(walk(branch, path, widen=not taken))
-                    taken = taken or accepts_null(branches[-1])
-                out[key] = branches
-            elif key in _COMPOSITIONS and isinstance(value, list):
-                out[key] = [walk(branch, path) for branch in value]
-            elif key == "nullable" and value is True:
-                continue
-            elif key in _DATA_KEYWORDS:
-                out[key] = value
-            else:
-                out[key] = walk(value, None)
-        if node.get("nullable") is True:
-            converted += 1
-            if not widen:
-                return out  # a sibling oneOf branch already takes null
-            if path is not None:
-                places.append(path)
-            return make_nullable(out)
-        return out
-
-    result = walk(root, ())
-    return (result if converted else root), places, converted
+    converter = _NullableConverter()
+    result = converter.walk(root, ())
+    converted = converter.converted
+    return (result if converted else root), converter.places, converted
 
 
 #: Keywords whose value is one subschema / a map of subschemas / a list of subschemas (2020-12 and draft-07).
@@ -238,6 +257,66 @@ _LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
 
 SchemaFn = Callable[[JSONObject, Path], JSON]
 
+#: Each subschema keyword's kind, and the order map_schema visits them in.
+_KIND: dict[str, str] = {
+    **dict.fromkeys(_ONE, "one"),
+    **dict.fromkeys(_MAP, "map"),
+    **dict.fromkeys(_LIST, "list"),
+    "items": "items",  # one subschema (2020-12) or a list of them (draft-07 tuple form)
+    "dependencies": "map",  # draft-07: a map whose values are subschemas or lists of names
+}
+_RANK = {key: rank for rank, key in enumerate(_KIND)}
+
+
+class _SchemaMapper:
+    """:func:`map_schema`'s walk (a class, not a recursive closure: see :class:`_Widener`)."""
+
+    __slots__ = ("fn", "max_depth", "touched")
+
+    def __init__(self, fn: SchemaFn, max_depth: int) -> None:
+        self.fn = fn
+        self.max_depth = max_depth
+        self.touched: list[str] = []
+
+    def visit(self, node: JSON, path: Path) -> JSON:
+        if not isinstance(node, dict):
+            return node
+        if len(path) > 3 * self.max_depth:
+            raise RecursionError("schema nested too deeply")
+        out: JSONObject | None = None
+        # The subschema keywords present, in the fixed order of _RANK (most nodes have none or one).
+        present = [key for key in node if key in _RANK]
+        if len(present) > 1:
+            present.sort(key=_RANK.__getitem__)
+        for key in present:
+            value = node[key]
+            kind = _KIND[key]
+            new: JSON
+            if kind == "one" or (kind == "items" and isinstance(value, dict)):
+                if not isinstance(value, dict):
+                    continue
+                new = self.visit(value, (*path, key))
+                changed = new is not value
+            elif kind == "map":
+                if not isinstance(value, dict):
+                    continue
+                new = {name: self.visit(sub, (*path, key, name)) for name, sub in value.items()}
+                changed = any(new[name] is not value[name] for name in value)
+            elif isinstance(value, list):
+                new = [self.visit(sub, (*path, key, i)) for i, sub in enumerate(value)]
+                changed = any(a is not b for a, b in zip(new, value, strict=True))
+            else:
+                continue
+            if changed:
+                if out is None:
+                    out = dict(node)
+                out[key] = new
+        current = out if out is not None else node
+        result = self.fn(current, path)
+        if result is not current:
+            self.touched.append(format_pointer(path))
+        return result
+
 
 def map_schema(root: JSON, fn: SchemaFn, *, max_depth: int = 64) -> tuple[JSON, list[str]]:
     """Apply ``fn`` to every object subschema of ``root``, children first, copying only what changes.
@@ -254,52 +333,5 @@ def map_schema(root: JSON, fn: SchemaFn, *, max_depth: int = 64) -> tuple[JSON, 
     Raises:
         RecursionError: the schema nests subschemas deeper than ``max_depth``.
     """
-    touched: list[str] = []
-
-    def visit(node: JSON, path: Path) -> JSON:
-        if not isinstance(node, dict):
-            return node
-        if len(path) > 3 * max_depth:
-            raise RecursionError("schema nested too deeply")
-        out: JSONObject | None = None
-
-        def put(key: str, value: JSON) -> None:
-            nonlocal out
-            if out is None:
-                out = dict(node)
-            out[key] = value
-
-        for key in _ONE:
-            if isinstance(node.get(key), dict):
-                new = visit(node[key], (*path, key))
-                if new is not node[key]:
-                    put(key, new)
-        for key in _MAP:
-            members = node.get(key)
-            if isinstance(members, dict):
-                new_members = {name: visit(sub, (*path, key, name)) for name, sub in members.items()}
-                if any(new_members[name] is not members[name] for name in members):
-                    put(key, new_members)
-        for key in (*_LIST, "items"):
-            items = node.get(key)
-            if key == "items" and isinstance(items, dict):
-                new = visit(items, (*path, key))
-                if new is not items:
-                    put(key, new)
-            elif isinstance(items, list):
-                new_items = [visit(sub, (*path, key, i)) for i, sub in enumerate(items)]
-                if any(a is not b for a, b in zip(new_items, items, strict=True)):
-                    put(key, new_items)
-        dependencies = node.get("dependencies")
-        if isinstance(dependencies, dict):
-            new_deps = {k: visit(v, (*path, "dependencies", k)) for k, v in dependencies.items()}
-            if any(new_deps[k] is not dependencies[k] for k in dependencies):
-                put("dependencies", new_deps)
-        current = out if out is not None else node
-        result = fn(current, path)
-        if result is not current:
-            touched.append(format_pointer(path))
-        return result
-
-    new_root = visit(root, ())
-    return new_root, touched
+    mapper = _SchemaMapper(fn, max_depth)
+    return mapper.visit(root, ()), mapper.touched
