@@ -25,7 +25,7 @@ import gc
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -121,6 +121,21 @@ def split_array(raw: bytes | memoryview | Raw) -> list[Raw]:
         return [text for _, text in _split_deep(bytes(raw), object_=False)]
     except (msgspec.DecodeError, ValueError) as exc:
         raise DecodeError(f"not a JSON array: {exc}") from None
+
+
+def join_object(members: Mapping[str, Raw]) -> bytes:
+    """The JSON object of ``members`` (undecoded texts, as :func:`split_object` gives), each text
+    copied as it is; the inverse of :func:`split_object`.
+
+    Raises:
+        DecodeError: a name cannot be written (a lone surrogate).
+    """
+    return _encode(members)
+
+
+def join_array(items: Sequence[Raw]) -> bytes:
+    """The JSON array of ``items`` (undecoded texts), each copied as it is; the inverse of :func:`split_array`."""
+    return _encode(items)
 
 
 #: One JSON token after optional whitespace: a string, a number, a literal or a structural mark.

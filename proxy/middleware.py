@@ -44,6 +44,7 @@ from .normalize import Normalizer
 from .observe import RPC_METHOD_KEY
 from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
+from .steps import run_sliced
 from .transform import Exchange, ResponseTransformer
 from .types import JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
 
@@ -290,7 +291,7 @@ class NormalizerMiddleware:
                     jsonrpc_id=request_id,
                     response={"jsonrpc": "2.0", "id": request_id, "result": result},
                 )
-            outcome = self.normalizer.tools_list(result, exchange.era)
+            outcome = await run_sliced(self.normalizer.tools_list_steps(result, exchange.era))
             exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
             fetch.entries.extend(outcome.entries)
             next_cursor = result.get("nextCursor")
@@ -441,8 +442,11 @@ class _TransformingSend:
         out = t.feed(message.get("body", b""))
         if not more:
             out += t.finish()
-        while t.stalled:
-            await self._fetched.wait()
+        while t.stalled or t.busy:
+            if t.stalled:
+                await self._fetched.wait()
+            else:
+                await anyio.lowlevel.checkpoint()  # a long message: let other sessions run between slices
             out += t.resume()
         if self._start is not None and not t.hold_start:
             await self._send_start()

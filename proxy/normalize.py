@@ -10,10 +10,12 @@ that cannot be made conforming is left as it is, and the reason is logged).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from cachetools import LRUCache
 
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
@@ -25,14 +27,19 @@ from .rules import RESULT_RULES, RULES, TOOL_RULES, Mode, ResultContext, Rewrite
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
 from .schema import SchemaCompiler, SchemaUnusable
-from .types import JSONObject
+from .steps import Steps, run_all
+from .types import JSON, JSONObject
 
 _GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
 #: Rules that validate a success result's structuredContent against its outputSchema.
 _VALIDATING = (*(rule.name for rule in _GROUP), "last_resort")
 #: structuredContent texts up to this size are always decoded (cheap; the null and {} checks read them).
 _SMALL = 4096
-_MAX_ENTRIES = 16_384
+#: Bounds of the caches of catalog entries and of listed tools, in bytes of the tools they describe.
+_MAX_ENTRY_BYTES = 64 * 1024 * 1024
+_MAX_LISTED_BYTES = 64 * 1024 * 1024
+#: Bytes counted for one cached item besides its text (key, objects, records).
+_ITEM_BYTES = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +76,45 @@ class Outcome:
     changed: bool = False
     records: list[Record] = field(default_factory=list)
     entries: list[ToolEntry] = field(default_factory=list)
+
+
+_EntryKey = tuple[bytes, tuple[str, ...]]
+#: A cached listing: the new text (``None``: unchanged), the records, the entry's cache key.
+_Listed = tuple[bytes | None, tuple[Record, ...], _EntryKey | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One ``Tool`` of a ``tools/list`` page after the rules.
+
+    Attributes:
+        tool: the tool to emit (the input object itself when no rule in mode ``on`` changed it).
+        records: one per rewrite or finding, in rule order.
+        entry: its catalog entry; ``None`` for a member that is not an object with a string ``name``
+            (it passes untouched and is not learned).
+        fault: ``True`` when the tool could not be worked on (it passes untouched; ``records`` says why).
+        key: where the normalizer's entry cache holds ``entry`` (``None``: it does not).
+    """
+
+    tool: JSON
+    records: tuple[Record, ...] = ()
+    entry: ToolEntry | None = None
+    fault: bool = False
+    key: _EntryKey | None = None  # the entry's key in the normalizer's entry cache
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTool:
+    """One ``Tool`` of a ``tools/list`` page, as text, after the rules.
+
+    Attributes:
+        text: the tool's new JSON text (unchanged parts copied byte for byte), ``None`` when unchanged.
+        records, entry: as in :class:`Listing`.
+    """
+
+    text: bytes | None
+    records: tuple[Record, ...]
+    entry: ToolEntry | None
 
 
 @dataclass(slots=True)
@@ -120,25 +166,40 @@ class Normalizer:
         self.compiler = compiler or SchemaCompiler()
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
-        self._entries: OrderedDict[tuple[bytes, tuple[str, ...]], ToolEntry] = OrderedDict()
+        self._entries: LRUCache[tuple[bytes, tuple[str, ...]], ToolEntry] = LRUCache(
+            _MAX_ENTRY_BYTES, getsizeof=lambda entry: entry.size + _ITEM_BYTES
+        )
+        # What the rules made of each tool text already listed: a client listing the tools every
+        # other client listed costs a hash per tool, not the rules.
+        # Held as plain tuples that name their entry by its cache key: the collector stops
+        # tracking a tuple of untracked values, so 50,000 listed tools add no work to its passes.
+        self._listed: LRUCache[tuple[str | None, bytes], _Listed] = LRUCache(
+            _MAX_LISTED_BYTES, getsizeof=lambda listed: _ITEM_BYTES + len(listed[0] or b"")
+        )
         self._inert: dict[str | None, bool] = {}
 
-    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> ToolEntry:
+    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> tuple[ToolEntry, _EntryKey | None]:
+        """The shared entry of an advertised tool, and its key in the entry cache (``None``: not cached)."""
         try:
             key = (fingerprint(tool), tuple(place.text for place in places))
         except DecodeError:
-            return build_entry(tool, places, self.compiler)
+            return build_entry(tool, places, self.compiler), None
         found = self._entries.get(key)
         if found is None:
-            found = self._entries[key] = build_entry(tool, places, self.compiler, size=len(key[0]))
-            if len(self._entries) > _MAX_ENTRIES:
-                self._entries.popitem(last=False)
-        else:
-            self._entries.move_to_end(key)
-        return found
+            found = build_entry(tool, places, self.compiler, size=len(key[0]))
+            if found.size + _ITEM_BYTES > _MAX_ENTRY_BYTES:
+                return found, None
+            self._entries[key] = found
+        return found, key
 
     def tools_list(self, result: JSONObject, era: str | None) -> Outcome:
-        """Repair the tools of a ``ListToolsResult`` and build their catalog entries.
+        """Repair the tools of a ``ListToolsResult`` and build their catalog entries (all at once;
+        :meth:`tools_list_steps` does it in slices)."""
+        return run_all(self.tools_list_steps(result, era))
+
+    def tools_list_steps(self, result: JSONObject, era: str | None) -> Steps[Outcome]:
+        """Repair the tools of a ``ListToolsResult`` and build their catalog entries, pausing after
+        each tool (:mod:`proxy.steps`).
 
         The entries describe each tool as the proxy advertises it with every rule not ``off``
         applied, so report-only mode previews what the proxy would do. Members of ``tools`` that
@@ -150,44 +211,77 @@ class Normalizer:
             return outcome
         emitted = list(tools)
         for index, tool in enumerate(tools):
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                continue
-            name = tool["name"]
-            try:
-                nullable_on = self.config.mode("nullable", name) is not Mode.OFF
-                configured = self.config.nullable_for(name) if nullable_on else ()
-                track = _Track(tool, tool)
-                declared = self.config.tool(name)
-                context = ToolContext(
-                    era=era,
-                    settings=self.config.settings,
-                    nullable=configured,
-                    relax=declared.relax,
-                    drop_output_schema=declared.drop_output_schema,
-                )
-                track.run(self.config, _TOOL_HOOKS, context, name)
-                places = declared_places(tool, configured) if nullable_on else ()
-                advertised = track.would.get("outputSchema")
-                if places and isinstance(advertised, dict) and advertised.get(WRAP_MARK) is True:
-                    # the results will be wrapped too: the places move under /result
-                    places = tuple(PointerPattern("/result" + p.text, ("result", *p.segments)) for p in places)
-                entry = self._entry(track.would, places)
-            except (RecursionError, DecodeError, ValueError, TypeError) as exc:
-                # A schema too deep or strange to work on: this tool passes untouched, learned as
-                # unvalidatable; the rest of the list is normalized as usual.
-                reason = f"{type(exc).__name__} while reading the tool"
-                rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
-                outcome.records.append(Record(rewrite, name, False, "fault"))
-                outcome.entries.append(ToolEntry(name, tool.get("outputSchema"), problem=reason))
-                continue
-            outcome.records += track.records
-            if track.real is not tool:
-                emitted[index] = track.real
+            listing = self.list_tool(tool, index, era)
+            outcome.records += listing.records
+            if listing.entry is not None:
+                outcome.entries.append(listing.entry)
+            if listing.tool is not tool:
+                emitted[index] = listing.tool
                 outcome.changed = True
-            outcome.entries.append(entry)
+            yield
         if outcome.changed:
             outcome.result = {**result, "tools": emitted}
         return outcome
+
+    def list_tool(self, tool: JSON, index: int, era: str | None) -> Listing:
+        """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``).
+
+        A tool whose schemas are too deep or strange to work on passes untouched, learned as
+        unvalidatable, with a ``fault`` record; the rest of the list is normalized as usual.
+        """
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            return Listing(tool)
+        name = tool["name"]
+        try:
+            nullable_on = self.config.mode("nullable", name) is not Mode.OFF
+            configured = self.config.nullable_for(name) if nullable_on else ()
+            track = _Track(tool, tool)
+            declared = self.config.tool(name)
+            context = ToolContext(
+                era=era,
+                settings=self.config.settings,
+                nullable=configured,
+                relax=declared.relax,
+                drop_output_schema=declared.drop_output_schema,
+            )
+            track.run(self.config, _TOOL_HOOKS, context, name)
+            places = declared_places(tool, configured) if nullable_on else ()
+            advertised = track.would.get("outputSchema")
+            if places and isinstance(advertised, dict) and advertised.get(WRAP_MARK) is True:
+                # the results will be wrapped too: the places move under /result
+                places = tuple(PointerPattern("/result" + p.text, ("result", *p.segments)) for p in places)
+            entry, key = self._entry(track.would, places)
+        except (RecursionError, DecodeError, ValueError, TypeError) as exc:
+            reason = f"{type(exc).__name__} while reading the tool"
+            rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
+            problem = ToolEntry(name, tool.get("outputSchema"), problem=reason)
+            return Listing(tool, (Record(rewrite, name, False, "fault"),), problem, fault=True)
+        return Listing(track.real, tuple(track.records), entry, key=key)
+
+    def list_tool_text(self, text: bytes | Raw, index: int, era: str | None) -> ListedTool:
+        """:meth:`list_tool` on one tool given as JSON text; the answer for a text already listed
+        (in the same era) is reused, so only new tools cost the rules.
+
+        Raises:
+            DecodeError: ``text`` is not JSON the proxy reads (RFC 8259; too deep; ``1e400``).
+        """
+        key = (era, hashlib.blake2b(text, digest_size=16).digest())
+        found = self._listed.get(key)
+        if found is not None:
+            new, records, entry_key = found
+            entry = self._entries.get(entry_key) if entry_key is not None else None
+            if entry is not None or entry_key is None:
+                return ListedTool(new, records, entry)
+            # its entry was evicted: list the tool again
+        codec = Codec()
+        tool = codec.loads(text)
+        listing = self.list_tool(tool, index, era)
+        new = codec.splice(listing.tool, tool) if listing.tool is not tool else None
+        # A fault names its index, and an entry the cache could not keep cannot be found again.
+        if not listing.fault and (listing.entry is None) == (listing.key is None):
+            if _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
+                self._listed[key] = (new, listing.records, listing.key)
+        return ListedTool(new, listing.records, listing.entry)
 
     @property
     def idle(self) -> bool:

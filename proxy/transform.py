@@ -2,10 +2,14 @@
 
 One :class:`ResponseTransformer` handles one HTTP response. ``start()`` reads the status and
 headers and picks a mode; ``feed(chunk)`` returns the bytes that may go to the client now;
-``finish()`` returns the rest. It never awaits: when a response needs the schema of a tool whose
-``tools/list`` is still being fetched, it sets :attr:`~ResponseTransformer.stalled`, keeps that
-event and everything after it, and the caller calls :meth:`~ResponseTransformer.resume` once the
-fetch is over.
+``finish()`` returns the rest. It never awaits, and never holds its caller long:
+
+- when a response needs the schema of a tool whose ``tools/list`` is still being fetched, it sets
+  :attr:`~ResponseTransformer.stalled`, keeps that event and everything after it, and the caller
+  calls :meth:`~ResponseTransformer.resume` once the fetch is over;
+- when a message takes longer than a slice (:data:`proxy.steps.SLICE_SECONDS`: the rules over a
+  ``tools/list`` of thousands of tools), it sets :attr:`~ResponseTransformer.busy` and keeps the
+  work where it stopped; the caller lets the event loop run, then calls ``resume`` again.
 
 - ``application/json`` (status 200): the body is collected, its responses normalized, and
   ``content-length`` recomputed (the caller holds the response start until then).
@@ -32,7 +36,7 @@ from .audit import AuditLog
 from .capture import Capture
 from .catalog import ToolCatalog, ToolEntry
 from .errors import DecodeError
-from .jsoncodec import Codec, Raw, dumps, quiet_gc, split_array, split_object
+from .jsoncodec import Codec, Raw, join_array, join_object, quiet_gc, split_array, split_object
 from .jsonrpc import (
     TASKS_GET,
     TASKS_RESULT,
@@ -51,6 +55,7 @@ from .normalize import Normalizer, Record
 from .rules import Rewrite
 from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
+from .steps import SLICE_SECONDS, Steps, Unfinished, run_slice
 from .types import JSON, JSONObject, RawHeaders
 
 logger = logging.getLogger("mcp_normalizer.transform")
@@ -135,6 +140,7 @@ class ResponseTransformer:
         max_json_bytes: a JSON body larger than this is passed through without rewriting (logged).
         max_event_bytes: an SSE event larger than this ends splitting; the rest passes through.
         capture: where watched requests and the upstream's responses are recorded, if anywhere.
+        slice_seconds: how long one call may work on a message before it hands back (``busy``).
 
     A body or event larger than the normalizer's ``max_validate_bytes`` that can only answer a
     ``tools/call`` (no ``tools/list`` is pending) is passed on unparsed: a JSON body is streamed as it
@@ -150,6 +156,7 @@ class ResponseTransformer:
         max_json_bytes: int = 64 * 1024 * 1024,
         max_event_bytes: int = 64 * 1024 * 1024,
         capture: Capture | None = None,
+        slice_seconds: float = SLICE_SECONDS,
     ) -> None:
         self.exchange = exchange
         self.capture = capture
@@ -169,7 +176,11 @@ class ResponseTransformer:
         self._queue: deque[tuple[bytes, bool]] = deque()
         self._finished = False
         self._first_block = True
+        self._slice = slice_seconds
+        # The work on the message at the head of the queue (or the JSON body) where it stopped.
+        self._job: Steps[bytes | None] | None = None
         self.stalled = False
+        self.busy = False  # a message is half done: let the loop run, then call resume()
         self.oversize = False  # a body or event was too large to rewrite and passed through
 
     @property
@@ -236,46 +247,71 @@ class ResponseTransformer:
             tail = self._splitter.flush()
             if tail:
                 self._queue.append((tail, False))  # an unterminated event is never dispatched: as is
-            return b"" if self.stalled else self._drain()
+            return b"" if self.stalled or self.busy else self._drain()
         return b""
 
     def resume(self) -> bytes:
-        """After the tool fetch the stall waited for: return what can now be sent."""
-        self.stalled = False
+        """After the tool fetch the stall waited for, or after the loop ran while :attr:`busy`:
+        go on, and return what can now be sent."""
+        self.stalled = self.busy = False
         if self.mode == "json" and self._finished:
             return self._finish_json()
         return self._drain()
+
+    def _work(self, job: Steps[bytes | None]) -> bytes | None:
+        """Run one slice of ``job`` (the work on one piece); its value if it ended.
+
+        Raises:
+            _Stall: the piece waits for a tool fetch (the job is dropped: it starts again).
+            Unfinished: the slice is over (the job is kept for the next call).
+        """
+        self._job = job
+        try:
+            done = run_slice(job, self._slice)
+        except Unfinished:
+            self.busy = True
+            raise
+        except _Stall:
+            self._job = None
+            self.stalled = True
+            raise
+        self._job = None
+        return done
 
     def _drain(self) -> bytes:
         out = bytearray()
         while self._queue:
             piece, inspect = self._queue[0]
-            try:
-                out += self._event(piece) if inspect else piece
-            except _Stall:
-                self.stalled = True
-                break
+            if inspect:
+                try:
+                    new = self._work(self._job or self._event(piece))
+                except (_Stall, Unfinished):
+                    break
+                out += piece if new is None else new
+            else:
+                out += piece
             self._queue.popleft()
         return bytes(out)
 
-    def _event(self, block: bytes) -> bytes:
+    def _event(self, block: bytes) -> Steps[bytes | None]:
+        """The new text of one SSE event block (``None``: as it is)."""
         if block.startswith(_BOM) and not self._first_block:
-            return block  # a BOM is ignored only at the stream's start: browsers see no event here
-        out = self._one_event(block)  # may raise _Stall: then the block is tried again later
+            return None  # a BOM is ignored only at the stream's start: browsers see no event here
+        out = yield from self._one_event(block)  # may raise _Stall: then the block is tried again later
         self._first_block = False
         return out
 
-    def _one_event(self, block: bytes) -> bytes:
+    def _one_event(self, block: bytes) -> Steps[bytes | None]:
         if len(block) > self._bulk:
             self._skip(len(block))
-            return block
+            return None
         if not (self.exchange.pending and b'"result"' in block) and not any(word in block for word in _NOTICES):
-            return block
+            return None
         event = parse_event(block)
         if event.event != "message" or not event.data:
-            return block
-        new = self._rewrite(event.data)
-        return block if new is None else replace_data(block, new)
+            return None
+        new = yield from self._rewrite(event.data)
+        return None if new is None else replace_data(block, new)
 
     def _skip(self, size: int) -> None:
         """Log that a result of ``size`` bytes passes unread (above ``max_validate_bytes``)."""
@@ -291,11 +327,12 @@ class ResponseTransformer:
         self.audit.emit(record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era)
 
     def _finish_json(self) -> bytes:
-        body = b"".join(self._body)
+        if len(self._body) != 1:
+            self._body = [b"".join(self._body)]
+        body = self._body[0]
         try:
-            new = self._rewrite(body)
-        except _Stall:
-            self.stalled = True
+            new = self._work(self._job or self._rewrite(body))
+        except (_Stall, Unfinished):
             return b""
         self.mode = "pass"  # the start may go now
         self._body, self._size = [], 0
@@ -307,36 +344,46 @@ class ResponseTransformer:
 
     # -- JSON-RPC -----------------------------------------------------------------------------
 
-    def _rewrite(self, data: bytes) -> bytes | None:
+    def _rewrite(self, data: bytes) -> Steps[bytes | None]:
         """The new text of one JSON body or SSE event's data (a message or a batch), or ``None``
         to forward ``data`` as it is. Only the envelope is read of messages the proxy does not
         rewrite; parts of a rewritten one that no rule changed are copied byte for byte.
 
+        The cyclic garbage collector stays off from the first read to the end, across the pauses
+        (:func:`~proxy.jsoncodec.quiet_gc`: a 50,000-tool list would otherwise start several full
+        collections on its way, each one holding every session).
+
         Raises:
-            _Stall: a response needs a tool whose ``tools/list`` is still being fetched.
+            _Stall: a response needs a tool whose ``tools/list`` is still being fetched (raised
+                before anything is done: the job may start again).
         """
         with quiet_gc(len(data)):
-            try:
-                batch = read_batch(data)
-                messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
-            except DecodeError:
-                return None  # not JSON: not the proxy's to judge
-            for _, envelope in messages:
-                request = self._request_of(envelope)
-                if request is not None and request.method != TOOLS_LIST:
-                    tool = self.exchange.tool_of(request)
-                    if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
-                        raise _Stall
-            out = [self._message(raw, envelope, len(data)) for raw, envelope in messages]
-            if all(new is None for new in out):
-                return None
-            if batch is None:
-                return out[0]
-            try:
-                items = [Raw(new) if new is not None else raw for new, (raw, _) in zip(out, messages, strict=True)]
-                return dumps(items)
-            except DecodeError:
-                return None
+            return (yield from self._rewrite_quietly(data))
+
+    def _rewrite_quietly(self, data: bytes) -> Steps[bytes | None]:
+        try:
+            batch = read_batch(data)
+            messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
+        except DecodeError:
+            return None  # not JSON: not the proxy's to judge
+        for _, envelope in messages:
+            request = self._request_of(envelope)
+            if request is not None and request.method != TOOLS_LIST:
+                tool = self.exchange.tool_of(request)
+                if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
+                    raise _Stall
+        out = []
+        for raw, envelope in messages:
+            out.append((yield from self._message(raw, envelope, len(data))))
+        if all(new is None for new in out):
+            return None
+        if batch is None:
+            return out[0]
+        try:
+            items = [Raw(new if new is not None else raw) for new, (raw, _) in zip(out, messages, strict=True)]
+            return join_array(items)
+        except DecodeError:
+            return None
 
     def _request_of(self, envelope: Envelope) -> PendingRequest | None:
         if not isinstance(envelope.result, dict):
@@ -344,10 +391,10 @@ class ResponseTransformer:
         key = id_key(envelope.id)
         return self.exchange.pending.get(key) if key is not None else None
 
-    def _message(self, raw: bytes | Raw, envelope: Envelope, size: int) -> bytes | None:
+    def _message(self, raw: bytes | Raw, envelope: Envelope, size: int) -> Steps[bytes | None]:
         """The new text of one message, or ``None`` to keep it."""
         if envelope.id is UNSET and isinstance(envelope.method, str):
-            return self._notification(raw, envelope, size)
+            return (yield from self._notification(raw, envelope, size))
         request = self._request_of(envelope)
         if request is None or not isinstance(envelope.result, dict):
             return None
@@ -361,23 +408,23 @@ class ResponseTransformer:
             )
         codec = Codec()
         try:
-            new = self._result(request, envelope.result, codec, size)
+            new = yield from self._result(request, envelope.result, codec, size)
         except DecodeError as exc:  # a member the proxy will not judge (1e400, a lone surrogate): as it came
             logger.warning("%s id=%r: %s; response forwarded unchanged", request.method, envelope.id, exc)
             return None
         except Exception:
             logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, envelope.id)
             return None
-        return self._emit(raw, "result", new, request.method, envelope.id)
+        return (yield from self._emit(raw, "result", new, request.method, envelope.id))
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
-    ) -> tuple[bytes | None, list[Record]] | None:
+    ) -> Steps[tuple[bytes | None, list[Record]] | None]:
         """Normalize the result of one watched request: its new text (``None``: unchanged) and the
         records; ``None`` when the result is not the proxy's to touch."""
         exchange = self.exchange
         if request.method == TOOLS_LIST:
-            return self._tools_list(request, members, codec)
+            return (yield from self._tools_list(request, members, codec))
         if request.method == TOOLS_CALL:
             if "task" in members or "resultType" in members or "taskId" in members:
                 small = _decode(codec, members, ("task", "resultType", "taskId", "content"))
@@ -416,10 +463,13 @@ class ResponseTransformer:
 
     def _tools_list(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec
-    ) -> tuple[bytes | None, list[Record]]:
-        """Repair and learn one ``tools/list`` page; a tool that cannot be read passes untouched."""
+    ) -> Steps[tuple[bytes | None, list[Record]]]:
+        """Repair and learn one ``tools/list`` page, a tool at a time (a pause after each); a tool
+        that cannot be read passes untouched, and a tool text listed before costs a hash."""
         result: JSONObject = {}
-        faults: list[Record] = []
+        records: list[Record] = []
+        entries: list[ToolEntry] = []
+        new_tools: bytes | None = None
         for key, text in members.items():
             if key != "tools":
                 try:
@@ -430,24 +480,39 @@ class ResponseTransformer:
             try:
                 parts = split_array(text)
             except DecodeError:
-                result[key] = codec.loads(text)  # not an array (or not JSON): the rules see it as it is
-                continue
-            tools: list[JSON] = []
+                continue  # not an array: nothing to repair or learn
+            texts: list[Raw] = []
+            changed = False
             for index, part in enumerate(parts):
                 try:
-                    tools.append(codec.loads(part))
+                    listed = self.normalizer.list_tool_text(part, index, self.exchange.era)
                 except DecodeError as exc:
-                    tools.append(part)
                     reason = f"the tool cannot be read: {str(exc)[:120]}"
                     rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
-                    faults.append(Record(rewrite, None, False, "fault"))
-            codec.adopt(tools, parts)
-            result[key] = tools
-        codec.adopt(result, members)
-        outcome = self.normalizer.tools_list(result, self.exchange.era)
-        self.exchange.learn_tools(result, outcome.entries, first_page=request.cursor is None)
-        new = codec.splice(outcome.result, result) if outcome.changed else None
-        return new, faults + outcome.records
+                    records.append(Record(rewrite, None, False, "fault"))
+                    texts.append(part)
+                    continue
+                records += listed.records
+                if listed.entry is not None:
+                    entries.append(listed.entry)
+                if listed.text is not None:
+                    changed = True
+                texts.append(part if listed.text is None else Raw(listed.text))
+                yield
+            if changed:
+                new_tools = join_array(texts)
+                yield  # each step of the end of a huge page is its own slice
+        self.exchange.learn_tools(result, entries, first_page=request.cursor is None)
+        yield
+        if new_tools is None:
+            return None, records
+        # Every byte copied is UTF-8: each tool was decoded (or is the text of one that was), and
+        # so were the other members, but for those kept undecoded: they are checked here.
+        unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
+        if not all(_utf8(bytes(text)) for text in unread):
+            return None, []  # the message cannot be rewritten: nor is anything logged
+        new = _Checked(join_object({**members, "tools": Raw(new_tools)}))
+        return new, records
 
     def _completed_task(
         self, members: dict[str, Raw], task_id: str | None, codec: Codec, size: int
@@ -469,9 +534,9 @@ class ResponseTransformer:
         new, records = done
         if new is None:
             return None, records
-        return dumps({**members, "result": Raw(new)}), records
+        return join_object({**members, "result": Raw(new)}), records
 
-    def _notification(self, raw: bytes | Raw, envelope: Envelope, size: int) -> bytes | None:
+    def _notification(self, raw: bytes | Raw, envelope: Envelope, size: int) -> Steps[bytes | None]:
         method = envelope.method
         if method not in ("notifications/tools/list_changed", "notifications/tasks"):
             return None
@@ -490,7 +555,7 @@ class ResponseTransformer:
         except Exception:
             logger.exception("rule fault on %s: notification forwarded unchanged", method)
             return None
-        return self._emit(raw, "params", done, method, None)
+        return (yield from self._emit(raw, "params", done, method, None))
 
     def _emit(
         self,
@@ -499,12 +564,15 @@ class ResponseTransformer:
         done: tuple[bytes | None, list[Record]] | None,
         method: str,
         jsonrpc_id: JSON,
-    ) -> bytes | None:
+    ) -> Steps[bytes | None]:
         """The message ``raw`` with ``member`` replaced by the new text in ``done`` (``None``: kept),
-        logging ``done``'s records; a change that cannot be written goes out as neither bytes nor records."""
+        logging ``done``'s records (a pause after each); a change that cannot be written goes out as
+        neither bytes nor records."""
         if done is None:
             return None
         text, records = done
+        if text is not None and len(text) > _LARGE:
+            yield  # what came before may have used most of the slice
         out = _with_member(raw, member, text) if text is not None else None
         if text is not None and out is None:
             return None  # the change cannot go out (said in the log): neither do its records
@@ -512,6 +580,7 @@ class ResponseTransformer:
             self.audit.emit(
                 record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era
             )
+            yield
         return out
 
 
@@ -525,17 +594,27 @@ def _decode(codec: Codec, members: dict[str, Raw], names: tuple[str, ...]) -> JS
     return {name: codec.loads(members[name]) for name in names if name in members}
 
 
+class _Checked(bytes):
+    """A new text whose maker has made sure that every byte is UTF-8 (none left to check)."""
+
+
 def _with_member(raw: bytes | Raw, name: str, text: bytes) -> bytes | None:
     """The JSON object ``raw`` with member ``name``'s value replaced by ``text`` (other members
     copied byte for byte); ``None`` when it cannot be written (the copied bytes must be UTF-8,
-    RFC 8259 8.1: the envelope reader does not check inside strings)."""
-    if not _utf8(bytes(raw)):
-        logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
-        return None
+    RFC 8259 8.1: the envelope reader does not check inside strings, and ``text`` copies parts of
+    the old value, unless it is :class:`_Checked`)."""
     try:
         members = split_object(raw)
-        members[name] = Raw(text)
-        return dumps(members)
+    except DecodeError:
+        logger.warning("rewritten message cannot be encoded: forwarded unchanged")
+        return None
+    copied = [bytes(value) for key, value in members.items() if key != name]
+    if not all(_utf8(part) for part in (*copied, *(() if isinstance(text, _Checked) else (text,)))):
+        logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
+        return None
+    members[name] = Raw(text)
+    try:
+        return join_object(members)
     except DecodeError:
         logger.warning("rewritten message cannot be encoded: forwarded unchanged")
         return None
@@ -560,6 +639,8 @@ def _charset(parameters: str) -> str | None:
 
 
 _BOM = b"\xef\xbb\xbf"
+#: A new text this large is written in a slice of its own.
+_LARGE = 1 << 20
 #: Words that make an event worth parsing even when it answers no watched request.
 _NOTICES = (b"list_changed", b"notifications/tasks")
 

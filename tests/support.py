@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from proxy import NormalizerConfig, Settings, create_app
 from proxy.audit import REWRITE_LOGGER
 from proxy.cli import bind
+from proxy.transform import ResponseTransformer
 from proxy.types import ASGIApp, Message, Receive
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,6 +131,22 @@ async def read_body(receive: Receive) -> bytes:
         body += message.get("body", b"")
         if not message.get("more_body"):
             return body
+
+
+def feed_all(t: ResponseTransformer, *chunks: bytes) -> bytes:
+    """Everything ``t`` sends for a body of ``chunks``, driven as the middleware drives it: after
+    each chunk and at the end, ``resume()`` while it is :attr:`~ResponseTransformer.busy`."""
+    out = bytearray()
+    for chunk in chunks:
+        out += pump(t, t.feed(chunk))
+    return bytes(out + pump(t, t.finish()))
+
+
+def pump(t: ResponseTransformer, out: bytes) -> bytes:
+    """``out`` and what ``t`` gives while it is busy (a half-done message) until it is not."""
+    while t.busy:
+        out += t.resume()
+    return out
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:

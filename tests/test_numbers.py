@@ -35,7 +35,7 @@ from proxy.schema import SchemaCompiler, SchemaUnusable
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
-from .support import capture_rewrites, object_schemas
+from .support import capture_rewrites, feed_all, object_schemas
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -400,9 +400,9 @@ def transform(body: bytes, config: NormalizerConfig) -> bytes:
     state = ScopeStore().state("s")
     state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     exchange = Exchange({("n", 1): PendingRequest("tools/call", tool="t")}, "2025-11-25", "s", state)
-    transformer = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    transformer = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0)
     transformer.start(200, [(b"content-type", b"application/json")])
-    return transformer.feed(body) + transformer.finish()
+    return feed_all(transformer, body)
 
 
 @PROPERTY

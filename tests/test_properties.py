@@ -24,7 +24,7 @@ from proxy.scopes import ScopeStore
 from proxy.sse import SSESplitter, parse_event
 from proxy.transform import Exchange, ResponseTransformer
 
-from .support import conforms, contains_value, leaves, object_schemas
+from .support import conforms, contains_value, leaves, object_schemas, pump
 
 ERAS = st.sampled_from([None, "2025-03-26", "2025-11-25", "2026-07-28"])
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -227,13 +227,13 @@ def exchange() -> tuple[Exchange, Normalizer]:
 
 def run(body: bytes, cuts: list[int], content_type: bytes) -> bytes:
     ex, normalizer = exchange()
-    t = ResponseTransformer(ex, normalizer, AuditLog("test"))
+    t = ResponseTransformer(ex, normalizer, AuditLog("test"), slice_seconds=0)  # every step a slice
     t.start(200, [(b"content-type", content_type)])
     out, start = bytearray(), 0
     for cut in [*sorted(set(cuts)), len(body)]:
-        out += t.feed(body[start : max(cut, start)])
+        out += pump(t, t.feed(body[start : max(cut, start)]))
         start = max(cut, start)
-    out += t.finish()
+    out += pump(t, t.finish())
     assert not t.stalled
     return bytes(out)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import orjson
 
 from proxy.audit import AuditLog
@@ -11,7 +13,7 @@ from proxy.normalize import Normalizer
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
-from .support import capture_rewrites
+from .support import capture_rewrites, feed_all, pump
 
 TOOL = {"name": "t", "inputSchema": {"type": "object"}}
 PROGRESS = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
@@ -25,7 +27,7 @@ DRAFT07 = "http://json-schema.org/draft-07/schema#"
 def transformer(**limits: int) -> tuple[ResponseTransformer, Exchange, Normalizer]:
     normalizer = Normalizer(NormalizerConfig())
     exchange = Exchange({("n", 1): PendingRequest("tools/call", tool="t")}, None, "s", ScopeStore().state("s"))
-    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), **limits)
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0, **limits)
     t.start(200, SSE)
     return t, exchange, normalizer
 
@@ -40,7 +42,7 @@ def test_a_response_waiting_for_its_tool_schema_holds_only_itself_and_what_follo
     assert t.finish() == b""  # still waiting
     exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     exchange.fetching.clear()
-    rest = t.resume()
+    rest = pump(t, t.resume())
     assert not t.stalled
     first, second = rest.split(b"\n\n", 1)
     assert "structuredContent" not in orjson.loads(first.removeprefix(b"data: "))["result"]  # rewritten
@@ -51,7 +53,7 @@ def test_an_oversized_event_ends_inspection_but_every_byte_goes_out_in_order() -
     t, exchange, normalizer = transformer(max_event_bytes=64)
     exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     huge = b"data: " + b"x" * 200 + b"\n\n"
-    out = t.feed(PROGRESS) + t.feed(huge[:100]) + t.feed(huge[100:] + RESPONSE) + t.finish()
+    out = feed_all(t, PROGRESS, huge[:100], huge[100:] + RESPONSE)
     assert out == PROGRESS + huge + RESPONSE  # the response after the oversized event is not rewritten
 
 
@@ -77,10 +79,10 @@ def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repa
     )
     normalizer = Normalizer(NormalizerConfig())
     exchange = Exchange({("n", 1): PendingRequest("tools/list")}, "2025-11-25", "s", ScopeStore().state("s"))
-    t = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0)
     t.start(200, [(b"content-type", b"application/json")])
     with capture_rewrites() as log:
-        out = t.feed(body) + t.finish()
+        out = feed_all(t, body)
     assert deep in out
     first, last = out.split(deep)
     tools_a = orjson.loads(first.split(b"[", 1)[1].rstrip(b","))
@@ -99,7 +101,7 @@ def json_transformer() -> tuple[ResponseTransformer, Exchange]:
     normalizer = Normalizer(NormalizerConfig())
     exchange = Exchange({("n", 1): PendingRequest("tools/call", tool="t")}, None, "s", ScopeStore().state("s"))
     exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
-    t = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0)
     t.start(200, [(b"content-type", b"application/json")])
     return t, exchange
 
@@ -118,11 +120,11 @@ def test_a_deep_message_that_is_not_valid_json_passes_untouched() -> None:
     for body in bodies:
         t, _ = json_transformer()
         with capture_rewrites() as log:
-            assert t.feed(body) + t.finish() == body
+            assert feed_all(t, body) == body
         assert log.lines == []
     t, _ = json_transformer()  # the same, well formed: rewritten around the deep member
     good = head + DEEP + b"}"
-    out = t.feed(good) + t.finish()
+    out = feed_all(t, good)
     assert out != good and DEEP in out and b'"_meta":null' not in out
 
 
@@ -130,17 +132,17 @@ def test_bytes_that_are_not_utf8_beside_a_fault_mean_no_rewrite_and_no_log_line(
     t, _ = json_transformer()
     body = b'{"jsonrpc":"2.0","id":1,"x":"\xff",' + CALL_FAULT + b"}"
     with capture_rewrites() as log:
-        assert t.feed(body) + t.finish() == body
+        assert feed_all(t, body) == body
     assert log.lines == []
 
 
 def test_a_tools_list_with_an_unreadable_sibling_member_still_learns_its_tools() -> None:
     normalizer = Normalizer(NormalizerConfig())
     exchange = Exchange({("n", 1): PendingRequest("tools/list")}, None, "s", ScopeStore().state("s"))
-    t = ResponseTransformer(exchange, normalizer, AuditLog("test"))
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0)
     t.start(200, [(b"content-type", b"application/json")])
     body = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[%s],"_meta":{"x":%s}}}' % (orjson.dumps(TOOL), DEEP)
-    assert t.feed(body) + t.finish() == body
+    assert feed_all(t, body) == body
     assert list(exchange.state.catalog.tools) == ["t"]
 
 
@@ -151,5 +153,63 @@ def test_a_byte_order_mark_counts_only_at_the_start_of_the_stream() -> None:
     exchange.state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     late = b"\xef\xbb\xbf" + RESPONSE
     notice = b'\xef\xbb\xbfdata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'
-    assert t.feed(b": first\n\n" + late + notice) + t.finish() == b": first\n\n" + late + notice
+    assert feed_all(t, b": first\n\n" + late + notice) == b": first\n\n" + late + notice
     assert exchange.state.catalog.get("t") is not None
+
+
+def many_tools(count: int) -> bytes:
+    tools = [
+        {
+            "name": f"t{i}",
+            "description": f'región {i} — "q"\n',
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"s": {"type": "string", "nullable": i % 3 == 0}}},
+        }
+        for i in range(count)
+    ]
+    return orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools, "nextCursor": "n"}})
+
+
+def list_through(normalizer: Normalizer, body: bytes, slice_seconds: float) -> tuple[bytes, int, Exchange, list[str]]:
+    """The list as the client gets it, how many times the transformer said ``busy``, the exchange, the log."""
+    exchange = Exchange({("n", 1): PendingRequest("tools/list")}, "2025-11-25", "s", ScopeStore().state("s"))
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=slice_seconds)
+    t.start(200, [(b"content-type", b"application/json")])
+    pauses = 0
+    with capture_rewrites() as log:
+        out = t.feed(body) + t.finish()
+        while t.busy:
+            assert out == b""  # nothing of a JSON body goes out before all of it is done
+            pauses += 1
+            out += t.resume()
+    return out, pauses, exchange, log.lines
+
+
+def test_a_long_tools_list_is_worked_on_in_slices_with_the_same_result() -> None:
+    body = many_tools(300)
+    whole, pauses, whole_exchange, whole_log = list_through(Normalizer(NormalizerConfig()), body, math.inf)
+    assert pauses == 0
+    sliced, pauses, exchange, log = list_through(Normalizer(NormalizerConfig()), body, 0)
+    assert pauses >= 300  # a pause after every tool at least
+    assert sliced == whole != body and log == whole_log and len(log) == 100
+    assert (
+        list(exchange.state.catalog.tools) == list(whole_exchange.state.catalog.tools) == [f"t{i}" for i in range(300)]
+    )
+    tools = orjson.loads(sliced)["result"]["tools"]
+    assert tools[0]["outputSchema"]["properties"]["s"]["type"] == ["string", "null"]
+    assert tools[0]["description"] == 'región 0 — "q"\n' and orjson.loads(sliced)["result"]["nextCursor"] == "n"
+
+
+def test_a_tools_list_seen_before_is_answered_from_what_the_rules_made_of_it() -> None:
+    normalizer = Normalizer(NormalizerConfig())
+    body = many_tools(50)
+    first, _, first_exchange, first_log = list_through(normalizer, body, math.inf)
+    again, _, exchange, log = list_through(normalizer, body, math.inf)
+    assert again == first and log == first_log  # the same bytes and the same log lines
+    for name, entry in exchange.state.catalog.tools.items():
+        assert entry is first_exchange.state.catalog.tools[name]  # one entry per distinct tool
+    changed = body.replace(b'"t7"', b'"t7b"')
+    third, _, exchange, _ = list_through(normalizer, changed, math.inf)
+    assert (
+        b'"t7b"' in third and exchange.state.catalog.get("t7b") is not None and exchange.state.catalog.get("t7") is None
+    )

@@ -16,6 +16,7 @@ not JSON, and responses to requests the file does not hold, are counted in the a
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 
 from ..audit import AuditLog
@@ -126,7 +127,9 @@ def _transform(
 ) -> None:
     """Run one message (``body``) through the proxy's response path (report-only: nothing changes)."""
     exchange = Exchange(pending, era, scope, store.state(scope), store.public, lists_expire=False)
-    transformer = ResponseTransformer(exchange, auditor.normalizer, records)
+    transformer = ResponseTransformer(
+        exchange, auditor.normalizer, records, slice_seconds=math.inf
+    )  # offline: no loop to share
     transformer.start(200, _JSON)
     transformer.feed(body)
     transformer.finish()
