@@ -30,6 +30,9 @@ from dataclasses import dataclass
 
 from bench import fixture
 from bench.load import LoadPool, Run, Workload, combine
+from bench.manytools import ManyToolsRun
+from bench.manytools import measure as measure_many_tools
+from bench.manytools import prime as prime_many_tools
 from bench.procs import (
     Proc,
     machine,
@@ -48,12 +51,15 @@ from bench.report import (
     Summary,
     call_table,
     cost_targets,
+    many_tools_table,
+    many_tools_target,
     progress_table,
     ratios,
     targets,
 )
 
 _CLIENT_BOUND_PCT = 85.0
+MANY = "many-tools"
 _DEFAULT_PROCS = min(2, os.cpu_count() or 1)
 
 
@@ -69,6 +75,7 @@ class Params:
     sse_streams: int
     sse_events: int
     sse_gap_ms: float
+    many_tools: int
     only: tuple[str, ...] = ()
 
 
@@ -87,6 +94,9 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Params]:
     parser.add_argument("--sse-streams", type=int, help="concurrent progress streams (default 4; --quick 2)")
     parser.add_argument("--sse-events", type=int, default=100, help="progress events per call (default 100)")
     parser.add_argument("--sse-gap-ms", type=float, default=5.0, help="ms between progress events (default 5)")
+    parser.add_argument(
+        "--many-tools", type=int, help=f"tools in the huge tools/list workload '{MANY}' (default 50000; --quick 2000)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny run: a smoke test, not a measurement")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
@@ -105,6 +115,7 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Params]:
         sse_streams=int(pick(args.sse_streams, 4, 2)),
         sse_events=args.sse_events,
         sse_gap_ms=args.sse_gap_ms,
+        many_tools=int(pick(args.many_tools, 50_000, 2_000)),
         only=tuple(name.strip() for name in args.only.split(",")) if args.only else (),
     )
     if (
@@ -113,8 +124,9 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Params]:
         or params.concurrency < 1
         or params.sse_streams < 1
         or params.sse_events < 1
+        or params.many_tools < 1
     ):
-        parser.error("--duration, --concurrency, --sse-streams and --sse-events must be positive")
+        parser.error("--duration, --concurrency, --sse-streams, --sse-events and --many-tools must be positive")
     return args, params
 
 
@@ -168,9 +180,33 @@ def _measure(params: Params, upstream: Proc, proxies: dict[str, Proc]) -> list[R
     return runs
 
 
+def _measure_many_tools(params: Params, upstream: Proc, proxies: dict[str, Proc]) -> list[ManyToolsRun]:
+    """The huge ``tools/list`` against every target, one after the other."""
+    if params.only and MANY not in params.only:
+        return []
+    out = []
+    prime_many_tools("127.0.0.1", upstream.port, params.many_tools)
+    for target in TARGETS:
+        print(f"bench: {MANY} -> {target}", file=sys.stderr)
+        proxy = proxies.get(target)
+        out.append(
+            measure_many_tools(
+                "127.0.0.1",
+                proxy.port if proxy is not None else upstream.port,
+                target,
+                tools=params.many_tools,
+                idle=min(2.0, params.duration),
+                proxy_pid=proxy.pid if proxy is not None else None,
+                rewritten=target == NORMALIZER,
+            )
+        )
+    return out
+
+
 def _report(
     params: Params,
     runs: list[Run],
+    many: list[ManyToolsRun],
     logs: dict[str, list[str]],
     peaks: dict[str, float],
     as_json: bool,
@@ -183,8 +219,10 @@ def _report(
     ratio_lines, ratio_data = ratios(calls)
     judged = targets(summaries, "small", progress.name, params.sse_gap_ms)
     judged += cost_targets(summaries, peaks.get(NORMALIZER), params.concurrency)
-    errors = sum(s.errors for s in summaries)
+    judged += many_tools_target(many)
+    errors = sum(s.errors for s in summaries) + sum(len(run.errors) for run in many)
     samples = [f"{run.target}/{run.workload.name}: {text}" for run in runs for text in run.outcome.samples]
+    samples += [f"{run.target}/{MANY}: {text}" for run in many for text in run.errors]
     bound = [s for s in summaries if s.client_cpu_pct / params.client_procs > _CLIENT_BOUND_PCT]
     missed = sum(not t.passed for t in judged)
     if as_json:
@@ -192,6 +230,7 @@ def _report(
             "machine": machine(),
             "parameters": _params_dict(params),
             "runs": [s.as_dict() for s in summaries],
+            "many_tools": [run.as_dict() for run in many],
             "ratios": ratio_data,
             "targets": [{"name": t.name, "passed": t.passed, "detail": t.detail} for t in judged],
             "errors": samples,
@@ -215,6 +254,8 @@ def _report(
         f"SSE progress: {params.sse_events} notifications/progress {params.sse_gap_ms:g} ms apart before the result, "
         f"{params.sse_streams} concurrent streams; delay = client receipt - upstream emit (time.time_ns)",
         *progress_table(streams),
+        "",
+        *many_tools_table(many),
         "",
         "ratios:",
         *ratio_lines,
@@ -254,12 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             for proc in procs.values():
                 wait_listening(proc)
             runs = _measure(params, upstream, procs)
+            many = _measure_many_tools(params, upstream, procs)
         logs = {name: proc.log_lines() for name, proc in [("upstream", upstream), *procs.items()]}
         peaks = {name: memory_kib(proc.pid)["VmHWM"] / 1024 for name, proc in procs.items()}
     finally:
         for proc in [*procs.values(), upstream]:
             proc.stop()
-    errors, missed = _report(params, runs, logs, peaks, args.json)
+    errors, missed = _report(params, runs, many, logs, peaks, args.json)
     return 1 if errors or (args.strict and missed) else 0
 
 

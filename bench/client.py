@@ -210,6 +210,10 @@ class Session:
             pass
         await self.connection.close()
 
+    def set_header(self, name: str, value: str) -> None:
+        """Send ``name: value`` with every later request of the session."""
+        self._headers[name] = value
+
     def next_id(self) -> int:
         """A request id not used before in this session."""
         return next(self._ids)

@@ -14,6 +14,9 @@ tell its own response from anyone else's. Tools named in :data:`SSE_TOOLS` are a
 - ``bench.large.sse``: the ``bench.large`` result answered as one SSE event.
 - ``bench.progress.sse``: ``arguments.count`` progress notifications ``arguments.gap_ms`` apart,
   each with the upstream's ``time.time_ns()`` at emission as its ``message``, then a small result.
+
+A request with the header ``x-bench-tools: N`` is listed :func:`many_tools` (``N`` field-like
+tools, one in ten with an OpenAPI ``nullable`` the normalizer rewrites) instead.
 """
 
 from __future__ import annotations
@@ -171,6 +174,31 @@ def rewritten_problem_result(nonce: str) -> dict[str, Any]:
         "content": [{"type": "text", "text": "[SCOPE_DENIED] token lacks scope 'scopes:read'"}],
         "isError": True,
         "_meta": {PROBLEM_KEY: problem(nonce)},
+    }
+
+
+#: The request header that asks for :func:`many_tools`.
+MANY_TOOLS_HEADER = "x-bench-tools"
+
+
+def many_tool(i: int) -> dict[str, Any]:
+    """Tool ``i`` of a huge listing: about 320 bytes, with non-ASCII and escapes in its text and a
+    nested ``outputSchema``; every tenth one marks a field OpenAPI ``nullable: true`` (rewritten)."""
+    scope: dict[str, Any] = {"type": "string"}
+    if i % 10 == 0:
+        scope["nullable"] = True
+    return {
+        "name": f"many.tool_{i:06d}",
+        "description": f'región {i} \u2014 "q"\n',
+        "inputSchema": {"type": "object", "properties": {"limit": {"maximum": 500}}},
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "scope": scope,
+                "items": {"type": "array", "items": {"type": "object", "properties": {"cpu": {"type": "number"}}}},
+            },
+            "required": ["scope", "items"],
+        },
     }
 
 

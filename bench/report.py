@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from .load import Run
+from .manytools import ManyToolsRun
 
 DIRECT, PASS, NORMALIZER = "direct", "pass-through", "normalizer"
 TARGETS = (DIRECT, PASS, NORMALIZER)
@@ -233,3 +234,42 @@ def cost_targets(summaries: Sequence[Summary], normalizer_peak_mib: float | None
             )
         )
     return out
+
+
+def many_tools_table(runs: Sequence[ManyToolsRun]) -> list[str]:
+    """One line per target: list times, proxy CPU per list, the probe's latency idle and during."""
+    if not runs:
+        return []
+    lines = [
+        f"{runs[0].tools:,}-tool tools/list, twice (cold, then warm), while one other session calls "
+        "bench.small every 10 ms; added = the probe's p99 during a list - its p50 before",
+        f"{'target':<14}{'cold s':>8}{'warm s':>8}{'CPU/list s':>12}{'probe p50':>11}{'p99 during':>12}"
+        f"{'max during':>12}{'added p99':>11}{'calls':>7}",
+    ]
+    for run in runs:
+        idle = percentile(run.idle_ms, 50) if run.idle_ms else math.nan
+        p99 = percentile(run.during_ms, 99) if run.during_ms else math.nan
+        worst = max(run.during_ms, default=math.nan)
+        cold = run.list_seconds[0] if run.list_seconds else math.nan
+        warm = run.list_seconds[-1] if len(run.list_seconds) > 1 else math.nan
+        cpu = "/".join(f"{c:.2f}" for c in run.proxy_cpu) or "-"
+        lines.append(
+            f"{run.target:<14}{_num(cold, 2):>8}{_num(warm, 2):>8}{cpu:>12}{_num(idle, 1):>11}"
+            f"{_num(p99, 1):>12}{_num(worst, 1):>12}{_num(p99 - idle, 1):>11}{len(run.during_ms):>7}"
+        )
+    return lines
+
+
+def many_tools_target(runs: Sequence[ManyToolsRun], bound_ms: float = 100.0) -> list[Target]:
+    """The normalizer's added p99 delay for a concurrent small call while a huge list passes."""
+    found = next((run for run in runs if run.target == NORMALIZER), None)
+    if found is None or not found.during_ms or not found.idle_ms:
+        return []
+    added = percentile(found.during_ms, 99) - percentile(found.idle_ms, 50)
+    return [
+        Target(
+            f"normalizer: a small call's p99 added delay <= {bound_ms:g} ms while a {found.tools:,}-tool list passes",
+            added <= bound_ms,
+            f"{added:.1f} ms over {len(found.during_ms)} calls",
+        )
+    ]

@@ -10,6 +10,7 @@ connections) and serves under uvicorn without access log.
 from __future__ import annotations
 
 import argparse
+import functools
 import socket
 import sys
 import time
@@ -93,8 +94,30 @@ def _tool_name(body: bytes) -> str | None:
     return name if isinstance(name, str) else None
 
 
+@functools.lru_cache(maxsize=4)
+def _many(count: int) -> bytes:
+    """The encoded ``tools`` of :func:`~bench.fixture.many_tool` ``0..count-1`` (made once: the
+    upstream then answers a huge list in the time it takes to copy it, and holds no one up)."""
+    return orjson.dumps([fixture.many_tool(i) for i in range(count)])
+
+
+def _many_tools_request(body: bytes, headers: Sequence[tuple[bytes, bytes]]) -> tuple[Any, int] | None:
+    """``(id, count)`` of a ``tools/list`` request that asks for the huge listing, else ``None``."""
+    count = next((v for k, v in headers if k.lower() == fixture.MANY_TOOLS_HEADER.encode()), b"")
+    if not count.isdigit():
+        return None
+    try:
+        message: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/list" or "id" not in message:
+        return None
+    return message["id"], min(int(count), 1_000_000)
+
+
 class Router:
-    """ASGI app: SSE tools to one scripted server, everything else to the other."""
+    """ASGI app: SSE tools to one scripted server, everything else to the other; a request with
+    :data:`~bench.fixture.MANY_TOOLS_HEADER` is listed that many tools."""
 
     def __init__(self) -> None:
         specs = tools()
@@ -112,6 +135,14 @@ class Router:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        many = _many_tools_request(body, scope["headers"])
+        if many is not None:
+            request_id, count = many
+            answer = b'{"jsonrpc":"2.0","id":%s,"result":{"tools":%s}}' % (orjson.dumps(request_id), _many(count))
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
+            return
         app = self.sse if _tool_name(body) in fixture.SSE_TOOLS else self.json
         replayed = False
 
