@@ -15,8 +15,10 @@ import secrets
 import sys
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+
+import msgspec
 
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
@@ -25,89 +27,75 @@ from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
 from .types import JSON, JSONObject
 
 
-class ToolEntry:
+class ToolEntry(msgspec.Struct, gc=False, eq=False):
     """One tool as the proxy advertised it; its ``outputSchema`` is compiled on first use.
 
     Compiling lazily keeps a huge ``tools/list`` cheap: only the schemas of tools actually called
     are ever compiled, and the compiler shares one validator per distinct schema. Until then the
-    schema is kept as its JSON text: an entry is then one object the garbage collector tracks, not
-    one per node of its schema (50,000 tools would otherwise make every full collection walk
-    300,000 dicts, a third of a second that holds every session).
+    schema is kept as its JSON text, and the entry itself is invisible to the cyclic garbage
+    collector (``gc=False``: it holds no cycle): 50,000 learned tools add no work to a full
+    collection, where they used to add 300,000 dicts (a third of a second holding every session).
+    Entries compare by identity.
 
     Attributes:
         name: the tool name.
-        output_schema: the advertised ``outputSchema``, or ``None`` when the tool declares none.
+        schema: the ``outputSchema`` as given, until it is kept as ``schema_text`` (read
+            :attr:`output_schema`).
         nullable: places in ``structuredContent`` declared nullable (config or OpenAPI ``nullable``).
         ui_resource_uri: ``_meta.ui.resourceUri`` of an MCP Apps tool, else ``None``.
+        compiler: compiles the schema on first use (``None`` once it has).
+        problem: why the schema cannot be used to validate, once known (or given).
         size: an estimate of the bytes the entry holds (its tool's encoded size), for the catalog bound.
+        schema_text: the ``outputSchema`` as JSON, until it is decoded.
+        compiled_schema: the compiled schema, once compiled.
     """
 
-    __slots__ = (
-        "_compiled",
-        "_compiler",
-        "_problem",
-        "_schema",
-        "_schema_text",
-        "name",
-        "nullable",
-        "size",
-        "ui_resource_uri",
-    )
+    name: str
+    schema: JSON | None = None
+    nullable: tuple[PointerPattern, ...] = ()
+    ui_resource_uri: str | None = None
+    compiler: SchemaCompiler | None = None
+    problem: str | None = None
+    size: int = 0
+    schema_text: bytes | None = None
+    compiled_schema: CompiledSchema | None = None
 
-    def __init__(
-        self,
-        name: str,
-        output_schema: JSON | None,
-        nullable: tuple[PointerPattern, ...] = (),
-        ui_resource_uri: str | None = None,
-        compiler: SchemaCompiler | None = None,
-        problem: str | None = None,
-        size: int = 0,
-    ) -> None:
-        self.name = name
-        self.size = size
-        self._schema: JSON | None = output_schema
-        self._schema_text: bytes | None = None
-        if isinstance(output_schema, dict | list):
+    def __post_init__(self) -> None:
+        if isinstance(self.schema, dict | list):
             try:
-                self._schema_text, self._schema = dumps(output_schema), None
+                self.schema_text, self.schema = dumps(self.schema), None
             except DecodeError:
                 pass  # not writable as JSON (a lone surrogate): kept as it is
-        self.nullable = nullable
-        self.ui_resource_uri = ui_resource_uri
-        self._compiler = compiler
-        self._compiled: CompiledSchema | None = None
-        self._problem = problem
 
     @property
     def output_schema(self) -> JSON | None:
         """The advertised ``outputSchema`` (decoded on first use), or ``None`` when there is none."""
-        if self._schema_text is not None:
-            self._schema, self._schema_text = loads(self._schema_text), None
-        return self._schema
+        if self.schema_text is not None:
+            self.schema, self.schema_text = loads(self.schema_text), None
+        return self.schema
 
     @property
     def has_output_schema(self) -> bool:
         """True when the tool declares an ``outputSchema``."""
-        return self._schema_text is not None or self._schema is not None
+        return self.schema_text is not None or self.schema is not None
 
     @property
     def compiled(self) -> CompiledSchema | None:
         """The compiled ``outputSchema``; ``None`` when there is none or it is unusable."""
-        if self._compiler is not None:
-            compiler, self._compiler = self._compiler, None
-            if self.output_schema is not None and self._problem is None:
+        if self.compiler is not None:
+            compiler, self.compiler = self.compiler, None
+            if self.output_schema is not None and self.problem is None:
                 try:
-                    self._compiled = compiler.compile(self.output_schema)
+                    self.compiled_schema = compiler.compile(self.output_schema)
                 except SchemaUnusable as exc:
-                    self._problem = str(exc)
-        return self._compiled
+                    self.problem = str(exc)
+        return self.compiled_schema
 
     @property
     def schema_problem(self) -> str | None:
         """Why the schema cannot be used to validate, if it cannot."""
         _ = self.compiled
-        return self._problem
+        return self.problem
 
     def without_validation(self, reason: str) -> ToolEntry:
         """This entry with validation switched off (for a result too large to validate)."""
@@ -135,16 +123,40 @@ def build_entry(
 
 
 class ToolSet(dict[str, ToolEntry]):
-    """The tools of one ``tools/list`` by name; immutable by convention, shared by every scope whose
-    list holds the same entries (see :class:`CatalogPool`)."""
+    """The tools of one ``tools/list`` by name; shared by every scope whose list holds the same
+    entries (see :class:`CatalogPool`), so immutable once :meth:`sealed`.
 
-    __slots__ = ("__weakref__", "key", "size")
+    Built a tool at a time (:meth:`add`: the proxy learns a 50,000-tool list in slices), it keeps
+    what the pool needs as it grows: a digest of its entries' identities, in order (entries are
+    shared by content, so identity is content) and the bytes it holds.
 
-    def __init__(self, entries: list[ToolEntry], key: tuple[int, ...]) -> None:
-        super().__init__((entry.name, entry) for entry in entries)
-        self.key = key
-        #: bytes held: the entries' estimates and the mapping itself
-        self.size = sys.getsizeof(self) + sum(entry.size + _PER_NAME for entry in self.values())
+    Attributes:
+        key: the digest (once sealed).
+        size: bytes held: the entries' estimates and the mapping itself (once sealed).
+    """
+
+    __slots__ = ("__weakref__", "_digest", "_entry_bytes", "key", "size")
+
+    def __init__(self, entries: Iterable[ToolEntry] = ()) -> None:
+        super().__init__()
+        self._digest = hashlib.blake2b(digest_size=16)
+        self._entry_bytes = 0
+        self.key = b""
+        self.size = 0
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: ToolEntry) -> None:
+        """Add (or replace, by name) one tool, in list order."""
+        self[entry.name] = entry
+        self._digest.update(id(entry).to_bytes(8, "little", signed=True))
+        self._entry_bytes += entry.size + _PER_NAME
+
+    def sealed(self) -> ToolSet:
+        """This set, its :attr:`key` and :attr:`size` computed; add nothing after."""
+        self.key = self._digest.digest()
+        self.size = sys.getsizeof(self) + self._entry_bytes
+        return self
 
 
 _PER_NAME = 120  # a name string and its slot, about
@@ -167,26 +179,30 @@ class CatalogPool:
         self.max_bytes = max_bytes
         self.over = over
         self.bytes = 0
-        self._sets: dict[tuple[int, ...], weakref.ref[ToolSet]] = {}
+        self._sets: dict[bytes, weakref.ref[ToolSet]] = {}
 
     def __len__(self) -> int:
         return len(self._sets)
 
-    def get(self, entries: list[ToolEntry]) -> ToolSet:
-        """The shared set of ``entries`` (entries are shared by content, so identity is content)."""
-        key = tuple(id(entry) for entry in entries)
+    def get(self, entries: Iterable[ToolEntry]) -> ToolSet:
+        """The shared set of ``entries``."""
+        return self.share(ToolSet(entries))
+
+    def share(self, tools: ToolSet) -> ToolSet:
+        """The shared set with the entries of ``tools``: one already held, or ``tools`` itself (sealed)."""
+        key = tools.sealed().key
         ref = self._sets.get(key)
         found = ref() if ref is not None else None
         if found is not None:
             return found
-        found = ToolSet(entries, key)
+        found = tools
         self._sets[key] = weakref.ref(found, self._gone(key, found.size))
         self.bytes += found.size
         if self.bytes > self.max_bytes and self.over is not None:
             self.over()
         return found
 
-    def _gone(self, key: tuple[int, ...], size: int) -> Callable[[weakref.ref[ToolSet]], None]:
+    def _gone(self, key: bytes, size: int) -> Callable[[weakref.ref[ToolSet]], None]:
         def gone(ref: weakref.ref[ToolSet]) -> None:
             if self._sets.get(key) is ref:
                 del self._sets[key]
@@ -226,19 +242,20 @@ class ToolCatalog:
         """True when the fresh list was fetched for ``name`` and does not have it (no fetch again)."""
         return name in self.absent and self.fresh()
 
-    def learn(self, entries: list[ToolEntry], *, first_page: bool, ttl: float | None = None) -> None:
+    def learn(self, entries: ToolSet | Iterable[ToolEntry], *, first_page: bool, ttl: float | None = None) -> None:
         """Record a ``tools/list`` page; the first page starts a new list, later pages add to it.
 
         Args:
-            entries: the page's tools.
+            entries: the page's tools (a :class:`ToolSet` is shared as it is, not copied).
             first_page: the request carried no cursor.
             ttl: seconds the list may be reused (``ttlMs`` / 1000), ``None`` for no limit.
         """
+        listed = entries if isinstance(entries, ToolSet) else ToolSet(entries)
         if first_page:
-            self.tools = self.pool.get(entries) if self.pool is not None else {e.name: e for e in entries}
+            self.tools = self.pool.share(listed) if self.pool is not None else dict(listed)
             self.absent = set()
         else:
-            self.tools = {**self.tools, **{entry.name: entry for entry in entries}}
+            self.tools = {**self.tools, **listed}  # a page after the first
         self.learned_at = time.monotonic()
         self.expires_at = None if ttl is None else self.learned_at + ttl
 

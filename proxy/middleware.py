@@ -242,7 +242,7 @@ class NormalizerMiddleware:
             running = self._inflight.get(exchange.scope)
             if running is not None:
                 await running.done.wait()
-                exchange.learned.update((entry.name, entry) for entry in running.entries)
+                exchange.learned.append({entry.name: entry for entry in running.entries})
                 return
             fetch = self._inflight[exchange.scope] = _Fetch()
             try:
@@ -402,6 +402,10 @@ class _Fetch:
     entries: list[ToolEntry] = field(default_factory=list)
 
 
+#: The largest body piece sent at once.
+_PIECE = 256 * 1024
+
+
 class _TransformingSend:
     """The ``send`` handed to the inner app: runs the response through the transformer."""
 
@@ -453,6 +457,14 @@ class _TransformingSend:
         if not more:
             self.count_oversize()  # before the client has it all, so a scrape after it sees the count
         if self._start is None and (out or not more):
+            # A huge rewritten body goes out in pieces: the server copies each piece into its
+            # buffers, and other sessions run between them (one 16 MiB copy holds them all).
+            if len(out) > _PIECE:
+                view = memoryview(out)
+                for start in range(0, len(out) - _PIECE, _PIECE):
+                    piece = bytes(view[start : start + _PIECE])
+                    await self._send({"type": "http.response.body", "body": piece, "more_body": True})
+                out = bytes(view[start + _PIECE :])
             await self._send({"type": "http.response.body", "body": out, "more_body": more})
 
     def count_oversize(self) -> None:

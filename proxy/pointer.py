@@ -8,7 +8,8 @@ name a member literally called ``*`` (none has been needed).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 #: A location inside a JSON value: member names and array indexes, outermost first.
 Path = tuple[str | int, ...]
@@ -29,8 +30,7 @@ def format_pointer(path: Sequence[str | int]) -> str:
     return "".join("/" + _escape(segment) for segment in path)
 
 
-@dataclass(frozen=True, slots=True)
-class PointerPattern:
+class PointerPattern(msgspec.Struct, frozen=True, gc=False):
     """A JSON pointer whose segments may be ``*``.
 
     Attributes:

@@ -21,7 +21,7 @@ T = TypeVar("T")
 Steps = Generator[None, None, T]
 
 #: How long a slice runs before the job hands back to the event loop, in seconds.
-SLICE_SECONDS = 0.005
+SLICE_SECONDS = 0.002
 
 
 class Unfinished(Exception):

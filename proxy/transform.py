@@ -34,7 +34,7 @@ from msgspec import UNSET
 
 from .audit import AuditLog
 from .capture import Capture
-from .catalog import ToolCatalog, ToolEntry
+from .catalog import ToolCatalog, ToolEntry, ToolSet
 from .errors import DecodeError
 from .jsoncodec import Codec, Raw, join_array, join_object, quiet_gc, split_array, split_object
 from .jsonrpc import (
@@ -61,6 +61,10 @@ from .types import JSON, JSONObject, RawHeaders
 logger = logging.getLogger("mcp_normalizer.transform")
 
 Mode = Literal["json", "sse", "pass"]
+#: The new value of a message member: its JSON text, or the undecoded parts of a JSON object
+#: (texts, or lists of texts, by member name) already known to be UTF-8, written together with
+#: the message in one pass (a 16 MiB ``tools/list`` page is then copied once, not three times).
+NewText = bytes | dict[str, Raw | list[Raw]]
 
 
 @dataclass(slots=True)
@@ -75,8 +79,8 @@ class Exchange:
         state: what is remembered for that scope (catalog, unanswered requests, tasks).
         public: tools the upstream listed with ``cacheScope: "public"`` (any scope may use them).
         fetching: tools whose ``tools/list`` fetch is in flight; a response for one of them waits.
-        learned: tools learned during this exchange; usable by it even when the list's ``ttlMs``
-            is 0 (the list may not be reused by later exchanges).
+        learned: the tool lists learned during this exchange (by name, each as it came); usable by
+            it even when the list's ``ttlMs`` is 0 (the list may not be reused by later exchanges).
         lists_expire: honour a 2026-07-28 list's ``ttlMs``; off when replaying a capture, which has
             no clock (a list then lasts until the next one or ``list_changed``).
     """
@@ -87,14 +91,18 @@ class Exchange:
     state: ScopeState
     public: ToolCatalog = field(default_factory=ToolCatalog)
     fetching: set[str] = field(default_factory=set)
-    learned: dict[str, ToolEntry] = field(default_factory=dict)
+    learned: list[Mapping[str, ToolEntry]] = field(default_factory=list)
     lists_expire: bool = True
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
         if name is None:
             return None
-        return self.learned.get(name) or self.state.catalog.get(name) or self.public.get(name)
+        for tools in reversed(self.learned):  # the latest first
+            found = tools.get(name)
+            if found is not None:
+                return found
+        return self.state.catalog.get(name) or self.public.get(name)
 
     def tool_of(self, request: PendingRequest) -> str | None:
         """The tool a watched request concerns: the called tool, or the tool that started its task."""
@@ -102,7 +110,7 @@ class Exchange:
             return request.tool
         return self.state.tasks.get(request.task_id) if request.task_id is not None else None
 
-    def learn_tools(self, result: JSONObject, entries: list[ToolEntry], *, first_page: bool) -> None:
+    def learn_tools(self, result: JSONObject, entries: ToolSet | list[ToolEntry], *, first_page: bool) -> None:
         """Record a ``tools/list`` page: for the scope, for this exchange and, when the upstream
         marked it ``cacheScope: "public"``, for every scope. A 2026-07-28 list is reused for its
         ``ttlMs`` only (absent or negative: 0); a legacy list lasts until invalidated."""
@@ -117,7 +125,7 @@ class Exchange:
         self.state.catalog.learn(entries, first_page=first_page, ttl=ttl)
         if result.get("cacheScope") == "public":
             self.public.learn(entries, first_page=first_page, ttl=ttl)
-        self.learned.update((entry.name, entry) for entry in entries)
+        self.learned.append(entries if isinstance(entries, ToolSet) else {entry.name: entry for entry in entries})
 
     def forget_tools(self) -> None:
         """The upstream said its tool list changed: forget what was learned."""
@@ -327,14 +335,12 @@ class ResponseTransformer:
         self.audit.emit(record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era)
 
     def _finish_json(self) -> bytes:
-        if len(self._body) != 1:
-            self._body = [b"".join(self._body)]
-        body = self._body[0]
         try:
-            new = self._work(self._job or self._rewrite(body))
+            new = self._work(self._job or self._body_job())
         except (_Stall, Unfinished):
             return b""
         self.mode = "pass"  # the start may go now
+        body = self._body[0] if self._body else b""
         self._body, self._size = [], 0
         if new is None:
             return body
@@ -343,6 +349,15 @@ class ResponseTransformer:
         return new
 
     # -- JSON-RPC -----------------------------------------------------------------------------
+
+    def _body_job(self) -> Steps[bytes | None]:
+        """:meth:`_rewrite` on the whole JSON body (its chunks joined into one first, in a slice
+        of its own when large)."""
+        if len(self._body) != 1:
+            self._body = [b"".join(self._body)]
+            if self._size > _LARGE:
+                yield
+        return (yield from self._rewrite(self._body[0]))
 
     def _rewrite(self, data: bytes) -> Steps[bytes | None]:
         """The new text of one JSON body or SSE event's data (a message or a batch), or ``None``
@@ -366,6 +381,8 @@ class ResponseTransformer:
             messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
         except DecodeError:
             return None  # not JSON: not the proxy's to judge
+        if len(data) > _LARGE:
+            yield  # reading a huge body is a slice of its own
         for _, envelope in messages:
             request = self._request_of(envelope)
             if request is not None and request.method != TOOLS_LIST:
@@ -419,7 +436,7 @@ class ResponseTransformer:
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
-    ) -> Steps[tuple[bytes | None, list[Record]] | None]:
+    ) -> Steps[tuple[NewText | None, list[Record]] | None]:
         """Normalize the result of one watched request: its new text (``None``: unchanged) and the
         records; ``None`` when the result is not the proxy's to touch."""
         exchange = self.exchange
@@ -463,13 +480,13 @@ class ResponseTransformer:
 
     def _tools_list(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec
-    ) -> Steps[tuple[bytes | None, list[Record]]]:
+    ) -> Steps[tuple[NewText | None, list[Record]]]:
         """Repair and learn one ``tools/list`` page, a tool at a time (a pause after each); a tool
         that cannot be read passes untouched, and a tool text listed before costs a hash."""
         result: JSONObject = {}
         records: list[Record] = []
-        entries: list[ToolEntry] = []
-        new_tools: bytes | None = None
+        entries = ToolSet()
+        new_tools: list[Raw] | None = None
         for key, text in members.items():
             if key != "tools":
                 try:
@@ -481,6 +498,8 @@ class ResponseTransformer:
                 parts = split_array(text)
             except DecodeError:
                 continue  # not an array: nothing to repair or learn
+            if len(text) > _LARGE:
+                yield  # the first pass over a huge page in a slice of its own
             texts: list[Raw] = []
             changed = False
             for index, part in enumerate(parts):
@@ -494,15 +513,14 @@ class ResponseTransformer:
                     continue
                 records += listed.records
                 if listed.entry is not None:
-                    entries.append(listed.entry)
+                    entries.add(listed.entry)
                 if listed.text is not None:
                     changed = True
                 texts.append(part if listed.text is None else Raw(listed.text))
                 yield
             if changed:
-                new_tools = join_array(texts)
-                yield  # each step of the end of a huge page is its own slice
-        self.exchange.learn_tools(result, entries, first_page=request.cursor is None)
+                new_tools = texts
+        self.exchange.learn_tools(result, entries.sealed(), first_page=request.cursor is None)
         yield
         if new_tools is None:
             return None, records
@@ -511,8 +529,7 @@ class ResponseTransformer:
         unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
         if not all(_utf8(bytes(text)) for text in unread):
             return None, []  # the message cannot be rewritten: nor is anything logged
-        new = _Checked(join_object({**members, "tools": Raw(new_tools)}))
-        return new, records
+        return {**members, "tools": new_tools}, records  # written with the message, in one pass
 
     def _completed_task(
         self, members: dict[str, Raw], task_id: str | None, codec: Codec, size: int
@@ -561,7 +578,7 @@ class ResponseTransformer:
         self,
         raw: bytes | Raw,
         member: str,
-        done: tuple[bytes | None, list[Record]] | None,
+        done: tuple[NewText | None, list[Record]] | None,
         method: str,
         jsonrpc_id: JSON,
     ) -> Steps[bytes | None]:
@@ -571,9 +588,15 @@ class ResponseTransformer:
         if done is None:
             return None
         text, records = done
-        if text is not None and len(text) > _LARGE:
-            yield  # what came before may have used most of the slice
-        out = _with_member(raw, member, text) if text is not None else None
+        out: bytes | None = None
+        if text is not None:
+            large = not isinstance(text, bytes) or len(text) > _LARGE
+            if large:
+                yield  # each pass over a huge message in a slice of its own
+            members = _members(raw)
+            if large:
+                yield
+            out = _with_member(members, member, text) if members is not None else None
         if text is not None and out is None:
             return None  # the change cannot go out (said in the log): neither do its records
         for record in records:
@@ -594,27 +617,26 @@ def _decode(codec: Codec, members: dict[str, Raw], names: tuple[str, ...]) -> JS
     return {name: codec.loads(members[name]) for name in names if name in members}
 
 
-class _Checked(bytes):
-    """A new text whose maker has made sure that every byte is UTF-8 (none left to check)."""
-
-
-def _with_member(raw: bytes | Raw, name: str, text: bytes) -> bytes | None:
-    """The JSON object ``raw`` with member ``name``'s value replaced by ``text`` (other members
-    copied byte for byte); ``None`` when it cannot be written (the copied bytes must be UTF-8,
-    RFC 8259 8.1: the envelope reader does not check inside strings, and ``text`` copies parts of
-    the old value, unless it is :class:`_Checked`)."""
+def _members(raw: bytes | Raw) -> dict[str, Raw] | None:
+    """The members of the message ``raw``, undecoded; ``None`` (logged) when it is not an object."""
     try:
-        members = split_object(raw)
+        return split_object(raw)
     except DecodeError:
         logger.warning("rewritten message cannot be encoded: forwarded unchanged")
         return None
+
+
+def _with_member(members: dict[str, Raw], name: str, text: NewText) -> bytes | None:
+    """The JSON object of ``members`` with member ``name``'s value replaced by ``text`` (other
+    members copied byte for byte); ``None`` when it cannot be written (the copied bytes must be
+    UTF-8, RFC 8259 8.1: the envelope reader does not check inside strings, and a ``bytes`` text
+    copies parts of the old value; undecoded parts are checked by their maker)."""
     copied = [bytes(value) for key, value in members.items() if key != name]
-    if not all(_utf8(part) for part in (*copied, *(() if isinstance(text, _Checked) else (text,)))):
+    if not all(_utf8(part) for part in (*copied, *((text,) if isinstance(text, bytes) else ()))):
         logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
         return None
-    members[name] = Raw(text)
     try:
-        return join_object(members)
+        return join_object({**members, name: Raw(text) if isinstance(text, bytes) else text})
     except DecodeError:
         logger.warning("rewritten message cannot be encoded: forwarded unchanged")
         return None

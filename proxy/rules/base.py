@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ..jsoncodec import Codec
 from ..pointer import PointerPattern, format_pointer, resolve
 from ..types import JSON, JSONObject
@@ -82,8 +84,7 @@ class Mode(enum.StrEnum):
     REPORT = "report"
 
 
-@dataclass(frozen=True, slots=True)
-class Rewrite:
+class Rewrite(msgspec.Struct, frozen=True, gc=False):
     """One change a rule made (or would make) to one message; one rewrite log line.
 
     Attributes:
