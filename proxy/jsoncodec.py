@@ -123,9 +123,9 @@ def split_array(raw: bytes | memoryview | Raw) -> list[Raw]:
         raise DecodeError(f"not a JSON array: {exc}") from None
 
 
-def join_object(members: Mapping[str, Raw]) -> bytes:
-    """The JSON object of ``members`` (undecoded texts, as :func:`split_object` gives), each text
-    copied as it is; the inverse of :func:`split_object`.
+def join_object(members: Mapping[str, Any]) -> bytes:
+    """The JSON object of ``members`` (undecoded texts, as :func:`split_object` gives, or lists
+    and objects of them), each text copied as it is; the inverse of :func:`split_object`.
 
     Raises:
         DecodeError: a name cannot be written (a lone surrogate).

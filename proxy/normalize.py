@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 from cachetools import LRUCache
 
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
 from .errors import DecodeError
-from .jsoncodec import Codec, Raw, fingerprint
+from .jsoncodec import Codec, Raw, dumps, fingerprint
 from .jsonrpc import object_only
 from .pointer import PointerPattern
 from .rules import RESULT_RULES, RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
@@ -42,8 +43,7 @@ _MAX_LISTED_BYTES = 64 * 1024 * 1024
 _ITEM_BYTES = 256
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(msgspec.Struct, frozen=True, gc=False):
     """A rewrite (or a finding) about one message, with the tool and whether it took effect.
 
     Attributes:
@@ -78,11 +78,6 @@ class Outcome:
     entries: list[ToolEntry] = field(default_factory=list)
 
 
-_EntryKey = tuple[bytes, tuple[str, ...]]
-#: A cached listing: the new text (``None``: unchanged), the records, the entry's cache key.
-_Listed = tuple[bytes | None, tuple[Record, ...], _EntryKey | None]
-
-
 @dataclass(frozen=True, slots=True)
 class Listing:
     """One ``Tool`` of a ``tools/list`` page after the rules.
@@ -93,23 +88,22 @@ class Listing:
         entry: its catalog entry; ``None`` for a member that is not an object with a string ``name``
             (it passes untouched and is not learned).
         fault: ``True`` when the tool could not be worked on (it passes untouched; ``records`` says why).
-        key: where the normalizer's entry cache holds ``entry`` (``None``: it does not).
     """
 
     tool: JSON
     records: tuple[Record, ...] = ()
     entry: ToolEntry | None = None
     fault: bool = False
-    key: _EntryKey | None = None  # the entry's key in the normalizer's entry cache
 
 
-@dataclass(frozen=True, slots=True)
-class ListedTool:
+class ListedTool(msgspec.Struct, frozen=True, gc=False):
     """One ``Tool`` of a ``tools/list`` page, as text, after the rules.
 
     Attributes:
         text: the tool's new JSON text (unchanged parts copied byte for byte), ``None`` when unchanged.
         records, entry: as in :class:`Listing`.
+
+    Cached by the thousand: invisible to the cyclic garbage collector, like its entry.
     """
 
     text: bytes | None
@@ -166,31 +160,35 @@ class Normalizer:
         self.compiler = compiler or SchemaCompiler()
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
-        self._entries: LRUCache[tuple[bytes, tuple[str, ...]], ToolEntry] = LRUCache(
+        # Keys are bytes, values untracked Structs: a 50,000-tool list adds nothing the cyclic
+        # collector walks (a tuple is tracked until a collection looks at it).
+        self._entries: LRUCache[bytes, ToolEntry] = LRUCache(
             _MAX_ENTRY_BYTES, getsizeof=lambda entry: entry.size + _ITEM_BYTES
         )
         # What the rules made of each tool text already listed: a client listing the tools every
         # other client listed costs a hash per tool, not the rules.
-        # Held as plain tuples that name their entry by its cache key: the collector stops
-        # tracking a tuple of untracked values, so 50,000 listed tools add no work to its passes.
-        self._listed: LRUCache[tuple[str | None, bytes], _Listed] = LRUCache(
-            _MAX_LISTED_BYTES, getsizeof=lambda listed: _ITEM_BYTES + len(listed[0] or b"")
+        self._listed: LRUCache[bytes, ListedTool] = LRUCache(
+            _MAX_LISTED_BYTES, getsizeof=lambda listed: _ITEM_BYTES + len(listed.text or b"")
         )
         self._inert: dict[str | None, bool] = {}
 
-    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> tuple[ToolEntry, _EntryKey | None]:
-        """The shared entry of an advertised tool, and its key in the entry cache (``None``: not cached)."""
+    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> ToolEntry:
+        """The shared entry of an advertised tool (one per distinct content and nullable places)."""
         try:
-            key = (fingerprint(tool), tuple(place.text for place in places))
+            text = fingerprint(tool)
         except DecodeError:
-            return build_entry(tool, places, self.compiler), None
+            return build_entry(tool, places, self.compiler)
+        try:
+            # compact JSON holds no raw line break: the key is unambiguous
+            key = text + b"\n" + dumps([place.text for place in places]) if places else text
+        except DecodeError:
+            return build_entry(tool, places, self.compiler)
         found = self._entries.get(key)
         if found is None:
-            found = build_entry(tool, places, self.compiler, size=len(key[0]))
-            if found.size + _ITEM_BYTES > _MAX_ENTRY_BYTES:
-                return found, None
-            self._entries[key] = found
-        return found, key
+            found = build_entry(tool, places, self.compiler, size=len(text))
+            if found.size + _ITEM_BYTES <= _MAX_ENTRY_BYTES:
+                self._entries[key] = found
+        return found
 
     def tools_list(self, result: JSONObject, era: str | None) -> Outcome:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries (all at once;
@@ -250,13 +248,13 @@ class Normalizer:
             if places and isinstance(advertised, dict) and advertised.get(WRAP_MARK) is True:
                 # the results will be wrapped too: the places move under /result
                 places = tuple(PointerPattern("/result" + p.text, ("result", *p.segments)) for p in places)
-            entry, key = self._entry(track.would, places)
+            entry = self._entry(track.would, places)
         except (RecursionError, DecodeError, ValueError, TypeError) as exc:
             reason = f"{type(exc).__name__} while reading the tool"
             rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
             problem = ToolEntry(name, tool.get("outputSchema"), problem=reason)
             return Listing(tool, (Record(rewrite, name, False, "fault"),), problem, fault=True)
-        return Listing(track.real, tuple(track.records), entry, key=key)
+        return Listing(track.real, tuple(track.records), entry)
 
     def list_tool_text(self, text: bytes | Raw, index: int, era: str | None) -> ListedTool:
         """:meth:`list_tool` on one tool given as JSON text; the answer for a text already listed
@@ -265,23 +263,21 @@ class Normalizer:
         Raises:
             DecodeError: ``text`` is not JSON the proxy reads (RFC 8259; too deep; ``1e400``).
         """
-        key = (era, hashlib.blake2b(text, digest_size=16).digest())
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(dumps(era))  # a JSON string or null, then the text: unambiguous
+        digest.update(text)
+        key = digest.digest()
         found = self._listed.get(key)
         if found is not None:
-            new, records, entry_key = found
-            entry = self._entries.get(entry_key) if entry_key is not None else None
-            if entry is not None or entry_key is None:
-                return ListedTool(new, records, entry)
-            # its entry was evicted: list the tool again
+            return found
         codec = Codec()
         tool = codec.loads(text)
         listing = self.list_tool(tool, index, era)
         new = codec.splice(listing.tool, tool) if listing.tool is not tool else None
-        # A fault names its index, and an entry the cache could not keep cannot be found again.
-        if not listing.fault and (listing.entry is None) == (listing.key is None):
-            if _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
-                self._listed[key] = (new, listing.records, listing.key)
-        return ListedTool(new, listing.records, listing.entry)
+        found = ListedTool(new, listing.records, listing.entry)
+        if not listing.fault and _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
+            self._listed[key] = found  # a fault names its index: not reused
+        return found
 
     @property
     def idle(self) -> bool:
@@ -314,7 +310,10 @@ class Normalizer:
         When no rule can, :meth:`tools_call` may be given ``text`` itself in place of the value: it
         is written back as it came, and a large result costs no more than reading its envelope.
         Small values are always read (the text mirror, the ``null`` and ``{}`` checks look at
-        them), and so is any value ``object_result`` looks at (it tells objects from the rest).
+        them), and so is any value ``object_result`` looks at (it tells objects from the rest). A
+        value to validate is read unless its text already passes the schema's typed check
+        (:meth:`~proxy.schema.CompiledSchema.accepts_text`): a conforming result is then judged
+        without building its Python objects.
         """
         mode = self.config.mode
         if len(text) <= max(self.config.settings.mirror_max_bytes, _SMALL) or result.get("isError") is True:
@@ -323,7 +322,11 @@ class Normalizer:
             return False
         if entry.has_output_schema:
             validated = size <= self.config.max_validate_bytes
-            return validated and any(mode(name, tool) is not Mode.OFF for name in _VALIDATING)
+            if not (validated and any(mode(name, tool) is not Mode.OFF for name in _VALIDATING)):
+                return False
+            # A text the schema's typed check accepts conforms: no validating rule has work there.
+            compiled = entry.compiled
+            return compiled is None or not compiled.accepts_text(text)
         return object_only(era) and mode("object_result", tool) is not Mode.OFF
 
     def tools_call(
@@ -395,7 +398,7 @@ class Normalizer:
             # Some of the group is report-only and the rest alone does not make the result conform:
             # emit the result as it was, and say that nothing of the group took effect.
             track.would = group.would
-            track.records += [replace(record, applied=False) for record in group.records]
+            track.records += [msgspec.structs.replace(record, applied=False) for record in group.records]
             reason = "the repairs in mode 'on' alone leave structuredContent non-conforming"
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))

@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any
 
 import jsonschema
+import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -27,13 +28,14 @@ from hypothesis import strategies as st
 from proxy.audit import AuditLog
 from proxy.config import NormalizerConfig
 from proxy.errors import DecodeError
-from proxy.jsoncodec import Codec, loads
+from proxy.jsoncodec import Codec, Raw, loads
 from proxy.jsonrpc import PendingRequest
 from proxy.normalize import Normalizer
 from proxy.rules.base import set_at
 from proxy.schema import SchemaCompiler, SchemaUnusable
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
+from proxy.typed import compile_typed
 
 from .support import capture_rewrites, feed_all, object_schemas
 
@@ -239,6 +241,22 @@ LEAF_SCHEMAS = st.one_of(
             {"type": "string", "pattern": "^[0-9.]+$"},
             {},
             {"not": {"type": "null"}},
+            # the typed check's subset: bounds it rounds for integers, kinds it unites, enums it types
+            {"type": "integer", "minimum": 0.5, "exclusiveMaximum": 10.5},
+            {"type": "integer", "exclusiveMinimum": -3, "maximum": 9007199254740991},
+            {"type": ["integer", "null"], "minimum": 0},
+            {"type": ["number", "integer"], "exclusiveMinimum": 0},
+            {"type": "number", "minimum": -9007199254740991, "maximum": 1.5e15},
+            {"type": "boolean"},
+            {"type": "null"},
+            {"type": "array"},
+            {"type": "array", "minItems": 1, "items": {"type": "number"}},
+            {"type": "object"},
+            {"type": "object", "additionalProperties": False},
+            {"enum": ["a", "1.10", None]},
+            {"type": "string", "enum": ["a", "12.50", None]},
+            {"const": None},
+            {"type": "string", "maxLength": 1, "format": "date-time", "description": "ünïcode"},
         ]
     ),
 )
@@ -257,15 +275,20 @@ SCHEMAS = st.recursive(
 @PROPERTY
 @given(schema=SCHEMAS, text=DOCUMENTS)
 def test_is_valid_violations_and_python_jsonschema_agree_on_real_data(schema: Any, text: bytes) -> None:
+    """Also on the undecoded text: the typed check says yes only where python-jsonschema does."""
     value = loads(text)
+    reference = jsonschema.Draft202012Validator(schema).is_valid(value)
+    typed = compile_typed(schema)
+    if typed is not None and typed.accepts(text):
+        assert reference, "the typed check accepted what the schema rejects"
     try:
         compiled = SchemaCompiler().compile(schema)
         verdict = compiled.is_valid(value)
         found = compiled.violations(value)
+        on_text = compiled.is_valid(Raw(text)), compiled.violations(Raw(text)) == []
     except SchemaUnusable:
         return
-    reference = jsonschema.Draft202012Validator(schema).is_valid(value)
-    assert verdict == (not found) == reference, (verdict, found, reference)
+    assert verdict == (not found) == reference == on_text[0] == on_text[1], (verdict, found, reference, on_text)
 
 
 def test_the_decimal_that_once_slipped_through_is_valid() -> None:
@@ -469,3 +492,23 @@ def test_a_result_with_a_number_beyond_the_double_range_passes_untouched_without
     finally:
         logging.getLogger("mcp_normalizer").removeHandler(handler)
     assert errors == [] and log.lines == []
+
+
+def test_the_typed_check_accepts_field_results_that_conform_and_builds_no_values() -> None:
+    """The fast path is taken: the bench's 1 MiB rows (decimals spelled as field servers spell
+    them) and a small result pass it; a value the subset cannot judge is left to the validator."""
+    from bench import fixture
+
+    rows = orjson.dumps(fixture.large_result("n", 1 << 16, decimals=True)["structuredContent"])
+    large = compile_typed(fixture.LARGE_SCHEMA)
+    assert large is not None and large.accepts(rows)
+    small = compile_typed(fixture.SMALL_SCHEMA)
+    assert small is not None and small.accepts(orjson.dumps(fixture.small_structured("x")))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    check = compile_typed(schema)
+    assert check is not None
+    assert not check.accepts(b'{"n": 1.0}')  # an integer in JSON Schema; the validator says so
+    assert SchemaCompiler().compile(schema).is_valid(Raw(b'{"n": 1.0}'))
+    assert not check.accepts(b'{"n": 1, "n": "x"}') and not check.accepts(b'{"n": "1"}')
+    assert compile_typed({"type": "string", "pattern": "^a"}) is None
+    assert compile_typed({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}) is None
