@@ -66,6 +66,9 @@ _KEYWORDS = {
     "object": {"properties", "required", "additionalProperties"},
 }
 _MAX_DEPTH = 32
+#: Subschemas translated at most per schema: each object one class (a huge schema is validated
+#: the usual way rather than turned into thousands of classes).
+_MAX_NODES = 1000
 _EXACT = 2**53  # bounds below this size compare the same as doubles and as integers
 _NAMES = itertools.count()
 
@@ -107,13 +110,14 @@ def compile_typed(schema: JSON) -> TypedCheck | None:
             return None
         schema = {k: v for k, v in schema.items() if k != "$schema"}
     try:
-        return TypedCheck(msgspec.json.Decoder(_type(schema, 0)))
+        return TypedCheck(msgspec.json.Decoder(_type(schema, 0, [_MAX_NODES])))
     except (_Untranslatable, TypeError, ValueError):
         return None
 
 
-def _type(node: JSON, depth: int) -> Any:
-    if depth > _MAX_DEPTH:
+def _type(node: JSON, depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if depth > _MAX_DEPTH or budget[0] < 0:
         raise _Untranslatable
     if node is True:
         return msgspec.Raw
@@ -129,7 +133,7 @@ def _type(node: JSON, depth: int) -> Any:
     kind, nullable = _kind(node["type"])
     if keys - {"type"} - _KEYWORDS[kind]:
         raise _Untranslatable
-    base = _of_kind(kind, node, depth)
+    base = _of_kind(kind, node, depth, budget)
     return Optional[base] if nullable and kind != "null" else base  # noqa: UP045 (a runtime type)
 
 
@@ -148,7 +152,7 @@ def _kind(value: JSON) -> tuple[str, bool]:
     return (kinds.pop() if kinds else "null"), nullable
 
 
-def _of_kind(kind: str, node: dict[str, JSON], depth: int) -> Any:
+def _of_kind(kind: str, node: dict[str, JSON], depth: int, budget: list[int]) -> Any:
     if kind == "null":
         return None
     if kind == "boolean":
@@ -161,9 +165,9 @@ def _of_kind(kind: str, node: dict[str, JSON], depth: int) -> Any:
         ints = Annotated[int, _meta(**_bounds(node, integer=True))]
         return Union[ints, Annotated[float, _meta(**_bounds(node, integer=False))]]  # noqa: UP007
     if kind == "array":
-        items = _type(node["items"], depth + 1) if "items" in node else msgspec.Raw
+        items = _type(node["items"], depth + 1, budget) if "items" in node else msgspec.Raw
         return Annotated[list[items], _meta(**_lengths(node, "minItems", "maxItems"))]  # type: ignore[valid-type]
-    return _struct(node, depth)
+    return _struct(node, depth, budget)
 
 
 def _literal(node: dict[str, JSON], keys: set[str]) -> Any:
@@ -233,7 +237,7 @@ def _tighter(old: float | int | None, new: int, pick: Any) -> int:
     return int(new if old is None else pick(old, new))
 
 
-def _struct(node: dict[str, JSON], depth: int) -> Any:
+def _struct(node: dict[str, JSON], depth: int, budget: list[int]) -> Any:
     properties = node.get("properties", {})
     required = node.get("required", [])
     extra = node.get("additionalProperties", True)
@@ -247,7 +251,7 @@ def _struct(node: dict[str, JSON], depth: int) -> Any:
     for index, name in enumerate(names):
         field = f"f{index}"
         rename[field] = name
-        kind = _type(properties[name], depth + 1) if name in properties else msgspec.Raw
+        kind = _type(properties[name], depth + 1, budget) if name in properties else msgspec.Raw
         if name in required:
             fields.append((field, kind))
         elif kind is msgspec.Raw:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import jsonschema
@@ -32,6 +32,10 @@ SHARED = Path(os.environ.get("MCP_NORMALIZER_SHARED", ROOT.parent / "shared"))
 CASES_FILE = SHARED / "cases" / "public.json"
 
 
+#: How a test upstream answers: ``text/event-stream`` or ``application/json``.
+ResponseMode = Literal["sse", "json"]
+
+
 def need_shared(*parts: str) -> Path:
     """The path ``SHARED/parts``; skips the test when the shared folder is not there, unless
     ``MCP_NORMALIZER_REQUIRE_SHARED=1`` (set by ``.ci/run``) makes that a failure."""
@@ -44,7 +48,7 @@ def need_shared(*parts: str) -> Path:
 
 
 @contextmanager
-def serve(app: ASGIApp, *, lifespan: str = "auto") -> Iterator[str]:
+def serve(app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto") -> Iterator[str]:
     """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``."""
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
@@ -128,7 +132,7 @@ async def read_body(receive: Receive) -> bytes:
     body = b""
     while True:
         message = await receive()
-        body += message.get("body", b"")
+        body += bytes(message.get("body", b""))
         if not message.get("more_body"):
             return body
 

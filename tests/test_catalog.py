@@ -14,7 +14,7 @@ import pytest
 from proxy.demo.clients import run_node
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
 
-from .support import initialize, listed_session, proxy_for, read_body, rpc, serve
+from .support import ResponseMode, initialize, listed_session, proxy_for, read_body, rpc, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 
@@ -25,7 +25,9 @@ def tools_list_requests(upstream: ScriptedServer) -> list[tuple[dict[str, Any], 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
-async def test_a_call_to_an_unseen_tool_fetches_all_pages_with_the_callers_headers(mode: str) -> None:
+async def test_a_call_to_an_unseen_tool_fetches_all_pages_with_the_callers_headers(
+    mode: ResponseMode,
+) -> None:
     upstream = ScriptedServer(protean_tools(), response_mode=mode, page_size=1)
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
         url = px + "/mcp"

@@ -82,7 +82,7 @@ async def test_every_faulty_public_case_is_reported_and_no_conforming_one() -> N
     reported: dict[str, list[str]] = {}
     with serve(case_server(cases, "sse")) as up:
         for case in cases:
-            calls = [(case["tool"]["name"], {})]
+            calls: list[tuple[str, dict[str, Any]]] = [(case["tool"]["name"], {})]
             audit, era = await audit_server(up + "/mcp", calls, config, {"x-case": case["id"]}, era="legacy")
             assert era == "2025-11-25" and audit.calls == 1  # the cases target legacy clients
             reported[case["id"]] = [finding.rule for finding in audit.findings]

@@ -277,7 +277,7 @@ CONFORMING = ToolSpec(
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_a_conforming_decimal_result_passes_byte_identical_with_no_log_line(mode: str) -> None:
     upstream = ScriptedServer([CONFORMING], response_mode=mode)  # type: ignore[arg-type]
-    steps = [{"op": "listTools"}, {"op": "callTool", "name": "ledger", "arguments": {}}]
+    steps: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": "ledger", "arguments": {}}]
     with serve(upstream) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
         direct = await _raw_ledger(up + "/mcp")
         proxied = await _raw_ledger(px + "/mcp")

@@ -17,7 +17,7 @@ from proxy import NormalizerConfig
 from proxy.demo.upstream import FORBIDDEN, ScriptedServer, protean_server, protean_tools
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, initialize, listed_session, proxy_for, read_body, replay_body, rpc, serve
+from .support import HEADERS, ResponseMode, initialize, listed_session, proxy_for, read_body, replay_body, rpc, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -34,7 +34,7 @@ def fetches(upstream: ScriptedServer) -> int:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
-async def test_batch_members_are_normalized_independently_in_order(mode: str) -> None:
+async def test_batch_members_are_normalized_independently_in_order(mode: ResponseMode) -> None:
     batch = [
         {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "protean.scope_list"}},

@@ -47,7 +47,7 @@ def sdk_app(json_response: bool, listed: list[str] | None = None) -> Any:
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        text = [types.TextContent(type="text", text=FORBIDDEN["detail"])]
+        text: list[types.ContentBlock] = [types.TextContent(type="text", text=FORBIDDEN["detail"])]
         if params.name == "protean.scope_list":
             return types.CallToolResult(content=text, structured_content=FORBIDDEN, is_error=True)
         body = orjson.dumps(RUNTIMES).decode()

@@ -18,7 +18,7 @@ from proxy.audit import AuditLog
 from proxy.config import NormalizerConfig
 from proxy.errors import DecodeError
 from proxy.jsoncodec import dumps, loads
-from proxy.jsonrpc import PendingRequest, inspect_request
+from proxy.jsonrpc import IdKey, PendingRequest, inspect_request
 from proxy.normalize import Normalizer
 from proxy.scopes import ScopeStore
 from proxy.sse import SSESplitter, parse_event
@@ -114,8 +114,8 @@ def near(draw: st.DrawFn, schema: Any) -> Any:
         value = draw(st.integers(-(2**63), 2**63 - 1))
         return str(value) if fault == 2 else value
     if kind == "number":
-        value = draw(st.floats(allow_nan=False, allow_infinity=False))
-        return str(value) if fault == 2 else value
+        number = draw(st.floats(allow_nan=False, allow_infinity=False))
+        return str(number) if fault == 2 else number
     if kind == "boolean":
         value = draw(st.booleans())
         return str(value).lower() if fault == 2 else value
@@ -219,7 +219,9 @@ def messages(draw: st.DrawFn) -> list[Any]:
 
 def exchange() -> tuple[Exchange, Normalizer]:
     normalizer = Normalizer(NormalizerConfig())
-    pending = {("n", rid): PendingRequest("tools/call", tool="t") for rid in range(WATCHED)}
+    pending: dict[IdKey, PendingRequest] = {
+        ("n", rid): PendingRequest("tools/call", tool="t") for rid in range(WATCHED)
+    }
     state = ScopeStore().state("s")
     state.catalog.learn(normalizer.tools_list({"tools": [TOOL]}, None).entries, first_page=True)
     return Exchange(pending, "2025-11-25", "s", state), normalizer
@@ -252,7 +254,7 @@ def no_rule_faults() -> Iterator[list[logging.LogRecord]]:
     """Fail on any rule fault the transformer would swallow (it forwards the original and logs)."""
     seen: list[logging.LogRecord] = []
     handler = logging.Handler(logging.ERROR)
-    handler.emit = seen.append  # type: ignore[method-assign]
+    handler.emit = seen.append  # type: ignore[assignment]
     log = logging.getLogger("mcp_normalizer.transform")
     log.addHandler(handler)
     try:

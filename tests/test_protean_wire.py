@@ -10,7 +10,7 @@ import pytest
 from proxy.demo.clients import run_node, run_python
 from proxy.demo.upstream import FORBIDDEN, GATE_FAILED, RUNTIMES, protean_server
 
-from .support import capture_rewrites, proxy_for, serve
+from .support import ResponseMode, capture_rewrites, proxy_for, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS: list[dict[str, Any]] = [
@@ -36,7 +36,9 @@ def texts(result: dict[str, Any]) -> list[str]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
-async def test_strict_clients_reject_legacy_upstream_and_accept_it_through_the_proxy(mode: str) -> None:
+async def test_strict_clients_reject_legacy_upstream_and_accept_it_through_the_proxy(
+    mode: ResponseMode,
+) -> None:
     with serve(protean_server(mode)) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
         direct = await all_clients(up + "/mcp")
         proxied = await all_clients(px + "/mcp")

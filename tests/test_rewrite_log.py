@@ -17,7 +17,7 @@ from proxy.demo.upstream import protean_server
 from proxy.logs import JSONFormatter
 from proxy.rules import RESULT_RULES, Rule
 
-from .support import capture_rewrites, proxy_for, serve
+from .support import ResponseMode, capture_rewrites, proxy_for, serve
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 TOOLS = ["protean.scope_list", "protean.list_runtimes", "protean.deploy", "protean.whoami"]
@@ -52,7 +52,7 @@ async def raw_session(url: str, headers: dict[str, str] | None = None) -> list[b
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
-async def test_report_only_changes_no_byte_and_logs_every_rewrite(mode: str) -> None:
+async def test_report_only_changes_no_byte_and_logs_every_rewrite(mode: ResponseMode) -> None:
     config = dataclasses.replace(NormalizerConfig.shipped(), report_only=True)
     with serve(protean_server(mode)) as up:
         with proxy_for(up + "/mcp", config) as px, capture_rewrites() as report:

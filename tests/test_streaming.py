@@ -78,10 +78,10 @@ async def _python_with_release(url: str, upstream: str) -> dict[str, Any]:
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    progress: list[float] = []
+    seen: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
         async with httpx.AsyncClient() as http:
             await http.post(upstream + "/release")
 
@@ -91,7 +91,7 @@ async def _python_with_release(url: str, upstream: str) -> dict[str, Any]:
             await session.list_tools()
             result = await session.call_tool("slow_job", {}, progress_callback=on_progress)
     value = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return {"steps": [{"ok": True}, {"ok": True, "value": value}], "progress": [{"progress": p} for p in progress]}
+    return {"steps": [{"ok": True}, {"ok": True, "value": value}], "progress": [{"progress": p} for p in seen]}
 
 
 def raw_upstream(blocks: list[bytes], *, die: bool = False) -> Callable[[Scope, Receive, Send], Awaitable[None]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import orjson
 
@@ -24,10 +25,10 @@ SSE = [(b"content-type", b"text/event-stream")]
 DRAFT07 = "http://json-schema.org/draft-07/schema#"
 
 
-def transformer(**limits: int) -> tuple[ResponseTransformer, Exchange, Normalizer]:
+def transformer(max_event_bytes: int = 64 * 1024 * 1024) -> tuple[ResponseTransformer, Exchange, Normalizer]:
     normalizer = Normalizer(NormalizerConfig())
     exchange = Exchange({("n", 1): PendingRequest("tools/call", tool="t")}, None, "s", ScopeStore().state("s"))
-    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0, **limits)
+    t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=0, max_event_bytes=max_event_bytes)
     t.start(200, SSE)
     return t, exchange, normalizer
 
@@ -170,7 +171,9 @@ def many_tools(count: int) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools, "nextCursor": "n"}})
 
 
-def list_through(normalizer: Normalizer, body: bytes, slice_seconds: float) -> tuple[bytes, int, Exchange, list[str]]:
+def list_through(
+    normalizer: Normalizer, body: bytes, slice_seconds: float
+) -> tuple[bytes, int, Exchange, list[dict[str, Any]]]:
     """The list as the client gets it, how many times the transformer said ``busy``, the exchange, the log."""
     exchange = Exchange({("n", 1): PendingRequest("tools/list")}, "2025-11-25", "s", ScopeStore().state("s"))
     t = ResponseTransformer(exchange, normalizer, AuditLog("test"), slice_seconds=slice_seconds)
