@@ -266,8 +266,15 @@ class ResponseTransformer:
             return self._finish_json()
         return self._drain()
 
-    def _work(self, job: Steps[bytes | None]) -> bytes | None:
-        """Run one slice of ``job`` (the work on one piece); its value if it ended.
+    def close(self) -> None:
+        """Drop the work on a message left half done (the response was abandoned): its state
+        is freed now, not when the cyclic collector finds the generator and this object."""
+        job, self._job = self._job, None
+        if job is not None:
+            job.close()
+
+    def _work(self, job: Steps[bytes | None], size: int) -> bytes | None:
+        """Run one slice of ``job`` (the work on one piece of ``size`` bytes); its value if it ended.
 
         Raises:
             _Stall: the piece waits for a tool fetch (the job is dropped: it starts again).
@@ -275,7 +282,10 @@ class ResponseTransformer:
         """
         self._job = job
         try:
-            done = run_slice(job, self._slice)
+            # The collector rests while this slice builds and frees its values, never across a
+            # pause: other sessions run then, and a transformer dropped mid-job cannot leave it off.
+            with quiet_gc(size):
+                done = run_slice(job, self._slice)
         except Unfinished:
             self.busy = True
             raise
@@ -292,7 +302,7 @@ class ResponseTransformer:
             piece, inspect = self._queue[0]
             if inspect:
                 try:
-                    new = self._work(self._job or self._event(piece))
+                    new = self._work(self._job or self._event(piece), len(piece))
                 except (_Stall, Unfinished):
                     break
                 out += piece if new is None else new
@@ -336,7 +346,7 @@ class ResponseTransformer:
 
     def _finish_json(self) -> bytes:
         try:
-            new = self._work(self._job or self._body_job())
+            new = self._work(self._job or self._body_job(), self._size)
         except (_Stall, Unfinished):
             return b""
         self.mode = "pass"  # the start may go now
@@ -364,18 +374,10 @@ class ResponseTransformer:
         to forward ``data`` as it is. Only the envelope is read of messages the proxy does not
         rewrite; parts of a rewritten one that no rule changed are copied byte for byte.
 
-        The cyclic garbage collector stays off from the first read to the end, across the pauses
-        (:func:`~proxy.jsoncodec.quiet_gc`: a 50,000-tool list would otherwise start several full
-        collections on its way, each one holding every session).
-
         Raises:
             _Stall: a response needs a tool whose ``tools/list`` is still being fetched (raised
                 before anything is done: the job may start again).
         """
-        with quiet_gc(len(data)):
-            return (yield from self._rewrite_quietly(data))
-
-    def _rewrite_quietly(self, data: bytes) -> Steps[bytes | None]:
         try:
             batch = read_batch(data)
             messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]

@@ -22,6 +22,7 @@ bounds are not translated).
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import math
 from typing import Annotated, Any, Literal, Optional, Union
@@ -94,10 +95,15 @@ class TypedCheck:
         self._decoder = decoder
 
     def accepts(self, text: bytes | msgspec.Raw) -> bool:
-        """True when ``text`` (one JSON text) certainly conforms; False when that is not known."""
+        """True when ``text`` (one JSON text) certainly conforms; False when that is not known.
+
+        The text must be UTF-8 (RFC 8259 8.1): msgspec checks the strings it decodes, not those
+        it skips (members no keyword constrains), so the whole text is checked first.
+        """
         try:
+            codecs.utf_8_decode(memoryview(text), "strict", True)
             self._decoder.decode(text)
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return False
         return True
 
@@ -243,8 +249,10 @@ def _struct(node: dict[str, JSON], depth: int, budget: list[int]) -> Any:
     extra = node.get("additionalProperties", True)
     if not isinstance(properties, dict) or not isinstance(required, list):
         raise _Untranslatable
-    if not all(isinstance(name, str) for name in required) or extra not in (True, False, {}):
+    if not all(isinstance(name, str) for name in required):
         raise _Untranslatable
+    if not (extra is True or extra is False or (isinstance(extra, dict) and not extra)):
+        raise _Untranslatable  # by identity: 0 == False, and jsonschema reads 0 as false
     names = list(dict.fromkeys([*properties, *required]))
     fields: list[Any] = []
     rename: dict[str, str] = {}

@@ -36,6 +36,7 @@ from proxy.schema import SchemaCompiler, SchemaUnusable
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 from proxy.typed import compile_typed
+from proxy.types import JSON
 
 from .support import capture_rewrites, feed_all, object_schemas
 
@@ -512,5 +513,17 @@ def test_the_typed_check_accepts_field_results_that_conform_and_builds_no_values
     assert not check.accepts(b'{"n": 1, "n": "x"}') and not check.accepts(b'{"n": "1"}')
     assert compile_typed({"type": "string", "pattern": "^a"}) is None
     assert compile_typed({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}) is None
+    # 0 == False, but python-jsonschema reads additionalProperties 0 as false: not translated
+    assert compile_typed({"type": "object", "additionalProperties": 0}) is None
+    # bytes that are not UTF-8 where msgspec skips (an unconstrained member, a name) or decodes
+    not_utf8: list[tuple[JSON, bytes]] = [
+        (True, b'["\xff"]'),
+        ({"type": "object"}, b'{"\xff":1}'),
+        ({"type": "object", "properties": {"a": {}}, "required": ["a"]}, b'{"a":"\xc3"}'),
+        ({"type": "string", "maxLength": 1}, b'"\xed\xa0\x80"'),
+    ]
+    for schema, text in not_utf8:
+        typed = compile_typed(schema)
+        assert typed is not None and not typed.accepts(text), (schema, text)
     wide = {"type": "object", "properties": {f"p{i}": {"type": "object"} for i in range(5000)}}
     assert compile_typed(wide) is None  # not 5,000 classes: validated the usual way

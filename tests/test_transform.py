@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import inspect
 import math
 from typing import Any
 
@@ -216,3 +218,19 @@ def test_a_tools_list_seen_before_is_answered_from_what_the_rules_made_of_it() -
     assert (
         b'"t7b"' in third and exchange.state.catalog.get("t7b") is not None and exchange.state.catalog.get("t7") is None
     )
+
+
+def test_the_collector_is_on_between_slices_and_a_dropped_job_is_freed() -> None:
+    """Other sessions run between slices with the cyclic collector on; a transformer abandoned
+    mid-message (its client gone) is closed by the middleware, and nothing of its work stays."""
+    exchange = Exchange({("n", 1): PendingRequest("tools/list")}, "2025-11-25", "s", ScopeStore().state("s"))
+    t = ResponseTransformer(exchange, Normalizer(NormalizerConfig()), AuditLog("test"), slice_seconds=0)
+    t.start(200, [(b"content-type", b"application/json")])
+    assert t.feed(many_tools(500)) + t.finish() == b"" and t.busy
+    assert gc.isenabled()
+    t.resume()
+    assert t.busy and gc.isenabled()
+    job = t._job
+    t.close()
+    assert t._job is None and job is not None and inspect.getgeneratorstate(job) == "GEN_CLOSED"
+    assert gc.isenabled()
