@@ -23,6 +23,7 @@ Everything is validated when loaded, so a bad value stops the process before it 
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -295,6 +296,8 @@ def _checked(value: Any, key: _Key, where: str) -> Any:
         raise ConfigError(f"{where} must be {_KIND_NAMES[key.kind]}")
     if key.kind == "float":
         value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number")
     if key.kind in ("int", "float") and key.minimum is not None:
         if value < key.minimum or (key.exclusive and value == key.minimum):
             bound = "greater than" if key.exclusive else "at least"
@@ -460,6 +463,10 @@ class Settings:
         if "allowed_origins" in overrides:
             overrides["allowed_origins"] = tuple(overrides["allowed_origins"])
         proxy = replace(config.proxy, **overrides)
+        base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
+        if base and (prefix == base or prefix.startswith(base + "/")):
+            # the proxy's own endpoints would hide the MCP endpoint or the upstream's paths below it
+            raise ConfigError(f"admin_prefix {prefix!r} is the MCP path {self.mcp_path!r} or under it")
         return replace(config, path=self.mcp_path, report_only=config.report_only or self.report_only, proxy=proxy)
 
 

@@ -205,6 +205,38 @@ def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
+    ("upstream", "text", "env", "says"),
+    [
+        (
+            "http://127.0.0.1:9/mcp",
+            "[proxy]\ngraceful_shutdown = nan\n",
+            {},
+            "graceful_shutdown must be a finite number",
+        ),
+        ("http://127.0.0.1:9/mcp", "[proxy]\nidle_timeout = inf\n", {}, "idle_timeout must be a finite number"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_CONNECT_TIMEOUT": "nan"}, "must be a finite number"),
+        ("http://127.0.0.1:9/mcp", '[proxy]\nadmin_prefix = "/mcp/admin"\n', {}, "under it"),
+        ("http://127.0.0.1:9/mcp/", '[proxy]\nadmin_prefix = "/mcp"\n', {}, "under it"),
+    ],
+)
+def test_a_setting_that_cannot_work_is_one_line_and_exit_2(
+    tmp_path: Path, upstream: str, text: str, env: dict[str, str], says: str
+) -> None:
+    """Not a number (which never compares), or the proxy's own endpoints hiding the MCP endpoint
+    or the upstream's paths below it: refused before listening."""
+    done = run_cli("--upstream", upstream, "--config", write(tmp_path, text), "--port", "0", env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+
+
+def test_admin_endpoints_beside_a_root_mcp_path_are_accepted() -> None:
+    """With the MCP endpoint at ``/``, the default admin prefix does not hide it: the proxy starts."""
+    from proxy.config import Settings
+
+    config = Settings.from_env({}, upstream="http://127.0.0.1:9/").load_config()
+    assert config.proxy.admin_prefix == "/.mcp-normalizer" and config.path == "/"
+
+
+@pytest.mark.parametrize(
     ("signum", "code"),
     [(signal.SIGINT, 130), (signal.SIGTERM, 0)],  # SIGTERM is the normal stop, also when not PID 1
     ids=["ctrl-c", "sigterm"],
