@@ -18,7 +18,10 @@ Metrics (all prefixed ``mcp_normalizer_``):
   ``max_catalog_bytes``).
 
 Label values a client controls (tool names) are bounded: after :data:`MAX_TOOL_LABELS` distinct
-names, further ones count as ``other``.
+names, further ones count as ``other``; a name longer than 128 characters (the MCP bound,
+2025-11-25 ``server/tools.mdx`` "Tool Names") or holding a character that is not printable (an
+ESC, a CR: the exposition format escapes only backslashes, quotes and line feeds) counts as ``invalid``,
+so none reaches a dashboard, a terminal or a scraper's parser.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from .scopes import ScopeStore
 
 MAX_TOOL_LABELS = 500
+_MAX_TOOL_NAME = 128
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -78,9 +82,12 @@ class Metrics:
         )
 
     def tool_label(self, tool: str | None) -> str:
-        """A bounded label for a tool name (``none`` when unknown, ``other`` past the bound)."""
+        """A bounded label for a tool name (``none`` when unknown, ``invalid`` when too long or not
+        printable, ``other`` past the bound)."""
         if tool is None:
             return "none"
+        if not (0 < len(tool) <= _MAX_TOOL_NAME and tool.isprintable()):
+            return "invalid"
         if tool in self._tools:
             return tool
         if len(self._tools) < MAX_TOOL_LABELS:

@@ -18,7 +18,7 @@ from proxy.demo.clients import run_node
 from proxy.demo.upstream import protean_server
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, capture_rewrites, proxy_for, read_body, serve
+from .support import HEADERS, capture_rewrites, initialize, proxy_for, read_body, rpc, serve
 from .test_cli import free_port
 
 
@@ -252,3 +252,23 @@ async def test_hundreds_of_aborted_streams_leave_nothing_open() -> None:
         metric(exposition, "mcp_normalizer_requests_total", http_method="POST", rpc_method="tools/call", status="200")
         == 300
     )
+
+
+@pytest.mark.anyio
+async def test_a_tool_name_with_control_characters_is_counted_as_invalid() -> None:
+    """A client (or upstream) controls tool names: an ESC or a CR must not reach the exposition."""
+    from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, returning
+
+    name = "evil\x1b[31m\rtool"
+    problem = {"isError": True, "content": [{"type": "text", "text": "no"}], "structuredContent": FORBIDDEN}
+    tool = {"name": name, "inputSchema": {"type": "object"}}
+    with serve(ScriptedServer([ToolSpec(tool, returning(problem))], response_mode="json")) as up:
+        with proxy_for(up + "/mcp") as px:
+            async with httpx.AsyncClient(timeout=10) as http:
+                session = await initialize(http, px + "/mcp")
+                answer = await rpc(http, px + "/mcp", "tools/call", {"name": name, "arguments": {}}, 1, **session)
+                exposition = (await http.get(px + "/.mcp-normalizer/metrics")).text
+    assert "org.htcom.protean/problem" in answer["result"]["_meta"]  # the rewrite happened
+    assert "\x1b" not in exposition and "\r" not in exposition
+    labels = {"rule": "error_problem", "tool": "invalid", "event": "rewrite", "applied": "true"}
+    assert metric(exposition, "mcp_normalizer_rewrites_total", **labels) == 1
