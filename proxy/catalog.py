@@ -184,10 +184,6 @@ class CatalogPool:
     def __len__(self) -> int:
         return len(self._sets)
 
-    def get(self, entries: Iterable[ToolEntry]) -> ToolSet:
-        """The shared set of ``entries``."""
-        return self.share(ToolSet(entries))
-
     def share(self, tools: ToolSet) -> ToolSet:
         """The shared set with the entries of ``tools``: one already held, or ``tools`` itself (sealed)."""
         key = tools.sealed().key

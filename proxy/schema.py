@@ -53,6 +53,7 @@ from .types import JSON
 logger = logging.getLogger("mcp_normalizer.schema")
 
 _EMPTY_REGISTRY: Any = referencing.Registry()
+_NOT_YET = object()  # a typed check not compiled yet
 #: Nesting beyond which a schema is not compiled (the Python fallback recurses).
 MAX_SCHEMA_DEPTH = 128
 
@@ -104,7 +105,7 @@ class CompiledSchema:
         self.schema = schema
         self._fast = fast
         self._slow: Any = None
-        self._typed: TypedCheck | None | bool = False  # False: not compiled yet
+        self._typed: TypedCheck | None | object = _NOT_YET  # None: the schema is outside the subset
         self._max_python = max_python_bytes
 
     def accepts_text(self, text: Raw | bytes) -> bool:
@@ -114,9 +115,9 @@ class CompiledSchema:
         last = _LAST
         if last is not None and last[0] is self and last[1] is text:
             return last[2]
-        if self._typed is False:
-            self._typed = compile_typed(self.schema)
-        verdict = self._typed is not None and not isinstance(self._typed, bool) and self._typed.accepts(text)
+        if self._typed is _NOT_YET:
+            self._typed = compile_typed(self.schema)  # on first use: most schemas never see a large result
+        verdict = isinstance(self._typed, TypedCheck) and self._typed.accepts(text)
         _LAST = (self, text, verdict)
         return verdict
 

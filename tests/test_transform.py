@@ -207,14 +207,25 @@ def test_a_long_tools_list_is_worked_on_in_slices_with_the_same_result() -> None
 
 def test_a_tools_list_seen_before_is_answered_from_what_the_rules_made_of_it() -> None:
     normalizer = Normalizer(NormalizerConfig())
+    ruled: list[str] = []  # the tools the rules ran on
+    list_tool = normalizer.list_tool
+
+    def counting(tool: Any, index: int, era: str | None) -> Any:
+        ruled.append(tool["name"])
+        return list_tool(tool, index, era)
+
+    normalizer.list_tool = counting  # type: ignore[method-assign]
     body = many_tools(50)
     first, _, first_exchange, first_log = list_through(normalizer, body, math.inf)
+    assert len(ruled) == 50
     again, _, exchange, log = list_through(normalizer, body, math.inf)
+    assert len(ruled) == 50  # not one tool through the rules again
     assert again == first and log == first_log  # the same bytes and the same log lines
     for name, entry in exchange.state.catalog.tools.items():
         assert entry is first_exchange.state.catalog.tools[name]  # one entry per distinct tool
     changed = body.replace(b'"t7"', b'"t7b"')
     third, _, exchange, _ = list_through(normalizer, changed, math.inf)
+    assert ruled[50:] == ["t7b"]  # only the changed tool is new
     assert (
         b'"t7b"' in third and exchange.state.catalog.get("t7b") is not None and exchange.state.catalog.get("t7") is None
     )
