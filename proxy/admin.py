@@ -1,12 +1,12 @@
-"""``AdminEndpoints``: the proxy's own endpoints under a prefix no upstream path uses.
+"""``Admin``: the proxy's own endpoints under a prefix no upstream path uses.
 
 - ``{prefix}/livez``: 200 while the process serves (a liveness probe).
 - ``{prefix}/readyz``: 200 when the upstream accepts connections, else 503 (a readiness probe; the
   check is cached for a second so probes cannot load the upstream).
 - ``{prefix}/metrics``: the Prometheus metrics (:mod:`proxy.metrics`).
 
-Everything else goes to the wrapped app untouched. The prefix is ``/.mcp-normalizer`` by default
-(``[proxy] admin_prefix``).
+The prefix is ``/.mcp-normalizer`` by default (``[proxy] admin_prefix``).
+:class:`~proxy.front.FrontDoor` routes the prefix here, after its ``Host``/``Origin`` check.
 """
 
 from __future__ import annotations
@@ -15,33 +15,27 @@ import time
 from collections.abc import Awaitable, Callable
 
 from .metrics import Metrics
-from .types import ASGIApp, Receive, Scope, Send
+from .types import Send
 
 
-class AdminEndpoints:
-    """ASGI wrapper answering the admin paths.
+class Admin:
+    """The admin endpoints.
 
     Args:
-        app: the proxy app.
         prefix: path prefix of the admin endpoints.
         metrics: the metrics to expose.
         ready: an async check that the upstream can be reached.
     """
 
-    def __init__(self, app: ASGIApp, *, prefix: str, metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> None:
-        self.app = app
+    def __init__(self, *, prefix: str, metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> None:
         self.prefix = prefix
         self.metrics = metrics
         self._ready = ready
         self._checked_at = 0.0
         self._was_ready = False
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(self.prefix + "/"):
-            await self.app(scope, receive, send)
-            return
-        name = path[len(self.prefix) + 1 :]
+    async def answer(self, name: str, send: Send) -> None:
+        """Answer the endpoint ``name`` (the path after ``{prefix}/``); 404 for an unknown one."""
         if name == "livez":
             await _answer(send, 200, b"ok\n", b"text/plain")
         elif name == "readyz":

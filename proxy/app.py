@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import logging
 
-from .admin import AdminEndpoints
+from .admin import Admin
 from .config import NormalizerConfig, Settings
 from .forward import Forwarder
-from .heads import HeadLimit
+from .front import FrontDoor
+from .hosts import HostPolicy
 from .logs import configure_logging
 from .metrics import Metrics
 from .middleware import NormalizerMiddleware
-from .observe import RequestMetrics
-from .origin import OriginCheck
-from .types import ASGIApp
+from .observe import RequestRecord
 
 
-def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> AdminEndpoints:
+def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> FrontDoor:
     """Build the standalone proxy app.
 
     Args:
@@ -30,11 +29,10 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         config: the rule configuration; ``None`` loads the one ``settings`` select.
 
     Returns:
-        The ASGI app, outermost first: the admin endpoints (``livez``, ``readyz``, ``metrics``),
-        request metrics and access log, the request-head limit, the ``Origin`` check, the normalizer
-        middleware, and the
-        httpx forwarder. Lifespan passes through to the forwarder, which opens and closes the
-        upstream client.
+        The ASGI app, outermost first: the front door (request metrics and access log, the
+        request-head limit, the ``Host``/``Origin`` check, the admin endpoints ``livez``,
+        ``readyz``, ``metrics``), the normalizer middleware, and the forwarder. Lifespan passes
+        through to the forwarder, which closes the upstream client.
 
     Raises:
         ConfigError: the settings or the rule file are invalid.
@@ -53,8 +51,10 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         max_body_bytes=limits.max_request_bytes,
         metrics=metrics,
     )
-    app: ASGIApp = NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics)
-    app = OriginCheck(app, limits.allowed_origins)
-    app = HeadLimit(app, limits.max_header_bytes)
-    app = RequestMetrics(app, metrics, access_log=limits.access_log)
-    return AdminEndpoints(app, prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready)
+    return FrontDoor(
+        NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics),
+        admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready),
+        hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
+        record=RequestRecord(metrics, access_log=limits.access_log),
+        max_header_bytes=limits.max_header_bytes,
+    )

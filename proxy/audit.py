@@ -30,8 +30,15 @@ class AuditLog:
         self.logger = logger or logging.getLogger(REWRITE_LOGGER)
         self.metrics = metrics
 
-    def emit(self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None) -> None:
-        """Log one record as one line (``extra["audit"]`` holds the fields for formatters and tests)."""
+    def emit(
+        self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None, listed: bool = True
+    ) -> None:
+        """Log one record as one line (``extra["audit"]`` holds the fields for formatters and tests).
+
+        ``listed`` says whether the upstream listed the record's tool: a name it did not list (any
+        client can send any name) is counted under ``tool="unlisted"``, so clients cannot fill the
+        bounded set of tool labels.
+        """
         rewrite = record.rewrite
         fields = {
             "event": record.event,
@@ -50,5 +57,5 @@ class AuditLog:
         level = logging.INFO if record.event == "rewrite" else logging.WARNING
         self.logger.log(level, "%s %s: %s", record.event, rewrite.rule, rewrite.action, extra={"audit": fields})
         if self.metrics is not None:
-            tool = self.metrics.tool_label(record.tool)
+            tool = self.metrics.tool_label(record.tool) if listed else "unlisted"
             self.metrics.rewrites.labels(rewrite.rule, tool, record.event, str(record.applied).lower()).inc()

@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn, cast
 
-import uvicorn
-
 from .app import create_app
-from .config import ProxyConfig, Settings
+from .config import NormalizerConfig, Settings
 from .errors import ConfigError
 from .logs import configure_logging
+from .server import HttpParser, bind, serve, serve_workers, uvicorn_config
 
 
 class Parser(argparse.ArgumentParser):
@@ -54,6 +53,14 @@ def _proxy_parser() -> Parser:
         action="store_const",
         const=True,
         help="log every rewrite that would happen, change nothing (env MCP_NORMALIZER_REPORT_ONLY)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="processes serving the port, each with its own state (default 1; env MCP_NORMALIZER_WORKERS)",
+    )
+    parser.add_argument(
+        "--http", choices=("httptools", "h11"), help="HTTP/1.1 parser (default httptools; env MCP_NORMALIZER_HTTP)"
     )
     parser.add_argument(
         "--log-level",
@@ -85,52 +92,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """Open the listening socket now, so a taken port fails before anything else starts.
-
-    The socket is made with ``proto=IPPROTO_TCP`` and ``TCP_NODELAY``: asyncio only turns Nagle's
-    algorithm off on accepted connections whose socket says ``IPPROTO_TCP``, and with it on, a
-    response written in pieces (head then body, or SSE events) waits for the client's delayed ACK
-    (about 40 ms on Linux) on every request.
-
-    Raises:
-        OSError: the address cannot be bound.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def serve(app: object, sock: socket.socket, log_level: str, proxy: ProxyConfig | None = None) -> None:
-    """Run ``app`` under uvicorn on an already bound socket (uvicorn's own access log off: the
-    proxy writes its own; the upstream's ``server``/``date`` headers; open streams given
-    ``graceful_shutdown`` seconds to finish on SIGTERM; request heads bounded by ``max_header_bytes``)."""
-    proxy = proxy or ProxyConfig()
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        log_config=None,
-        log_level=log_level,
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        # seconds as a float (0: cut at once); uvicorn annotates an int, asyncio.wait_for takes any number
-        timeout_graceful_shutdown=cast(int, proxy.graceful_shutdown),
-        http="h11",  # the request-head bound is h11's (httptools, when installed, has none to set)
-        h11_max_incomplete_event_size=proxy.max_header_bytes,
-        lifespan="on",
-    )
-    uvicorn.Server(config).run(sockets=[sock])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mcp-normalizer`` and ``python -m proxy``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -160,13 +121,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=ns.log_level,
         )
         config = settings.load_config()
+        overrides = {"workers": ns.workers, "http": ns.http}
+        config = config.with_proxy(**{k: v for k, v in overrides.items() if v is not None})
     except ConfigError as exc:
         return _fail(str(exc))
+    configure_logging(settings.log_level)
+    # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
+    # to stop a service, so it ends the process with 0 (as PID 1 in a container it would anyway).
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    workers = config.proxy.workers
     try:
+        if workers > 1:
+            return serve_workers(workers, lambda sock: _run(settings, config, sock), settings.host, settings.port)
         sock = bind(settings.host, settings.port)
     except OSError as exc:
         return _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
-    configure_logging(settings.log_level)
+    return _run(settings, config, sock)
+
+
+def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
+    """Serve the proxy on ``sock`` (in this process); the exit code."""
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     app = create_app(settings, config=config)
     host, port = sock.getsockname()[:2]
     logging.getLogger("mcp_normalizer").info(
@@ -177,11 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.upstream_label,
         " (report-only)" if config.report_only else "",
     )
-    # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
-    # to stop a service, so it ends the process with 0 (as PID 1 in a container it would anyway).
-    signal.signal(signal.SIGTERM, _exit_cleanly)
+    proxy = config.proxy
     try:
-        serve(app, sock, settings.log_level, config.proxy)
-    except KeyboardInterrupt:
-        return 130  # Ctrl-C: uvicorn already shut down gracefully; no traceback
-    return 0
+        return serve(
+            uvicorn_config(app, proxy, log_level=settings.log_level, parser=cast(HttpParser, proxy.http)), [sock]
+        )
+    except SystemExit as exc:  # SIGTERM
+        return int(exc.code or 0)

@@ -23,6 +23,7 @@ Everything is validated when loaded, so a bad value stops the process before it 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tomllib
@@ -73,13 +74,22 @@ class ProxyConfig:
         first_byte_timeout: seconds from sending a request to the upstream's response headers (504).
         idle_timeout: seconds a response body may stay silent (SSE keep-alive comments count);
             0 disables. The stream is then broken off.
-        allowed_origins: when not empty, a request whose ``Origin`` is not listed gets 403.
+        allowed_hosts: ``Host`` patterns accepted (``name``, ``name:port``, ``name:*``, ``*``); a
+            request with another gets 421. Empty: loopback hosts on a loopback listener, any elsewhere
+            (:mod:`proxy.hosts`).
+        allowed_origins: ``Origin`` patterns accepted; a request with another gets 403. Empty:
+            loopback origins on a loopback listener, any elsewhere.
         admin_prefix: path prefix of the proxy's own endpoints (``livez``, ``readyz``, ``metrics``).
         access_log: log one JSON line per request.
         graceful_shutdown: seconds open streams get to finish on SIGTERM.
         max_header_bytes: largest request head (request line and headers) accepted.
         capture_file: when set, watched requests and the upstream's responses to them are appended
             to this file (JSON lines, see :mod:`proxy.capture`) for ``mcp-normalizer check --capture``.
+        head_timeout: seconds a connection has to deliver a whole request head (then 408).
+        body_timeout: seconds allowed between two reads of a request body (then 408).
+        max_connections: open client connections allowed (then 503); 0: half the descriptor limit.
+        http: the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).
+        workers: processes serving the port (``SO_REUSEPORT``); each has its own state.
     """
 
     max_request_bytes: int = 16 * 1024 * 1024
@@ -87,12 +97,18 @@ class ProxyConfig:
     connect_timeout: float = 5.0
     first_byte_timeout: float = 300.0
     idle_timeout: float = 300.0
+    allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     admin_prefix: str = "/.mcp-normalizer"
     access_log: bool = False
     graceful_shutdown: float = 10.0
     max_header_bytes: int = 16 * 1024
     capture_file: str = ""
+    head_timeout: float = 30.0
+    body_timeout: float = 30.0
+    max_connections: int = 0
+    http: str = "httptools"
+    workers: int = 1
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
@@ -105,8 +121,11 @@ class ProxyConfig:
         prefix = values.get("admin_prefix", "/.mcp-normalizer")
         if not prefix.startswith("/") or prefix.endswith("/") or len(prefix) < 2:
             raise ConfigError(f"{where} admin_prefix {prefix!r} must start with '/' and not end with one")
-        if "allowed_origins" in values:
-            values["allowed_origins"] = tuple(values["allowed_origins"])
+        if values.get("http", "httptools") not in ("httptools", "h11"):
+            raise ConfigError(f"{where} http must be 'httptools' or 'h11', not {values['http']!r}")
+        for key in ("allowed_hosts", "allowed_origins"):
+            if key in values:
+                values[key] = tuple(values[key])
         return cls(**values)
 
 
@@ -145,6 +164,22 @@ class NormalizerConfig:
     max_pending: int = 1_000
     pending_ttl: float = 600.0
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+
+    def with_proxy(self, **changes: Any) -> NormalizerConfig:
+        """This config with ``[proxy]`` keys changed (command-line flags win over file and environment).
+
+        Raises:
+            ConfigError: an unknown key or a value out of range (named as its ``--flag``).
+        """
+        if not changes:
+            return self
+        table = {key: list(v) if isinstance(v, tuple) else v for key, v in self.proxy_table().items()}
+        table.update(changes)
+        return dataclasses.replace(self, proxy=ProxyConfig.from_mapping(table, "command line:"))
+
+    def proxy_table(self) -> dict[str, Any]:
+        """The ``[proxy]`` keys and values of this config."""
+        return {f.name: getattr(self.proxy, f.name) for f in dataclasses.fields(ProxyConfig)}
 
     def mode(self, rule: str, tool: str | None) -> Mode:
         """The mode rule ``rule`` runs in for tool ``tool``."""
@@ -255,12 +290,18 @@ _PROXY_KEYS: dict[str, _Key] = {
     "connect_timeout": _Key("float", exclusive=True),
     "first_byte_timeout": _Key("float", exclusive=True),
     "idle_timeout": _Key("float"),
+    "allowed_hosts": _Key("strlist"),
     "allowed_origins": _Key("strlist"),
     "admin_prefix": _Key("str"),
     "access_log": _Key("bool"),
     "graceful_shutdown": _Key("float"),
     "max_header_bytes": _Key("int", minimum=1024),
     "capture_file": _Key("str"),
+    "head_timeout": _Key("float", exclusive=True),
+    "body_timeout": _Key("float", exclusive=True),
+    "max_connections": _Key("int"),
+    "http": _Key("str"),
+    "workers": _Key("int", minimum=1),
 }
 _KIND_NAMES = {
     "bool": "true or false",
@@ -406,7 +447,14 @@ class Settings:
         try:
             parts.port  # noqa: B018 - raises on a bad port
         except ValueError:
-            raise ConfigError(f"upstream {self.upstream!r} has an invalid port") from None
+            raise ConfigError(f"upstream {redact_url(self.upstream)!r} has an invalid port") from None
+        if parts.username is not None or parts.password is not None:
+            # aiohttp would turn them into a Basic Authorization header on every request, silently
+            # replacing the one each client sends: refused, never guessed at.
+            raise ConfigError(
+                f"upstream {redact_url(self.upstream)!r} carries credentials (user:password@); the proxy "
+                "sends each client's own Authorization header, put credentials there"
+            )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port {self.port} is out of range 0-65535")
         if self.log_level not in _LOG_LEVELS:
@@ -414,7 +462,7 @@ class Settings:
 
     @property
     def upstream_label(self) -> str:
-        """The upstream URL as logs may show it: any ``user:password@`` replaced by ``***@``."""
+        """The upstream URL as logs may show it: query values replaced by ``***`` (:func:`redact_url`)."""
         return redact_url(self.upstream)
 
     @property
@@ -471,11 +519,16 @@ class Settings:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without the credentials of its authority (``http://u:p@h/x`` -> ``http://***@h/x``)."""
+    """``url`` as logs may show it: without the credentials of its authority
+    (``http://u:p@h/x`` -> ``http://***@h/x``) and with every query value hidden
+    (``?api_key=s3cret&v=2`` -> ``?api_key=***&v=***``: a query often carries a key)."""
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])
+    if parts.query:
+        names = (field.partition("=")[0] for field in parts.query.split("&"))
+        parts = parts._replace(query="&".join(f"{name}=***" for name in names))
+    return parts.geturl()
 
 
 _ENV = {

@@ -23,6 +23,9 @@ class JSONFormatter(logging.Formatter):
             line["message"] = record.getMessage()
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
+        suppressed = getattr(record, "suppressed", None)
+        if suppressed:
+            line["suppressed"] = suppressed  # lines like this one dropped since the last (Throttle)
         try:
             return orjson.dumps(line, default=str).decode()
         except (orjson.JSONEncodeError, TypeError):
@@ -43,12 +46,52 @@ def printable(value: object) -> object:
     return value
 
 
+class Throttle(logging.Filter):
+    """Lets through one warning or error of a kind per ``interval`` seconds, and counts the rest.
+
+    A kind is the logger and the message template. The first line of a kind in an interval passes;
+    the others are dropped and counted, and the next line that passes carries the count as
+    ``suppressed``. A flood (a failing accept loop, a peer sending garbage a thousand times a
+    second) thus writes one line per interval, never megabytes. Lines below ``WARNING`` and the
+    audit log's lines (rewrites, faults, access) always pass.
+
+    Args:
+        interval: seconds between two lines of one kind.
+        max_kinds: kinds remembered; past it the oldest is forgotten.
+    """
+
+    def __init__(self, interval: float = 10.0, max_kinds: int = 1024) -> None:
+        super().__init__()
+        self.interval = interval
+        self.max_kinds = max_kinds
+        self._kinds: dict[tuple[str, object], list[float]] = {}  # kind -> [last passed at, dropped since]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or getattr(record, "audit", None) is not None:
+            return True  # a rewrite or fault line of the audit log is never dropped
+        kind = (record.name, record.msg)
+        now = time.monotonic()
+        seen = self._kinds.get(kind)
+        if seen is not None and now - seen[0] < self.interval:
+            seen[1] += 1
+            return False
+        if seen is not None and seen[1]:
+            record.suppressed = int(seen[1])
+        if seen is None and len(self._kinds) >= self.max_kinds:
+            del self._kinds[next(iter(self._kinds))]
+        self._kinds[kind] = [now, 0]
+        return True
+
+
 def configure_logging(level: str) -> None:
-    """Send ``mcp_normalizer`` and ``uvicorn`` logs to stderr as JSON lines at ``level``."""
+    """Send ``mcp_normalizer``, ``uvicorn`` and ``asyncio`` logs to stderr as JSON lines at ``level``,
+    warnings and errors throttled (:class:`Throttle`)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JSONFormatter())
-    for name in ("mcp_normalizer", "uvicorn", "uvicorn.error", "uvicorn.access"):
+    handler.addFilter(Throttle())
+    roots = ("mcp_normalizer", "uvicorn", "asyncio")
+    for name in (*roots, "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
-        logger.handlers = [handler] if name in ("mcp_normalizer", "uvicorn") else []
-        logger.propagate = name not in ("mcp_normalizer", "uvicorn")
+        logger.handlers = [handler] if name in roots else []
+        logger.propagate = name not in roots
         logger.setLevel(level.upper())

@@ -191,15 +191,22 @@ class NormalizerMiddleware:
         oversize = self.metrics.oversize.inc if self.metrics is not None else None
         wrapped = _TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
+
+        async def call() -> None:
+            nonlocal failure
+            try:
+                await self.app(scope, receive, wrapped)
+            except UpstreamError as exc:
+                failure = exc
+
         try:
-            async with anyio.create_task_group() as tg:
-                if info is not None and unknown and self.config.fetch_tools_list:
+            if info is not None and unknown and self.config.fetch_tools_list:
+                async with anyio.create_task_group() as tg:  # the fetch runs beside the call
                     exchange.fetching |= unknown
                     tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
-                try:
-                    await self.app(scope, receive, wrapped)
-                except UpstreamError as exc:
-                    failure = exc
+                    await call()
+            else:
+                await call()  # no task of its own: nothing to run beside it
         finally:
             transformer.close()  # a response abandoned mid-message (a client gone): its work freed now
         wrapped.count_oversize()  # a response broken off before its end

@@ -1,10 +1,11 @@
-"""``RequestMetrics``: counts every request by method and outcome, and writes the access log.
+"""``RequestRecord``: counts every request by method and outcome, and writes the access log.
 
-The outermost layer of the proxy app. It labels each request with its HTTP method, its JSON-RPC
-method (which the normalizer middleware notes in ``scope["mcp_normalizer.rpc_method"]`` for the
-requests it watches; the ``Mcp-Method`` header of a 2026-07-28 request otherwise) and its response
-status. With the access log on, one JSON line per request goes to ``mcp_normalizer.access``: method,
-path (never the query, which may carry secrets), status, duration, response bytes.
+It labels each request with its HTTP method, its JSON-RPC method (which the normalizer middleware
+notes in ``scope["mcp_normalizer.rpc_method"]`` for the requests it watches; the ``Mcp-Method``
+header of a 2026-07-28 request otherwise) and its outcome: the response status, or ``aborted`` when
+no response started (the client left, or the exchange failed before a head was sent). With the
+access log on, one JSON line per request goes to ``mcp_normalizer.access``: method, path (never the
+query, which may carry secrets), status, duration, response bytes.
 """
 
 from __future__ import annotations
@@ -14,67 +15,76 @@ import time
 
 from .jsonrpc import WATCHED_METHODS, header
 from .metrics import Metrics
-from .types import ASGIApp, Message, Receive, Scope, Send
+from .types import Message, Scope, Send
 
 access_logger = logging.getLogger("mcp_normalizer.access")
 RPC_METHOD_KEY = "mcp_normalizer.rpc_method"
 _KNOWN_HEADER_METHODS = WATCHED_METHODS | {"initialize", "ping", "server/discover", "prompts/get", "resources/read"}
 
 
-class RequestMetrics:
-    """ASGI middleware counting requests (and logging them when ``access_log``).
+class RequestRecord:
+    """Counts requests (and logs them when ``access_log``).
 
     Args:
-        app: the wrapped app.
         metrics: where the counts go.
         access_log: write one access log line per request.
     """
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, *, access_log: bool = False) -> None:
-        self.app = app
+    def __init__(self, metrics: Metrics, *, access_log: bool = False) -> None:
         self.metrics = metrics
         self.access_log = access_log
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def start(self, scope: Scope, send: Send) -> Observed:
+        """Begin recording the request of ``scope``; its responses go through the returned ``send``."""
         announced = header(scope["headers"], b"mcp-method")
         scope[RPC_METHOD_KEY] = announced if announced in _KNOWN_HEADER_METHODS else "other"
-        started = time.monotonic()
-        status = 0
-        sent = 0
-        counted = False
+        return Observed(self, scope, send)
 
-        def count() -> None:
-            nonlocal counted
-            if not counted:
-                counted = True
-                outcome = str(status) if status else "aborted"
-                self.metrics.requests.labels(scope["method"], scope[RPC_METHOD_KEY], outcome).inc()
 
-        async def counting(message: Message) -> None:
-            nonlocal status, sent
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                sent += len(message.get("body", b""))
-                if not message.get("more_body", False):
-                    count()  # before the client has it all, so a scrape after it sees the count
-            await send(message)
+class Observed:
+    """One request being recorded: ``send`` notes status and bytes; ``done()`` counts it once."""
 
-        try:
-            await self.app(scope, receive, counting)
-        finally:
-            count()
-            if self.access_log:
-                fields = {
-                    "event": "access",
-                    "method": scope["method"],
-                    "path": scope["path"],
-                    "rpc_method": scope[RPC_METHOD_KEY],
-                    "status": status,
-                    "duration_ms": round((time.monotonic() - started) * 1000, 2),
-                    "bytes": sent,
-                }
-                access_logger.info("%s %s %s", scope["method"], scope["path"], status, extra={"audit": fields})
+    __slots__ = ("_counted", "_record", "_scope", "_send", "sent", "started", "status")
+
+    def __init__(self, record: RequestRecord, scope: Scope, send: Send) -> None:
+        self._record = record
+        self._scope = scope
+        self._send = send
+        self._counted = False
+        self.started = time.monotonic()
+        self.status = 0
+        self.sent = 0
+
+    async def send(self, message: Message) -> None:
+        """The wrapped ``send``."""
+        kind = message["type"]
+        if kind == "http.response.body":
+            self.sent += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                self._count()  # before the client has it all, so a scrape after it sees the count
+        elif kind == "http.response.start":
+            self.status = message["status"]
+        await self._send(message)
+
+    def _count(self) -> None:
+        if not self._counted:
+            self._counted = True
+            scope = self._scope
+            outcome = str(self.status) if self.status else "aborted"
+            self._record.metrics.requests.labels(scope["method"], scope[RPC_METHOD_KEY], outcome).inc()
+
+    def done(self) -> None:
+        """The exchange is over (whatever happened): count it if not yet, write the access line."""
+        self._count()
+        if self._record.access_log:
+            scope = self._scope
+            fields = {
+                "event": "access",
+                "method": scope["method"],
+                "path": scope["path"],
+                "rpc_method": scope[RPC_METHOD_KEY],
+                "status": self.status,
+                "duration_ms": round((time.monotonic() - self.started) * 1000, 2),
+                "bytes": self.sent,
+            }
+            access_logger.info("%s %s %s", scope["method"], scope["path"], self.status, extra={"audit": fields})

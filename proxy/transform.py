@@ -342,7 +342,15 @@ class ResponseTransformer:
         )
         method = request.method if request else "tools/call"
         jsonrpc_id = keys[0][1] if request is not None else None
-        self.audit.emit(record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era)
+        self._log(record, method, jsonrpc_id)
+
+    def _log(self, record: Record, method: str, jsonrpc_id: JSON) -> None:
+        """Log ``record``; its metric carries the tool's name only when the upstream listed the tool."""
+        exchange = self.exchange
+        listed = record.tool is None or exchange.tool(record.tool) is not None
+        self.audit.emit(
+            record, method=method, jsonrpc_id=jsonrpc_id, scope=exchange.scope, era=exchange.era, listed=listed
+        )
 
     def _finish_json(self) -> bytes:
         try:
@@ -602,9 +610,7 @@ class ResponseTransformer:
         if text is not None and out is None:
             return None  # the change cannot go out (said in the log): neither do its records
         for record in records:
-            self.audit.emit(
-                record, method=method, jsonrpc_id=jsonrpc_id, scope=self.exchange.scope, era=self.exchange.era
-            )
+            self._log(record, method, jsonrpc_id)
             yield
         return out
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 import jsonschema
@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from proxy import NormalizerConfig, Settings, create_app
 from proxy.audit import REWRITE_LOGGER
-from proxy.cli import bind
+from proxy.config import ProxyConfig
+from proxy.server import HttpParser, bind, uvicorn_config
 from proxy.transform import ResponseTransformer
 from proxy.types import ASGIApp, Message, Receive
 
@@ -48,20 +49,30 @@ def need_shared(*parts: str) -> Path:
 
 
 @contextmanager
-def serve(app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto") -> Iterator[str]:
-    """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``."""
+def serve(
+    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto", proxy: ProxyConfig | None = None
+) -> Iterator[str]:
+    """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``.
+
+    With ``proxy``, uvicorn runs as the proxy's command does (:func:`proxy.server.uvicorn_config`:
+    httptools with the connection guards, uvloop); without, as uvicorn's defaults (a test upstream).
+    """
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        lifespan=lifespan,
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=2,
-    )
+    if proxy is not None:
+        config = uvicorn_config(app, proxy, log_level="warning", parser=cast(HttpParser, proxy.http))
+        config.timeout_graceful_shutdown = 2  # as for test upstreams: a test's open streams are cut soon
+    else:
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan=lifespan,
+            server_header=False,
+            date_header=False,
+            timeout_graceful_shutdown=2,
+        )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -82,7 +93,8 @@ def serve(app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto") -> I
 def proxy_for(upstream_url: str, config: NormalizerConfig | None = None) -> Iterator[str]:
     """Run ``create_app`` in front of ``upstream_url`` (an MCP endpoint URL); yield the proxy's base URL."""
     settings = Settings(upstream=upstream_url)
-    with serve(create_app(settings, config=config)) as url:
+    config = config if config is not None else settings.load_config()
+    with serve(create_app(settings, config=config), proxy=config.proxy) as url:
         yield url
 
 

@@ -17,9 +17,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy.cli import bind
 from proxy.demo.clients import run_node
 from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
+from proxy.server import bind
+from proxy.types import Receive, Scope, Send
 
 from .support import HEADERS, ROOT, serve
 
@@ -130,6 +131,8 @@ def write(tmp_path: Path, text: str) -> str:
         (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--port", "http"], "--port"),
         (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--port", "70000"], "70000"),
         (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--log-level", "loud"], "loud"),
+        (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--workers", "0"], "workers"),
+        (lambda tmp: ["--upstream", "http://alice:pw@127.0.0.1:9/mcp"], "credentials"),
         (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--config", str(tmp / "missing.toml")], "missing.toml"),
         (lambda tmp: ["--upstream", "http://127.0.0.1:9/mcp", "--config", write(tmp, "[rules\n")], "TOML"),
         (
@@ -241,10 +244,22 @@ def test_admin_endpoints_beside_a_root_mcp_path_are_accepted() -> None:
     [(signal.SIGINT, 130), (signal.SIGTERM, 0)],  # SIGTERM is the normal stop, also when not PID 1
     ids=["ctrl-c", "sigterm"],
 )
-def test_a_signal_stops_the_proxy_quietly_with_its_exit_code(signum: signal.Signals, code: int) -> None:
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["", "started-with-sigint-ignored"])
+def test_a_signal_stops_the_proxy_quietly_with_its_exit_code(
+    signum: signal.Signals, code: int, sigint_ignored: bool
+) -> None:
+    """Also when the proxy was started with SIGINT ignored (nohup, background jobs, some CI runners):
+    uvicorn re-raises the signal it caught, which does nothing then; the exit code must still say it."""
     port = free_port()
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     process = subprocess.Popen(
-        [EXE, "--upstream", "http://127.0.0.1:9/mcp", "--port", str(port)], stderr=subprocess.PIPE, text=True
+        [EXE, "--upstream", "http://127.0.0.1:9/mcp", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore_sigint if sigint_ignored else None,
     )
     deadline = time.monotonic() + 20
     while not listening(port):
@@ -253,6 +268,31 @@ def test_a_signal_stops_the_proxy_quietly_with_its_exit_code(signum: signal.Sign
     process.send_signal(signum)
     _, err = process.communicate(timeout=20)
     assert process.returncode == code and "Traceback" not in err
+
+
+@pytest.mark.anyio
+async def test_the_upstream_urls_query_is_sent_on_every_request_and_never_logged() -> None:
+    seen: list[bytes] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        seen.append(scope["query_string"])
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    port = free_port()
+    env = {"MCP_NORMALIZER_ACCESS_LOG": "true"}
+    with serve(app) as up:
+        argv = [EXE, "--upstream", up + "/mcp?api_key=s3cret-key", "--port", str(port), "--log-level", "debug"]
+        with running(argv, port, env) as log:
+            async with httpx.AsyncClient(timeout=10) as http:
+                plain = await http.get(f"http://127.0.0.1:{port}/mcp")
+                with_own = await http.get(f"http://127.0.0.1:{port}/other?page=2")
+    assert plain.status_code == with_own.status_code == 200
+    assert seen == [b"api_key=s3cret-key", b"api_key=s3cret-key&page=2"]
+    assert any("api_key=***" in line for line in log)  # the startup line names the upstream, redacted
+    assert not any("s3cret" in line for line in log)
 
 
 @pytest.mark.anyio

@@ -44,6 +44,7 @@ from proxy import config as proxy_config
 from proxy.config import NormalizerConfig, Settings
 from proxy.demo.clients import run_node, run_python
 from proxy.demo.upstream import FORBIDDEN, RUNTIMES, ScriptedServer, ToolCall, ToolSpec, protean_server, protean_tools
+from proxy.hosts import HostPolicy
 from proxy.types import JSONObject
 
 from .support import HEADERS, ROOT, serve
@@ -306,6 +307,10 @@ def test_the_image_is_a_slim_multi_stage_build_of_the_package_run_as_a_non_root_
     uid, gid = image_user()
     assert uid != 0 and gid != 0
     assert env["MCP_NORMALIZER_HOST"] == "0.0.0.0"
+    # On 0.0.0.0 the loopback defaults cannot apply: the image names the accepted hosts itself.
+    image_hosts = HostPolicy(tuple(env["MCP_NORMALIZER_ALLOWED_HOSTS"].split(",")))
+    assert image_hosts.check("127.0.0.1:8765", None, "172.17.0.2") is None  # the HEALTHCHECK's
+    assert image_hosts.check("rebind.evil.example", None, "172.17.0.2") is not None
     assert final.last("EXPOSE").split() == [env["MCP_NORMALIZER_PORT"]]
     assert image_command()[0] == "mcp-normalizer"
     assert "livez" in " ".join(healthcheck_command())
@@ -553,6 +558,12 @@ def test_compose_puts_the_sidecar_in_front_of_the_server_and_publishes_only_its_
     published = [str(port).rsplit(":", 1) for port in normalizer["ports"]]
     assert [int(container) for _, container in published] == [settings.port]
     assert settings.port == int(image_env()["MCP_NORMALIZER_PORT"])  # the port the image exposes
+    # The published loopback port is what clients dial: loopback names pass, a rebound name does not,
+    # although the container sees the connection arrive on its own (non-loopback) address.
+    hosts = HostPolicy(config.proxy.allowed_hosts, config.proxy.allowed_origins)
+    assert hosts.check(f"localhost:{settings.port}", "http://localhost:3000", "172.18.0.3") is None
+    assert hosts.check("rebind.evil.example", None, "172.18.0.3") is not None
+    assert hosts.check(f"localhost:{settings.port}", "http://rebind.evil.example", "172.18.0.3") is not None
 
     assert normalizer["depends_on"][server_name]["condition"] == "service_healthy" and "healthcheck" in server
     assert seconds(normalizer["stop_grace_period"]) > config.proxy.graceful_shutdown
@@ -613,10 +624,17 @@ def test_k8s_sidecar_probes_env_ports_and_grace_periods_agree_with_the_proxy(tmp
     ports = k8s_ports(normalizer)
     assert settings.port in ports.values()
     admin = config.proxy.admin_prefix
+    hosts = HostPolicy(config.proxy.allowed_hosts, config.proxy.allowed_origins)
+    pod_ip = "10.1.2.3"  # the kubelet's probes and the Service's traffic arrive on the pod's address
     for probe, endpoint in (("livenessProbe", "livez"), ("readinessProbe", "readyz")):
         get = normalizer[probe]["httpGet"]
         assert get["path"] == f"{admin}/{endpoint}", probe
         assert ports[get["port"]] == settings.port, probe
+        probe_host = {h["name"].lower(): h["value"] for h in get.get("httpHeaders", [])}.get("host", pod_ip)
+        assert hosts.check(probe_host, None, pod_ip) is None, f"{probe}: its Host is accepted"
+    service_name = f"{service['metadata']['name']}.default.svc:{settings.port}"
+    assert hosts.check(service_name, None, pod_ip) is None  # what clients dial (the file's comment)
+    assert hosts.check("rebind.evil.example", None, pod_ip) is not None  # set explicitly: not "any"
 
     labels = pod["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()

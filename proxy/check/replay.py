@@ -39,7 +39,9 @@ class _Records(AuditLog):
         super().__init__("capture", logging.getLogger("mcp_normalizer.check"))
         self.auditor = auditor
 
-    def emit(self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None) -> None:
+    def emit(
+        self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None, listed: bool = True
+    ) -> None:
         self.auditor.add(record, "tools/list" if method == TOOLS_LIST else "tools/call")
 
 

@@ -19,9 +19,9 @@ import uvicorn
 
 from ..app import create_app
 from ..audit import REWRITE_LOGGER
-from ..cli import bind
 from ..config import Settings
 from ..logs import JSONFormatter, configure_logging
+from ..server import bind, uvicorn_config
 from .clients import ClientUnavailable, node_available, python_available, run_node, run_python
 from .upstream import protean_server
 
@@ -145,7 +145,9 @@ def run_demo(
         "date_header": False,
     }
     upstream = uvicorn.Server(uvicorn.Config(protean_server(response_mode), **quiet))  # type: ignore[arg-type]
-    proxy = uvicorn.Server(uvicorn.Config(create_app(Settings(upstream=direct)), **quiet))  # type: ignore[arg-type]
+    settings = Settings(upstream=direct)
+    config = settings.load_config()
+    proxy = uvicorn.Server(uvicorn_config(create_app(settings, config=config), config.proxy, log_level="warning"))
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

@@ -1,0 +1,325 @@
+"""Attacks on the hop, on the wire: a hostile upstream, raw clients, hang-ups (issue 12, section 2).
+
+Each test drives the proxy as it runs from its command (uvicorn on httptools with the connection
+guards, the aiohttp forwarder) and asserts what the client or the upstream received.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import anyio
+import httpx
+import orjson
+import pytest
+
+from proxy import NormalizerConfig
+from proxy.config import ProxyConfig
+from proxy.hosts import HostPolicy
+from proxy.types import Receive, Scope, Send
+
+from .support import HEADERS, proxy_for, serve
+from .test_forwarding import raw_request
+from .test_middleware_inprocess import sdk_app
+
+Extra = Literal["content-length", "chunked", "late"]
+
+
+class LyingUpstream(socketserver.ThreadingTCPServer):
+    """A raw HTTP/1.1 upstream that answers each request with ``{"tenant": <its Authorization>}``;
+    to tenant ``A`` it also sends a second, complete response (``{"tenant": "A", "leak": true}``),
+    right after the body in the same write (``content-length``: a short declared length; or
+    ``chunked``: after the last chunk), or a moment later on the idle connection (``late``)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, extra: Extra) -> None:
+        self.extra = extra
+        self.leaked = threading.Event()
+        super().__init__(("127.0.0.1", 0), _LyingHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+
+
+def _response(body: bytes, chunked: bool = False) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    if chunked:
+        return head + b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    return head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
+
+
+class _LyingHandler(socketserver.StreamRequestHandler):
+    server: LyingUpstream
+
+    def handle(self) -> None:
+        while True:
+            head = [line for line in iter(self.rfile.readline, b"\r\n") if line]
+            if not head:
+                return
+            fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(b":") for h in head[1:])}
+            self.rfile.read(int(fields.get(b"content-length", b"0")))
+            tenant = fields.get(b"authorization", b"").decode()
+            answer = _response(orjson.dumps({"tenant": tenant}), chunked=self.server.extra == "chunked")
+            leak = _response(orjson.dumps({"tenant": tenant, "leak": True}))
+            if tenant != "A":
+                self.wfile.write(answer)
+            elif self.server.extra == "late":
+                self.wfile.write(answer)
+                self.wfile.flush()
+                threading.Timer(0.05, self._late, (leak,)).start()
+            else:
+                self.wfile.write(answer + leak)
+                self.server.leaked.set()
+
+    def _late(self, leak: bytes) -> None:
+        try:
+            self.connection.sendall(leak)
+        except OSError:
+            pass  # the proxy closed the connection already
+        self.server.leaked.set()
+
+
+@contextmanager
+def lying_upstream(extra: Extra) -> Iterator[LyingUpstream]:
+    server = LyingUpstream(extra)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("extra", ["content-length", "chunked", "late"])
+async def test_bytes_beyond_a_response_never_reach_another_client(extra: Extra) -> None:
+    """nginx: "upstream sent more data than specified in Content-Length" closes the connection; so
+    does the proxy, and tenant B never receives what the upstream wrote for tenant A."""
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    with lying_upstream(extra) as up, proxy_for(up.url) as px:
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            for _ in range(5):
+                up.leaked.clear()
+                alice = await http.post(px + "/mcp", content=ping, headers={"authorization": "A"})
+                await anyio.to_thread.run_sync(up.leaked.wait, 5)
+                bob = await http.post(px + "/mcp", content=ping, headers={"authorization": "B"})
+                assert alice.json() == {"tenant": "A"}
+                assert bob.json() == {"tenant": "B"}
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@pytest.mark.anyio
+async def test_a_rebound_host_or_origin_is_refused_on_a_loopback_listener() -> None:
+    """A DNS-rebinding page reaches a loopback server with its own name in ``Host`` (and its origin
+    in ``Origin``). The SDK's app refuses it; through the proxy on its defaults it must be refused
+    too, although the proxy sends the upstream its own ``Host``."""
+    with serve(sdk_app(json_response=True), lifespan="on") as up, proxy_for(up + "/mcp") as px:
+        port = httpx.URL(px).port
+        async with httpx.AsyncClient(timeout=10) as http:
+            body = orjson.dumps(INIT)
+            evil = {**HEADERS, "host": "rebind.evil.example"}
+            direct = await http.post(up + "/mcp", content=body, headers=evil)
+            rebound = await http.post(px + "/mcp", content=body, headers=evil)
+            foreign_origin = await http.post(
+                px + "/mcp", content=body, headers={**HEADERS, "origin": "http://rebind.evil.example"}
+            )
+            metrics = await http.get(px + "/.mcp-normalizer/metrics", headers={"host": "rebind.evil.example"})
+            local = await http.post(
+                px + "/mcp",
+                content=body,
+                headers={**HEADERS, "host": f"localhost:{port}", "origin": "http://localhost:3000"},
+            )
+    assert direct.status_code >= 400  # the SDK's own check
+    assert rebound.status_code == 421 and rebound.json()["error"]["message"] == "Host not allowed"
+    assert foreign_origin.status_code == 403 and foreign_origin.json()["error"]["message"] == "Origin not allowed"
+    assert metrics.status_code == 421  # the admin endpoints obey the same check
+    assert local.status_code == 200 and local.json()["result"]["serverInfo"]["name"] == "protean-sdk"
+
+
+@pytest.mark.anyio
+async def test_allowed_hosts_and_origins_replace_the_loopback_defaults() -> None:
+    proxy = dataclasses.replace(
+        ProxyConfig(), allowed_hosts=("mcp.example.com",), allowed_origins=("https://app.example.com",)
+    )
+    config = dataclasses.replace(NormalizerConfig.shipped(), proxy=proxy)
+    with serve(Recorder()) as up, proxy_for(up + "/mcp", config) as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            body = orjson.dumps(INIT)
+            named = {**HEADERS, "host": "mcp.example.com", "origin": "https://app.example.com"}
+            ok = await http.post(px + "/mcp", content=body, headers=named)
+            loopback = await http.post(px + "/mcp", content=body, headers=HEADERS)  # Host: 127.0.0.1:port
+            other_origin = await http.post(
+                px + "/mcp", content=body, headers={**named, "origin": "https://evil.example.com"}
+            )
+    assert ok.status_code == 200
+    assert loopback.status_code == 421  # the list replaces the defaults
+    assert other_origin.status_code == 403
+
+
+def test_the_host_policy_checks_nothing_by_default_off_loopback() -> None:
+    policy = HostPolicy()
+    assert policy.check("anything.example", "https://anything.example", "10.1.2.3") is None
+    assert policy.check("anything.example", None, "127.0.0.1") is not None
+    assert policy.check("[::1]:8765", "http://[::1]:3000", "::1") is None
+    assert policy.check("localhost", None, "::ffff:127.0.0.1") is None
+    assert policy.check("localhost.evil.example", None, "127.0.0.1") is not None
+    assert policy.check(None, None, "127.0.0.1") is not None  # HTTP/1.0 without Host: not a loopback name
+    star = HostPolicy(("*",), ("*",))
+    assert star.check("rebind.evil.example", "http://rebind.evil.example", "127.0.0.1") is None
+
+
+def _guarded(**limits: Any) -> NormalizerConfig:
+    return dataclasses.replace(NormalizerConfig.shipped(), proxy=dataclasses.replace(ProxyConfig(), **limits))
+
+
+class Recorder:
+    """An upstream that records each request it gets and answers 200."""
+
+    def __init__(self) -> None:
+        self.requests: list[bytes] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.requests.append(body)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":1,"result":{}}'})
+
+
+@pytest.mark.anyio
+async def test_a_head_or_body_that_stalls_gets_408_and_is_never_forwarded() -> None:
+    recorder = Recorder()
+    with serve(recorder) as up, proxy_for(up + "/mcp", _guarded(head_timeout=0.5, body_timeout=0.5)) as px:
+        half_head = await raw_request(px, b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-")
+        half_body = await raw_request(
+            px, b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n" + b"{" * 10
+        )
+        silent = await raw_request(px, b"")
+        async with httpx.AsyncClient(timeout=10) as http:
+            fine = await http.post(px + "/mcp", content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', headers=HEADERS)
+    assert half_head.startswith(b"HTTP/1.1 408 ") and b"request head not received in time" in half_head
+    assert half_body.startswith(b"HTTP/1.1 408 ") and b"request body not received in time" in half_body
+    assert silent == b""  # a connection that never asked is closed without an answer
+    assert fine.status_code == 200
+    assert recorder.requests == [b'{"jsonrpc":"2.0","id":1,"method":"ping"}']  # the truncated one never went
+
+
+@pytest.mark.anyio
+async def test_a_head_that_keeps_growing_gets_431_before_it_ends() -> None:
+    with serve(Recorder()) as up, proxy_for(up + "/mcp", _guarded(max_header_bytes=2048)) as px:
+        host, port = "127.0.0.1", httpx.URL(px).port
+        stream = await anyio.connect_tcp(host, port or 80)
+        async with stream:
+            await stream.send(b"GET /mcp HTTP/1.1\r\nHost: localhost\r\n")
+            answer = b""
+            with anyio.move_on_after(10):
+                try:
+                    for _ in range(100):  # 100 x 100 bytes, one header line at a time, never the blank line
+                        await stream.send(b"x-pad: " + b"a" * 91 + b"\r\n")
+                        await anyio.sleep(0)
+                except (anyio.BrokenResourceError, OSError):
+                    pass
+                try:
+                    while chunk := await stream.receive():
+                        answer += chunk
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    pass
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+@pytest.mark.anyio
+async def test_past_the_connection_limit_a_new_connection_gets_503_and_the_rest_are_served() -> None:
+    with serve(Recorder()) as up, proxy_for(up + "/mcp", _guarded(max_connections=4)) as px:
+        port = httpx.URL(px).port or 80
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        try:
+            for sock in held:
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n")  # half a head each
+            refused = await raw_request(px, b"GET /.mcp-normalizer/livez HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        finally:
+            for sock in held:
+                sock.close()
+        async with httpx.AsyncClient(timeout=10) as http:
+            for _ in range(50):  # the held connections are gone once the proxy sees them close
+                later = await http.get(px + "/.mcp-normalizer/livez")
+                if later.status_code == 200:
+                    break
+                await anyio.sleep(0.05)
+    assert refused.startswith(b"HTTP/1.1 503 ") and b"too many connections" in refused
+    assert later.status_code == 200
+
+
+class Slow:
+    """An upstream whose calls take long and answer only when done (a JSON-mode server): it notes
+    when it sees the client (the proxy) hang up."""
+
+    def __init__(self) -> None:
+        self.hung_up = threading.Event()
+        self.started = threading.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if b"tools/list" in body:  # the proxy's own fetch for the unknown tool: answered at once
+            listed = orjson.dumps({"jsonrpc": "2.0", "id": orjson.loads(body)["id"], "result": {"tools": []}})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": listed})
+            return
+        self.started.set()
+        with anyio.move_on_after(60):
+            if (await receive())["type"] == "http.disconnect":
+                self.hung_up.set()
+                return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":1,"result":{}}'})
+
+
+@pytest.mark.anyio
+async def test_a_client_that_hangs_up_before_the_response_head_cancels_the_upstream_request() -> None:
+    """JSON-mode servers send their head only when the result is ready; a client that leaves before
+    must still cancel the call (2026-07-28: a hang-up is the cancellation). The request is counted
+    as ``aborted``."""
+    slow = Slow()
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"protean.deploy"}}'
+    with serve(slow) as up, proxy_for(up + "/mcp") as px:
+        head = b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        head += b"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(call)
+        sock = socket.create_connection(("127.0.0.1", httpx.URL(px).port or 80))
+        sock.sendall(head + call)
+        assert await anyio.to_thread.run_sync(slow.started.wait, 10)
+        sock.close()
+        assert await anyio.to_thread.run_sync(slow.hung_up.wait, 10)  # long before first_byte_timeout (300 s)
+        async with httpx.AsyncClient(timeout=10) as http:
+            metrics = (await http.get(px + "/.mcp-normalizer/metrics")).text
+    assert 'mcp_normalizer_requests_total{http_method="POST",rpc_method="tools/call",status="aborted"} 1.0' in metrics
