@@ -13,6 +13,7 @@ import logging
 from .admin import Admin
 from .config import NormalizerConfig, Settings
 from .forward import Forwarder
+from .forwarded import ForwardingPolicy, parse_networks
 from .front import FrontDoor
 from .hosts import HostPolicy
 from .logs import configure_logging
@@ -50,6 +51,8 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         idle_timeout=limits.idle_timeout,
         max_body_bytes=limits.max_request_bytes,
         metrics=metrics,
+        forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),
+        public_url=limits.public_url,
     )
     return FrontDoor(
         NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics),

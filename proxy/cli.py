@@ -111,6 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             once=demo.once,
         )
     ns = _proxy_parser().parse_args(args)
+    # Ctrl-C from now on ends the proxy with 130, also in a process started with SIGINT ignored
+    # (nohup, background jobs) and also before uvicorn has installed its own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _main(ns)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(ns: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env(
             upstream=ns.upstream,
@@ -122,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         config = settings.load_config()
         overrides = {"workers": ns.workers, "http": ns.http}
-        config = config.with_proxy(**{k: v for k, v in overrides.items() if v is not None})
+        config = config.with_proxy({k: v for k, v in overrides.items() if v is not None})
     except ConfigError as exc:
         return _fail(str(exc))
     configure_logging(settings.log_level)

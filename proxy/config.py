@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
+from .forwarded import parse_networks
 from .pointer import PointerPattern
 from .rules import RULES_BY_NAME, Mode, RuleSettings
 from .rules.base import is_meta_key
@@ -90,6 +91,12 @@ class ProxyConfig:
         max_connections: open client connections allowed (then 503); 0: half the descriptor limit.
         http: the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).
         workers: processes serving the port (``SO_REUSEPORT``); each has its own state.
+        forwarded_headers: add ``X-Forwarded-For/Proto/Host`` and RFC 7239 ``Forwarded`` to every
+            request (:mod:`proxy.forwarded`).
+        trusted_proxies: addresses or networks of proxies in front of this one, whose forwarding
+            headers are kept (everyone else's are dropped).
+        public_url: the origin clients dial (``https://mcp.example.com``); the upstream's OAuth
+            metadata URLs are moved to it (:mod:`proxy.public`). Empty: nothing is rewritten.
     """
 
     max_request_bytes: int = 16 * 1024 * 1024
@@ -109,6 +116,9 @@ class ProxyConfig:
     max_connections: int = 0
     http: str = "httptools"
     workers: int = 1
+    forwarded_headers: bool = False
+    trusted_proxies: tuple[str, ...] = ()
+    public_url: str = ""
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
@@ -123,9 +133,19 @@ class ProxyConfig:
             raise ConfigError(f"{where} admin_prefix {prefix!r} must start with '/' and not end with one")
         if values.get("http", "httptools") not in ("httptools", "h11"):
             raise ConfigError(f"{where} http must be 'httptools' or 'h11', not {values['http']!r}")
-        for key in ("allowed_hosts", "allowed_origins"):
+        for key in ("allowed_hosts", "allowed_origins", "trusted_proxies"):
             if key in values:
                 values[key] = tuple(values[key])
+        try:
+            parse_networks(values.get("trusted_proxies", ()))
+        except ValueError as exc:
+            raise ConfigError(f"{where} trusted_proxies: {exc}") from None
+        public = values.get("public_url", "")
+        if public:
+            parts = urlsplit(public)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+                raise ConfigError(f"{where} public_url {public!r} must be an http(s) origin: scheme://host[:port]")
+            values["public_url"] = f"{parts.scheme}://{parts.netloc}"
         return cls(**values)
 
 
@@ -165,17 +185,18 @@ class NormalizerConfig:
     pending_ttl: float = 600.0
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
-    def with_proxy(self, **changes: Any) -> NormalizerConfig:
-        """This config with ``[proxy]`` keys changed (command-line flags win over file and environment).
+    def with_proxy(self, changes: Mapping[str, Any], where: str = "command line:") -> NormalizerConfig:
+        """This config with ``[proxy]`` keys changed (the environment over the file, flags over both),
+        checked as the file's are.
 
         Raises:
-            ConfigError: an unknown key or a value out of range (named as its ``--flag``).
+            ConfigError: an unknown key or a value out of range (named after ``where``).
         """
         if not changes:
             return self
         table = {key: list(v) if isinstance(v, tuple) else v for key, v in self.proxy_table().items()}
-        table.update(changes)
-        return dataclasses.replace(self, proxy=ProxyConfig.from_mapping(table, "command line:"))
+        table.update({key: list(v) if isinstance(v, tuple) else v for key, v in changes.items()})
+        return dataclasses.replace(self, proxy=ProxyConfig.from_mapping(table, where))
 
     def proxy_table(self) -> dict[str, Any]:
         """The ``[proxy]`` keys and values of this config."""
@@ -302,6 +323,9 @@ _PROXY_KEYS: dict[str, _Key] = {
     "max_connections": _Key("int"),
     "http": _Key("str"),
     "workers": _Key("int", minimum=1),
+    "forwarded_headers": _Key("bool"),
+    "trusted_proxies": _Key("strlist"),
+    "public_url": _Key("str"),
 }
 _KIND_NAMES = {
     "bool": "true or false",
@@ -508,9 +532,7 @@ class Settings:
         """
         config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
         overrides = _from_env(os.environ if self.environ is None else self.environ, _PROXY_KEYS)
-        if "allowed_origins" in overrides:
-            overrides["allowed_origins"] = tuple(overrides["allowed_origins"])
-        proxy = replace(config.proxy, **overrides)
+        proxy = config.with_proxy(overrides, "environment:").proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):
             # the proxy's own endpoints would hide the MCP endpoint or the upstream's paths below it

@@ -2,7 +2,9 @@
 
 It is a plain reverse proxy and knows nothing of MCP; the standalone proxy wraps it in
 :class:`~proxy.middleware.NormalizerMiddleware`. Requests go to the upstream origin at the same path
-and query (never anywhere else: it is not an open proxy). Hop-by-hop headers are stripped both ways
+and query, after the upstream URL's own query (never anywhere else: it is not an open proxy).
+Forwarding headers follow :mod:`proxy.forwarded`, OAuth metadata URLs :mod:`proxy.public`.
+Hop-by-hop headers are stripped both ways
 (RFC 9110 section 7.6.1), ``Host`` is the upstream's authority, ``accept-encoding`` is forced to
 ``identity`` so bodies can be rewritten, nothing is added (no ``User-Agent``, ``Accept`` or
 ``Content-Type`` of the client library's), and cookies are never stored (one client's
@@ -36,11 +38,12 @@ request and response objects per call and saves less (README, Performance).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import time
+import weakref
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,8 +53,10 @@ from yarl import URL
 
 from .body import buffer_body
 from .errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from .forwarded import FORWARDING_HEADERS, ForwardingPolicy
 from .jsoncodec import dumps, loads
 from .metrics import Metrics
+from .public import MAX_DOCUMENT_BYTES, rewrite_document, rewrite_www_authenticate, rewrites_document
 from .types import JSON, Message, RawHeaders, Receive, Scope, Send
 
 logger = logging.getLogger("mcp_normalizer.forward")
@@ -90,13 +95,32 @@ def _strip(headers: RawHeaders | tuple[tuple[bytes, bytes], ...], drop: frozense
     return [(key.lower(), value) for key, value in headers if key.lower() not in drop and key.lower() not in named]
 
 
+#: Set by :meth:`_Connector.connect` in the requesting task: did this request open a new connection?
+_FRESH: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_normalizer_fresh_connection", default=False)
+
+
 class _Connector(aiohttp.TCPConnector):
     """aiohttp's connection pool, minus idle connections that received bytes while idle.
 
     A kept-alive connection has nothing to say until it is asked: bytes that arrive on it while it
     sits in the pool (an upstream that wrote a second response late) would be read as the answer
     to the next request sent on it, another client's. Such a connection is closed, never lent.
+
+    It also notes (in :data:`_FRESH`, for the task that asked) whether a connection was opened for
+    the request or taken from the pool: only a request sent on a kept-alive one is sent again.
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._lent: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def connect(self, req: Any, traces: list[Any], timeout: Any) -> aiohttp.connector.Connection:
+        connection = await super().connect(req, traces, timeout)
+        protocol = connection.protocol
+        _FRESH.set(protocol not in self._lent)
+        if protocol is not None:
+            self._lent.add(protocol)
+        return connection
 
     async def _get(self, key: Any, traces: list[Any]) -> aiohttp.connector.Connection | None:
         while True:
@@ -122,6 +146,10 @@ class Forwarder:
             another).
         max_body_bytes: largest request body relayed; a larger one gets 413.
         metrics: record upstream latency, errors, bytes and open streams there.
+        forwarding: which forwarding headers go upstream (:mod:`proxy.forwarded`); by default the
+            clients' own are dropped and none are added.
+        public_url: the origin clients dial; the upstream's OAuth metadata URLs are moved to it
+            (:mod:`proxy.public`). Empty: nothing is rewritten.
     """
 
     def __init__(
@@ -134,6 +162,8 @@ class Forwarder:
         session: aiohttp.ClientSession | None = None,
         max_body_bytes: int = 16 * 1024 * 1024,
         metrics: Metrics | None = None,
+        forwarding: ForwardingPolicy | None = None,
+        public_url: str = "",
     ) -> None:
         parts = urlsplit(upstream)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -147,6 +177,8 @@ class Forwarder:
         self._own_session: aiohttp.ClientSession | None = None
         self._closed = False
         self.metrics = metrics
+        self.forwarding = forwarding or ForwardingPolicy()
+        self.public_origin = public_url.rstrip("/")
 
     async def ready(self) -> bool:
         """True when the upstream accepts a TCP connection within 2 s (the readiness probe)."""
@@ -163,15 +195,12 @@ class Forwarder:
         if self._session is not None:
             return self._session
         if self._own_session is None:
-            trace = aiohttp.TraceConfig(trace_config_ctx_factory=_request_ctx)  # type: ignore[arg-type]
-            trace.on_connection_create_start.append(_note_fresh_connection)
             self._own_session = aiohttp.ClientSession(
                 connector=_Connector(limit=0, keepalive_timeout=4.0, enable_cleanup_closed=False),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
                 auto_decompress=False,
                 skip_auto_headers=_NOT_ADDED,
-                trace_configs=[trace],
             )
         return self._own_session
 
@@ -194,18 +223,13 @@ class Forwarder:
         """
         session = self._client()
         for attempt in (1, 2):
-            opened = SimpleNamespace(fresh=False)
+            _FRESH.set(True)  # an injected session's connector says nothing: never sent twice
             try:
                 return await session.request(
-                    method,
-                    url,
-                    headers=headers,
-                    data=_body_data(body, method, headers),
-                    allow_redirects=False,
-                    trace_request_ctx=opened,
+                    method, url, headers=headers, data=_body_data(body, method, headers), allow_redirects=False
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                if opened.fresh or attempt == 2:
+                if _FRESH.get() or attempt == 2:
                     raise
             logger.info("a kept-alive upstream connection was closed under a request: sent again on another")
         raise AssertionError("unreachable")  # pragma: no cover
@@ -236,9 +260,13 @@ class Forwarder:
         if self._closed:
             await _error(send, 503, body, "The proxy is shutting down")
             return
-        headers: CIMultiDict[str] = CIMultiDict(
-            (key.decode("latin-1"), value.decode("latin-1")) for key, value in _strip(scope["headers"], _DROP_REQUEST)
-        )
+        sent = _strip(scope["headers"], _DROP_REQUEST)
+        forwarding = self.forwarding
+        if forwarding.add or any(key in FORWARDING_HEADERS for key, _ in sent):
+            client = scope.get("client")
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+            sent = forwarding.apply(sent, client[0] if client else None, scope.get("scheme", "http"), host)
+        headers: CIMultiDict[str] = CIMultiDict((key.decode("latin-1"), value.decode("latin-1")) for key, value in sent)
         headers["accept-encoding"] = "identity"
         # The target goes out byte for byte (no dot-segment normalization) to the upstream origin.
         url = URL(self.origin + target.decode("latin-1"), encoded=True)
@@ -247,7 +275,7 @@ class Forwarder:
             metrics.bytes.labels("request").inc(len(body))
         watch = _HangUpWatch(receive)
         try:
-            await self._exchange(scope["method"], url, headers, body, send, watch)
+            await self._exchange(scope["method"], url, headers, body, send, watch, scope["path"])
         except asyncio.CancelledError:
             if watch.gone and watch.uncancel():
                 return  # the client hung up: the upstream request is cancelled, its connection closed
@@ -256,7 +284,7 @@ class Forwarder:
             watch.stop()
 
     async def _exchange(
-        self, method: str, url: URL, headers: CIMultiDict[str], body: bytes, send: Send, watch: _HangUpWatch
+        self, method: str, url: URL, headers: CIMultiDict[str], body: bytes, send: Send, watch: _HangUpWatch, path: str
     ) -> None:
         started = time.monotonic()
         try:
@@ -280,7 +308,10 @@ class Forwarder:
             metrics.upstream_latency.observe(time.monotonic() - started)
             metrics.open_streams.inc()
         try:
-            await self._relay(response, send, watch)
+            if self.public_origin and rewrites_document(path) and response.status == 200:
+                await self._relay_document(response, send, watch, path)
+            else:
+                await self._relay(response, send, watch)
         finally:
             response.close() if not response.content.at_eof() else response.release()
             if metrics is not None:
@@ -299,8 +330,11 @@ class Forwarder:
             UpstreamUnavailable: the upstream broke off the body; the response is left incomplete
                 (the client sees the break, as it would directly), never ended as if whole.
         """
-        headers = _strip(response.raw_headers, _DROP_RESPONSE)
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.start", "status": response.status, "headers": self._head(response)})
+        await self._relay_rest(response, send, watch)
+
+    async def _relay_rest(self, response: aiohttp.ClientResponse, send: Send, watch: _HangUpWatch) -> None:
+        """Relay the rest of the response body as it arrives, then end it (see :meth:`_relay`)."""
         counted = self.metrics.bytes.labels("response") if self.metrics is not None else None
         content = response.content
         idle = self.idle_timeout
@@ -330,6 +364,43 @@ class Forwarder:
         response.release()  # to the pool (or closed, if it holds bytes beyond the response)
         watch.finish()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _head(self, response: aiohttp.ClientResponse, drop: frozenset[bytes] = _DROP_RESPONSE) -> RawHeaders:
+        """The response headers for the client: hop-by-hop ones stripped, ``resource_metadata``
+        URLs moved to the public origin when there is one."""
+        headers = _strip(response.raw_headers, drop)
+        if self.public_origin:
+            public = self.public_origin
+            headers = [(k, rewrite_www_authenticate(v, public) if k == b"www-authenticate" else v) for k, v in headers]
+        return headers
+
+    async def _relay_document(
+        self, response: aiohttp.ClientResponse, send: Send, watch: _HangUpWatch, path: str
+    ) -> None:
+        """Relay an OAuth metadata document with its URLs moved to the public origin (read whole:
+        it is small; a larger one, or one that is not JSON, passes as it came).
+
+        Raises:
+            UpstreamUnavailable: the upstream broke off the body.
+        """
+        try:
+            body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
+            whole = response.content.at_eof()
+        except aiohttp.ClientError as exc:
+            self._count_error("broken")
+            raise UpstreamUnavailable(f"upstream broke off the response: {exc or type(exc).__name__}") from None
+        new = rewrite_document(body, path, self.public_origin, self.origin) if whole else None
+        if new is None:
+            await send({"type": "http.response.start", "status": response.status, "headers": self._head(response)})
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+            await self._relay_rest(response, send, watch)
+            return
+        headers = self._head(response, _DROP_RESPONSE | {b"content-length"})
+        headers.append((b"content-length", str(len(new)).encode()))
+        response.release()
+        watch.finish()
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": new, "more_body": False})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -362,16 +433,6 @@ def _body_data(body: bytes, method: str, headers: CIMultiDict[str]) -> bytes | A
             yield bytes(view[start : start + _PIECE])
 
     return pieces()
-
-
-def _request_ctx(trace_request_ctx: SimpleNamespace | None = None) -> SimpleNamespace:
-    """The trace context of a request: the namespace the request was sent with."""
-    return trace_request_ctx if trace_request_ctx is not None else SimpleNamespace(fresh=False)
-
-
-async def _note_fresh_connection(session: aiohttp.ClientSession, ctx: SimpleNamespace, params: object) -> None:
-    """Trace hook: this request is opening a new upstream connection (so it is never re-sent)."""
-    ctx.fresh = True
 
 
 class _HangUpWatch:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 
 LOOPBACK_HOSTS = ("localhost:*", "127.0.0.1:*", "[::1]:*")
 LOOPBACK_ORIGINS = tuple(f"{scheme}://{host}" for scheme in ("http", "https") for host in LOOPBACK_HOSTS)
 
 
+@lru_cache(maxsize=256)
 def is_loopback(address: str | None) -> bool:
     """True for a loopback IP address (``127.0.0.0/8``, ``::1``, v4-mapped ones too)."""
     if not address:

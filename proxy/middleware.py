@@ -191,22 +191,20 @@ class NormalizerMiddleware:
         oversize = self.metrics.oversize.inc if self.metrics is not None else None
         wrapped = _TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
-
-        async def call() -> None:
-            nonlocal failure
-            try:
-                await self.app(scope, receive, wrapped)
-            except UpstreamError as exc:
-                failure = exc
-
         try:
             if info is not None and unknown and self.config.fetch_tools_list:
                 async with anyio.create_task_group() as tg:  # the fetch runs beside the call
                     exchange.fetching |= unknown
                     tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
-                    await call()
+                    try:
+                        await self.app(scope, receive, wrapped)
+                    except UpstreamError as exc:
+                        failure = exc
             else:
-                await call()  # no task of its own: nothing to run beside it
+                try:
+                    await self.app(scope, receive, wrapped)  # no task of its own: nothing runs beside it
+                except UpstreamError as exc:
+                    failure = exc
         finally:
             transformer.close()  # a response abandoned mid-message (a client gone): its work freed now
         wrapped.count_oversize()  # a response broken off before its end
@@ -254,6 +252,9 @@ class NormalizerMiddleware:
                 await running.done.wait()
                 exchange.learned.append({entry.name: entry for entry in running.entries})
                 return
+            catalog = exchange.state.catalog
+            if all(exchange.tool(t) is not None or catalog.known_absent(t) for t in unknown):
+                return  # a fetch that ended after this exchange looked has learned them
             fetch = self._inflight[exchange.scope] = _Fetch()
             try:
                 with anyio.move_on_after(self.config.fetch_timeout) as timer:

@@ -23,6 +23,7 @@ warning (:class:`~proxy.logs.Throttle`): one line per interval, never a flood.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import multiprocessing
 import os
@@ -79,6 +80,60 @@ class Guards:
         return cls(proxy.max_header_bytes, proxy.head_timeout, proxy.body_timeout, proxy.max_connections)
 
 
+class _Coalescing:
+    """A transport that joins the small writes of one loop turn into one (one ``send()``, one packet).
+
+    uvicorn writes a response head and its body separately; for a small response that is two
+    system calls and two TCP segments where one does. A small write is held until the end of the
+    loop turn (``call_soon``) and later small writes of the same turn are appended to it; a large
+    write first flushes what is held, then goes out as it is. Order is kept; nothing waits longer
+    than the current turn. Everything but ``write`` and ``close`` is the wrapped transport's.
+    """
+
+    __slots__ = ("_held", "_loop", "_size", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._held: list[bytes] | None = None
+        self._size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if len(data) > _COALESCE_BYTES or (held is not None and self._size + len(data) > _COALESCE_BYTES):
+            self.flush()
+            self.transport.write(data)
+            return
+        if held is None:
+            self._held = [bytes(data)]
+            self._size = len(data)
+            self._loop.call_soon(self.flush)
+        else:
+            held.append(bytes(data))
+            self._size += len(data)
+
+    def flush(self) -> None:
+        """Write what is held now."""
+        held, self._held = self._held, None
+        if held and not self.transport.is_closing():
+            self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+#: Writes up to this size are joined with the others of their loop turn (:class:`_Coalescing`).
+_COALESCE_BYTES = 16 * 1024
+
+
 def _canned(status: int, reason: str, message: str) -> bytes:
     """A whole HTTP/1.1 response with a JSON-RPC error body and ``connection: close``."""
     body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"' + message.encode() + b'"}}'
@@ -112,6 +167,8 @@ class _Guarded:
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
+        # What uvicorn writes goes through it (its flow control keeps the real transport).
+        self.transport = cast(asyncio.Transport, _Coalescing(transport, self.loop))
         if len(self.connections) > self.limit:
             self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
             logger.warning("connection refused: the limit of %d open connections is reached: 503", self.limit)
@@ -293,6 +350,9 @@ def serve(config: uvicorn.Config, sockets: Sequence[socket.socket]) -> int:
         some CI runners), else 0.
     """
     server = _Server(config)
+    config.load()  # the app and everything it loaded at start (rules, schemas, libraries) ...
+    gc.collect()
+    gc.freeze()  # ... is moved out of the collector's sight: a full collection walks only what serving made
     previous = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # uvicorn re-raises it: make that an exit
     try:

@@ -50,14 +50,14 @@ def need_shared(*parts: str) -> Path:
 
 @contextmanager
 def serve(
-    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto", proxy: ProxyConfig | None = None
+    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto", proxy: ProxyConfig | None = None, port: int = 0
 ) -> Iterator[str]:
     """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``.
 
     With ``proxy``, uvicorn runs as the proxy's command does (:func:`proxy.server.uvicorn_config`:
     httptools with the connection guards, uvloop); without, as uvicorn's defaults (a test upstream).
     """
-    sock = bind("127.0.0.1", 0)
+    sock = bind("127.0.0.1", port)
     port = sock.getsockname()[1]
     if proxy is not None:
         config = uvicorn_config(app, proxy, log_level="warning", parser=cast(HttpParser, proxy.http))
@@ -90,11 +90,12 @@ def serve(
 
 
 @contextmanager
-def proxy_for(upstream_url: str, config: NormalizerConfig | None = None) -> Iterator[str]:
-    """Run ``create_app`` in front of ``upstream_url`` (an MCP endpoint URL); yield the proxy's base URL."""
+def proxy_for(upstream_url: str, config: NormalizerConfig | None = None, *, port: int = 0) -> Iterator[str]:
+    """Run ``create_app`` in front of ``upstream_url`` (an MCP endpoint URL), on ``port`` (0: a free
+    one); yield the proxy's base URL."""
     settings = Settings(upstream=upstream_url)
     config = config if config is not None else settings.load_config()
-    with serve(create_app(settings, config=config), proxy=config.proxy) as url:
+    with serve(create_app(settings, config=config), proxy=config.proxy, port=port) as url:
         yield url
 
 

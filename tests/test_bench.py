@@ -54,3 +54,17 @@ def test_soak_reports_no_lost_duplicated_or_mismatched_calls() -> None:
     assert ok is not None and int(ok.group(1)) > 0, out
     assert re.search(r"^proxy RSS: after warm-up [\d.]+ MiB, at end [\d.]+ MiB", out, re.M), out
     assert "result: PASS" in out, out
+
+
+def test_the_upstream_client_comparison_runs_every_candidate() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.upstream_clients", "--calls", "200", "--concurrency", "4"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for candidate in ("httpx (httpcore, h11)", "httpx over httpx-aiohttp", "aiohttp (the forwarder's)"):
+        assert re.search(rf"^  {re.escape(candidate)}\s+\d+ µs$", done.stdout, re.M), done.stdout

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -220,6 +221,9 @@ def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path: Path) -
         ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_CONNECT_TIMEOUT": "nan"}, "must be a finite number"),
         ("http://127.0.0.1:9/mcp", '[proxy]\nadmin_prefix = "/mcp/admin"\n', {}, "under it"),
         ("http://127.0.0.1:9/mcp/", '[proxy]\nadmin_prefix = "/mcp"\n', {}, "under it"),
+        ("http://127.0.0.1:9/mcp", '[proxy]\npublic_url = "https://mcp.example.com/team/mcp"\n', {}, "public_url"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"}, "lb.internal"),
+        ("http://127.0.0.1:9/mcp", '[proxy]\nhttp = "h2"\n', {}, "httptools"),
     ],
 )
 def test_a_setting_that_cannot_work_is_one_line_and_exit_2(
@@ -345,3 +349,83 @@ def test_the_listening_socket_gives_accepted_connections_tcp_nodelay() -> None:
             return value
 
     assert asyncio.run(accepted_nodelay()) != 0
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.anyio
+async def test_workers_share_one_port_and_stop_together() -> None:
+    port = free_port()
+    with serve(protean_server("json")) as up:
+        argv = [EXE, "--upstream", up + "/mcp", "--port", str(port), "--workers", "2"]
+        process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while not listening(port) or len(_children(process.pid)) < 2:
+                assert process.poll() is None and time.monotonic() < deadline, "the workers did not start"
+                time.sleep(0.05)
+            workers = _children(process.pid)
+            async with httpx.AsyncClient(timeout=10) as http:
+                for _ in range(20):  # new connections each time: the kernel spreads them over the workers
+                    async with httpx.AsyncClient(timeout=10) as fresh:
+                        answer = await fresh.post(
+                            f"http://127.0.0.1:{port}/mcp",
+                            content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+                            headers=HEADERS,
+                        )
+                        assert answer.status_code == 200 and "tools" in answer.json()["result"]
+                assert (await http.get(f"http://127.0.0.1:{port}/.mcp-normalizer/livez")).status_code == 200
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=30)
+    assert len(workers) == 2
+    assert process.returncode == 0 and "Traceback" not in err
+    assert not any(Path(f"/proc/{worker}").exists() for worker in workers)  # none outlives the stop
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_half_sent_heads_under_a_small_descriptor_limit_is_survived() -> None:
+    """250 connections that never finish their head, a 200-descriptor limit: the default connection
+    limit (half the descriptors, less 64) keeps accept() from failing, the flood gets 503s, the log
+    stays a few lines, and once the head timeout drops the flood, requests are served again."""
+    import resource
+
+    def small_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+
+    port = free_port()
+    env = {**os.environ, "MCP_NORMALIZER_HEAD_TIMEOUT": "2"}
+    with serve(protean_server("json")) as up:
+        argv = [EXE, "--upstream", up + "/mcp", "--port", str(port)]
+        process = subprocess.Popen(argv, stderr=subprocess.PIPE, env=env, preexec_fn=small_limit)
+        flood: list[socket.socket] = []
+        try:
+            deadline = time.monotonic() + 20
+            while not listening(port):
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            for _ in range(250):
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-")
+                flood.append(sock)
+            async with httpx.AsyncClient(timeout=10) as http:
+                during = await http.get(f"http://127.0.0.1:{port}/.mcp-normalizer/livez")
+                for _ in range(100):  # the head timeout (2 s) frees the held connections
+                    after = await http.get(f"http://127.0.0.1:{port}/.mcp-normalizer/livez")
+                    if after.status_code == 200:
+                        break
+                    await anyio.sleep(0.1)
+        finally:
+            for sock in flood:
+                sock.close()
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=30)
+    assert during.status_code in (200, 503)  # an answer, never a hang
+    assert after.status_code == 200
+    lines = err.decode().splitlines()
+    assert len(lines) < 20 and len(err) < 10_000, err[-2000:]  # throttled: one line per kind and interval
+    assert all(line.startswith("{") for line in lines)  # JSON lines only, never a bare traceback
+    assert any("connection refused" in line for line in lines)

@@ -245,7 +245,15 @@ async def test_hundreds_of_aborted_streams_leave_nothing_open() -> None:
                     exposition = (await http.get(px + "/.mcp-normalizer/metrics")).text
                     with lock:
                         drained = open_handlers == 0
-                    if drained and metric(exposition, "mcp_normalizer_open_streams") == 0:
+                    counted = metric(
+                        exposition,
+                        "mcp_normalizer_requests_total",
+                        http_method="POST",
+                        rpc_method="tools/call",
+                        status="200",
+                    )
+                    # A request is counted when its exchange ends (its tools/list fetch included).
+                    if drained and metric(exposition, "mcp_normalizer_open_streams") == 0 and counted == 300:
                         break
                     await anyio.sleep(0.05)
     assert (

@@ -9,6 +9,10 @@
 // Output: {"sdk": "...", "sessions": [{"steps": [{"ok": true, "value": ...} |
 //          {"ok": false, "error": {"name", "code", "message"}}], "progress": [...]}]}
 // A step that throws does not stop the session; a failed connect fails all its steps.
+// A session with "oauth": {"clientId": "..."} connects with an OAuth provider that holds a registered
+// client and no tokens: on a 401 the client runs its OAuth discovery (RFC 9728 protected-resource
+// metadata, resource check, RFC 8414 server metadata) and stops at the redirect to the authorization
+// endpoint, which the session records as "authorizationUrl" (the connect then fails as unauthorized).
 import { readFileSync } from 'node:fs';
 
 const raw = process.argv[2] ?? readFileSync(0, 'utf8');
@@ -29,9 +33,9 @@ for (const session of plan.sessions) {
   const record = { steps: [], progress: [] };
   out.sessions.push(record);
   const client = new Client({ name: 'mcp-normalizer-test', version: '0.0.1' });
-  const transport = new StreamableHTTPClientTransport(new URL(session.url), {
-    requestInit: { headers: session.headers ?? {} },
-  });
+  const options = { requestInit: { headers: session.headers ?? {} } };
+  if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
+  const transport = new StreamableHTTPClientTransport(new URL(session.url), options);
   try {
     await client.connect(transport);
   } catch (e) {
@@ -69,3 +73,26 @@ for (const session of plan.sessions) {
   await client.close().catch(() => {});
 }
 console.log(JSON.stringify(out));
+
+function oauthProvider(settings, record) {
+  let verifier = '';
+  return {
+    get redirectUrl() {
+      return 'http://127.0.0.1:9/callback';
+    },
+    get clientMetadata() {
+      return { client_name: 'mcp-normalizer-test', redirect_uris: ['http://127.0.0.1:9/callback'] };
+    },
+    clientInformation: () => ({ client_id: settings.clientId }),
+    saveClientInformation: () => {},
+    tokens: () => undefined,
+    saveTokens: () => {},
+    redirectToAuthorization: (url) => {
+      record.authorizationUrl = url.href;
+    },
+    saveCodeVerifier: (v) => {
+      verifier = v;
+    },
+    codeVerifier: () => verifier,
+  };
+}

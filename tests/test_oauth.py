@@ -1,0 +1,193 @@
+"""Behind a load balancer, with OAuth: forwarding headers and ``public_url`` (issue 12, section 2).
+
+The upstream is the MCP Python SDK's own OAuth resource server (``MCPServer`` with ``AuthSettings``
+and a token verifier): it answers 401 with ``WWW-Authenticate: Bearer resource_metadata=...`` and
+serves RFC 9728 metadata naming the URL it was configured with, an internal one. The client is the
+real TS client 2.4.0 connecting with an OAuth provider: it runs its discovery through the proxy and
+stops at the redirect to the authorization server (a separate origin, as in most deployments).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
+
+from proxy import NormalizerConfig
+from proxy.config import ProxyConfig
+from proxy.demo.clients import run_node
+from proxy.forwarded import ForwardingPolicy, parse_networks
+from proxy.public import rewrite_document, rewrite_www_authenticate
+from proxy.types import Receive, Scope, Send
+
+from .support import HEADERS, proxy_for, serve
+from .test_cli import free_port
+
+
+class NoTokens:
+    """A token verifier that knows no token: every request is unauthorized."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return None
+
+
+class AuthorizationServer:
+    """An RFC 8414 authorization server's metadata document, on its own origin."""
+
+    def __init__(self) -> None:
+        self.url = ""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != "/.well-known/oauth-authorization-server":
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        document = {
+            "issuer": self.url,
+            "authorization_endpoint": self.url + "/authorize",
+            "token_endpoint": self.url + "/token",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code"],
+            "code_challenge_methods_supported": ["S256"],
+        }
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": orjson.dumps(document)})
+
+
+def protected_server(resource_url: str, issuer: str) -> Any:
+    """The SDK's resource server, configured with ``resource_url`` (what it believes it is)."""
+    server = MCPServer(
+        "protected",
+        token_verifier=NoTokens(),
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(issuer), resource_server_url=AnyHttpUrl(resource_url), validate_token_resource=False
+        ),
+    )
+
+    @server.tool()
+    def hello() -> str:
+        return "hello"
+
+    return server.streamable_http_app(json_response=True)
+
+
+def _public(url: str) -> NormalizerConfig:
+    return dataclasses.replace(NormalizerConfig.shipped(), proxy=dataclasses.replace(ProxyConfig(), public_url=url))
+
+
+@pytest.mark.anyio
+async def test_the_ts_client_discovers_oauth_through_the_proxy_only_with_public_url() -> None:
+    """Without ``public_url`` the metadata names the internal URL and the client cannot use it; with
+    it, discovery goes through and the client is sent to the authorization server for the URL it
+    dialled (RFC 8707 ``resource``)."""
+    issuer = AuthorizationServer()
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    with serve(issuer) as auth_url:
+        issuer.url = auth_url
+        internal = "http://10.0.0.7:3001/mcp"  # what the server was configured as: not reachable
+        with serve(protected_server(internal, auth_url), lifespan="on") as up:
+            with proxy_for(up + "/mcp") as plain:
+                refused = await run_node("v2", [{"url": plain + "/mcp", "steps": [], "oauth": {"clientId": "c1"}}])
+            with proxy_for(up + "/mcp", _public(public), port=port) as px:
+                assert px == public
+                accepted = await run_node("v2", [{"url": px + "/mcp", "steps": [], "oauth": {"clientId": "c1"}}])
+                async with httpx.AsyncClient(timeout=10) as http:
+                    challenge = await http.post(px + "/mcp", content=b"{}", headers=HEADERS)
+                    document = await http.get(px + "/.well-known/oauth-protected-resource/mcp")
+    # Without public_url the client cannot use the metadata (its resource_metadata URL is internal):
+    # it falls back to the 2025-03-26 rule, "the MCP server is its own authorization server", and
+    # sends the user to an /authorize of the proxy's origin that does not exist; the real
+    # authorization server is never found.
+    lost = httpx.URL(refused[0]["authorizationUrl"])
+    assert str(lost.copy_with(query=None)) == plain + "/authorize" and "resource" not in lost.params
+    sent_to = httpx.URL(accepted[0]["authorizationUrl"])
+    assert str(sent_to.copy_with(query=None)) == auth_url + "/authorize"
+    assert sent_to.params["resource"] == public + "/mcp" and sent_to.params["client_id"] == "c1"
+    assert challenge.status_code == 401
+    expected = f'resource_metadata="{public}/.well-known/oauth-protected-resource/mcp"'
+    assert expected in challenge.headers["www-authenticate"]
+    assert document.json()["resource"] == public + "/mcp"
+    assert document.json()["authorization_servers"][0].rstrip("/") == auth_url  # another origin: untouched
+    assert int(document.headers["content-length"]) == len(document.content)
+
+
+def test_forwarding_headers_are_dropped_from_strangers_and_added_when_asked() -> None:
+    stranger = [(b"x-forwarded-for", b"6.6.6.6"), (b"forwarded", b"for=6.6.6.6"), (b"accept", b"*/*")]
+    assert ForwardingPolicy().apply(list(stranger), "203.0.113.9", "http", "mcp.example.com") == [(b"accept", b"*/*")]
+    lb = ForwardingPolicy(add=True, trusted=parse_networks(["10.0.0.0/8"]))
+    from_lb = [(b"x-forwarded-for", b"198.51.100.4"), (b"x-forwarded-proto", b"https"), (b"accept", b"*/*")]
+    out = dict(lb.apply(from_lb, "10.1.2.3", "http", "mcp.example.com:443"))
+    assert out[b"x-forwarded-for"] == b"198.51.100.4, 10.1.2.3"
+    assert out[b"x-forwarded-proto"] == b"https"  # the balancer saw the client first
+    assert out[b"x-forwarded-host"] == b"mcp.example.com:443"
+    assert out[b"forwarded"] == b'for=10.1.2.3;proto=http;host="mcp.example.com:443"'
+    ipv6 = dict(ForwardingPolicy(add=True).apply(list(stranger), "2001:db8::1", "https", "h"))
+    assert ipv6[b"x-forwarded-for"] == b"2001:db8::1"  # the stranger's chain is gone
+    assert ipv6[b"forwarded"] == b'for="[2001:db8::1]";proto=https;host=h'
+
+
+@pytest.mark.anyio
+async def test_the_upstream_sees_forwarding_headers_only_when_they_are_on() -> None:
+    seen: list[dict[str, str]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    forged = {"x-forwarded-for": "6.6.6.6", "x-forwarded-host": "evil.example"}
+    on = dataclasses.replace(
+        NormalizerConfig.shipped(), proxy=dataclasses.replace(ProxyConfig(), forwarded_headers=True)
+    )
+    with serve(app) as up:
+        async with httpx.AsyncClient(timeout=10) as http:
+            with proxy_for(up + "/mcp") as px:
+                await http.get(px + "/x", headers=forged)
+            with proxy_for(up + "/mcp", on) as px:
+                await http.get(px + "/x", headers=forged)
+    off_headers, on_headers = seen
+    assert "x-forwarded-for" not in off_headers and "x-forwarded-host" not in off_headers  # never a forgery
+    assert on_headers["x-forwarded-for"] == "127.0.0.1"
+    assert on_headers["x-forwarded-host"] == httpx.URL(px).netloc.decode()
+    assert on_headers["x-forwarded-proto"] == "http"
+    assert on_headers["forwarded"].startswith("for=127.0.0.1;proto=http;host=")
+
+
+def test_metadata_urls_move_to_the_public_origin_and_others_stay() -> None:
+    public, upstream = "https://mcp.example.com", "http://127.0.0.1:3001"
+    challenge = b'Bearer error="invalid_token", resource_metadata="http://10.0.0.7:3001/.well-known/oauth-protected-resource/mcp"'
+    assert rewrite_www_authenticate(challenge, public) == (
+        b'Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"'
+    )
+    assert rewrite_www_authenticate(b"Basic realm=x", public) == b"Basic realm=x"
+    own = orjson.dumps(
+        {
+            "issuer": "http://127.0.0.1:3001",
+            "authorization_endpoint": "http://127.0.0.1:3001/authorize",
+            "jwks_uri": "https://idp.example.org/jwks",
+            "scopes_supported": ["mcp:tools"],
+        }
+    )
+    moved = rewrite_document(own, "/.well-known/oauth-authorization-server", public, upstream)
+    assert moved is not None and orjson.loads(moved) == {
+        "issuer": "https://mcp.example.com",
+        "authorization_endpoint": "https://mcp.example.com/authorize",
+        "jwks_uri": "https://idp.example.org/jwks",  # another origin
+        "scopes_supported": ["mcp:tools"],
+    }
+    same = orjson.dumps({"resource": "https://mcp.example.com/mcp"})
+    assert rewrite_document(same, "/.well-known/oauth-protected-resource/mcp", public, upstream) is None
+    assert rewrite_document(b"not json", "/.well-known/oauth-protected-resource", public, upstream) is None
