@@ -155,7 +155,8 @@ class Target:
 
 
 def targets(summaries: Sequence[Summary], small: str, progress: str, gap_ms: float) -> list[Target]:
-    """The three targets: small-result throughput and p99 against pass-through, progress delay."""
+    """The hop's targets: small-result throughput and p99 against pass-through, throughput against
+    direct and proxy CPU per small call, progress delay."""
     by = {(s.workload, s.target): s for s in summaries}
     out: list[Target] = []
     normal, passing = by.get((small, NORMALIZER)), by.get((small, PASS))
@@ -174,6 +175,24 @@ def targets(summaries: Sequence[Summary], small: str, progress: str, gap_ms: flo
                 f"normalizer p99 <= 1.2x pass-through p99 ({small})",
                 p99 <= 1.2,
                 f"{_num(p99, 2)}x ({_num(normal.p99_ms, 2)} vs {_num(passing.p99_ms, 2)} ms)",
+            )
+        )
+    direct = by.get((small, DIRECT))
+    if normal is not None and direct is not None:
+        share = _ratio(normal.rps, direct.rps)
+        out.append(
+            Target(
+                f"normalizer throughput >= 0.45x direct ({small})",
+                share >= 0.45,
+                f"{_num(share, 2)}x ({_num(normal.rps, 0)} vs {_num(direct.rps, 0)} req/s)",
+            )
+        )
+    if normal is not None:
+        out.append(
+            Target(
+                f"normalizer proxy CPU <= 400 µs per call ({small})",
+                normal.proxy_us_per_call <= 400,
+                f"{_num(normal.proxy_us_per_call, 0)} µs",
             )
         )
     sse = by.get((progress, NORMALIZER))

@@ -187,7 +187,9 @@ class NormalizerMiddleware:
             exchange, self.normalizer, self.audit, max_json_bytes=limit, max_event_bytes=limit, capture=self.capture
         )
         fetched = anyio.Event()
-        on_404 = self._forget_on_404(scope) if header(scope["headers"], b"mcp-session-id") is not None else None
+        on_404 = (
+            self._forget_on_404(exchange.scope) if header(scope["headers"], b"mcp-session-id") is not None else None
+        )
         oversize = self.metrics.oversize.inc if self.metrics is not None else None
         wrapped = _TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
@@ -222,8 +224,7 @@ class NormalizerMiddleware:
             header(headers, b"cookie"),
         )
 
-    def _forget_on_404(self, scope: Scope) -> Callable[[int], None]:
-        key = self._scope_key(scope["headers"])
+    def _forget_on_404(self, key: str) -> Callable[[int], None]:
 
         def check(status: int) -> None:
             if status == 404:  # the upstream no longer knows the session: the client re-initializes
@@ -233,7 +234,7 @@ class NormalizerMiddleware:
 
     def _watch_session(self, scope: Scope, send: Send) -> Send:
         """``send`` that forgets the session's state when the upstream answers 404 (session expired)."""
-        check = self._forget_on_404(scope)
+        check = self._forget_on_404(self._scope_key(scope["headers"]))
 
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -125,8 +125,11 @@ class _Track:
     records: list[Record] = field(default_factory=list)
 
     def run(self, config: NormalizerConfig, rules: Iterable[tuple[str, Hook]], ctx: Any, tool: str | None) -> None:
-        for name, hook in rules:
-            mode = config.mode(name, tool)
+        self.run_planned([(name, hook, config.mode(name, tool)) for name, hook in rules], ctx, tool)
+
+    def run_planned(self, steps: Iterable[tuple[str, Hook, Mode]], ctx: Any, tool: str | None) -> None:
+        """Run ``steps`` (rule name, hook, the rule's mode for this tool) in order."""
+        for _name, hook, mode in steps:
             if mode is Mode.OFF:
                 continue
             done = hook(self.would, ctx)
@@ -158,6 +161,7 @@ class Normalizer:
     def __init__(self, config: NormalizerConfig, compiler: SchemaCompiler | None = None) -> None:
         self.config = config
         self.compiler = compiler or SchemaCompiler()
+        self._plans: dict[str | None, tuple[tuple[str, Hook, Mode] | None, ...]] = {}
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
         # Keys are bytes, values untracked Structs: a 50,000-tool list adds nothing the cyclic
@@ -356,17 +360,35 @@ class Normalizer:
             entry = entry.without_validation("result too large to validate")
         ctx = ResultContext(tool=entry, era=era, settings=self.config.settings, codec=codec or Codec())
         track = _Track(result, result)
-        for rule in RESULT_RULES:
-            if rule.on_result is None:
-                continue
-            if not rule.conformance:
-                track.run(self.config, [(rule.name, rule.on_result)], ctx, tool)
-            elif rule is _GROUP[0]:
+        for step in self._result_plan(tool):
+            if step is None:
                 self._conform(track, ctx, tool)
+            else:
+                track.run_planned((step,), ctx, tool)
         outcome.records += track.records
         outcome.result = track.real
         outcome.changed = track.real is not result
         return outcome
+
+    def _result_plan(self, tool: str | None) -> tuple[tuple[str, Hook, Mode] | None, ...]:
+        """The result rules in order with their modes for ``tool`` (``off`` ones left out); ``None``
+        marks where the conformance group runs. Modes depend on the tool only when the config
+        declares it, so there is one plan per declared tool and one for all others."""
+        key = tool if tool is not None and tool in self.config.tools else None
+        plan = self._plans.get(key)
+        if plan is None:
+            steps: list[tuple[str, Hook, Mode] | None] = []
+            for rule in RESULT_RULES:
+                if rule.on_result is None:
+                    continue
+                if not rule.conformance:
+                    mode = self.config.mode(rule.name, tool)
+                    if mode is not Mode.OFF:
+                        steps.append((rule.name, rule.on_result, mode))
+                elif rule is _GROUP[0]:
+                    steps.append(None)
+            plan = self._plans[key] = tuple(steps)
+        return plan
 
     def _conform(self, track: _Track, ctx: ResultContext, tool: str | None) -> None:
         """Run the conformance group; keep its changes only if they make the result conform."""
