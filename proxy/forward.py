@@ -383,8 +383,16 @@ class Forwarder:
         Raises:
             UpstreamUnavailable: the upstream broke off the body.
         """
+        parts: list[bytes] = []
+        size = 0
         try:
-            body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
+            while size <= MAX_DOCUMENT_BYTES:  # the whole document, however it was split in transit
+                chunk = await response.content.readany()
+                if not chunk:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+            body = b"".join(parts)
             whole = response.content.at_eof()
         except aiohttp.ClientError as exc:
             self._count_error("broken")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -191,3 +192,25 @@ def test_metadata_urls_move_to_the_public_origin_and_others_stay() -> None:
     same = orjson.dumps({"resource": "https://mcp.example.com/mcp"})
     assert rewrite_document(same, "/.well-known/oauth-protected-resource/mcp", public, upstream) is None
     assert rewrite_document(b"not json", "/.well-known/oauth-protected-resource", public, upstream) is None
+
+
+@pytest.mark.anyio
+async def test_a_metadata_document_that_arrives_in_pieces_is_rewritten_whole() -> None:
+    document = orjson.dumps({"resource": "http://10.0.0.7:3001/mcp", "authorization_servers": ["https://idp.example"]})
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        for piece in (document[:20], document[20:]):  # two writes, apart in time: two reads upstream-side
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await anyio.sleep(0.05)
+        await send({"type": "http.response.body", "body": b""})
+
+    with serve(app) as up, proxy_for(up + "/mcp", _public("https://mcp.example.com")) as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            answer = await http.get(px + "/.well-known/oauth-protected-resource/mcp")
+    assert answer.json() == {
+        "resource": "https://mcp.example.com/mcp",
+        "authorization_servers": ["https://idp.example"],
+    }
