@@ -69,6 +69,8 @@ class FrontDoor:
         host = origin = None
         for key, value in scope["headers"]:
             if key == b"host":
+                if host is not None:  # RFC 9112 section 3.2: which one would the check have read?
+                    return Refusal(400, "more than one Host header")
                 host = value.decode("latin-1")
             elif key == b"origin":
                 origin = value.decode("latin-1")

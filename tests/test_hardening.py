@@ -146,6 +146,9 @@ async def test_a_rebound_host_or_origin_is_refused_on_a_loopback_listener() -> N
                 content=body,
                 headers={**HEADERS, "host": f"localhost:{port}", "origin": "http://localhost:3000"},
             )
+        twice = b"GET /.mcp-normalizer/livez HTTP/1.1\r\nHost: localhost\r\nHost: rebind.evil.example\r\n"
+        doubled = await raw_request(px, twice + b"Connection: close\r\n\r\n")
+    assert doubled.startswith(b"HTTP/1.1 400 ") and b"more than one Host header" in doubled
     assert direct.status_code >= 400  # the SDK's own check
     assert rebound.status_code == 421 and rebound.json()["error"]["message"] == "Host not allowed"
     assert foreign_origin.status_code == 403 and foreign_origin.json()["error"]["message"] == "Origin not allowed"
