@@ -20,6 +20,7 @@ from .logs import configure_logging
 from .metrics import Metrics
 from .middleware import NormalizerMiddleware
 from .observe import RequestRecord
+from .server import upstream_connection_limit
 
 
 def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> FrontDoor:
@@ -53,6 +54,7 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         metrics=metrics,
         forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),
         public_url=limits.public_url,
+        max_connections=upstream_connection_limit(limits.max_connections),
     )
     return FrontDoor(
         NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics),

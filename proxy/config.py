@@ -88,7 +88,8 @@ class ProxyConfig:
             to this file (JSON lines, see :mod:`proxy.capture`) for ``mcp-normalizer check --capture``.
         head_timeout: seconds a connection has to deliver a whole request head (then 408).
         body_timeout: seconds allowed between two reads of a request body (then 408).
-        max_connections: open client connections allowed (then 503); 0: half the descriptor limit.
+        max_connections: open client connections allowed (then 503); 0: a third of the descriptor
+            limit, less 64 (upstream connections are bounded at twice it).
         http: the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).
         workers: processes serving the port (``SO_REUSEPORT``); each has its own state.
         forwarded_headers: add ``X-Forwarded-For/Proto/Host`` and RFC 7239 ``Forwarded`` to every

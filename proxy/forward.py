@@ -41,6 +41,7 @@ import asyncio
 import contextvars
 import logging
 import math
+import re
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -53,7 +54,7 @@ from yarl import URL
 
 from .body import buffer_body
 from .errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from .forwarded import FORWARDING_HEADERS, ForwardingPolicy
+from .forwarded import ForwardingPolicy, is_forwarding
 from .jsoncodec import dumps, loads
 from .metrics import Metrics
 from .public import MAX_DOCUMENT_BYTES, rewrite_document, rewrite_www_authenticate, rewrites_document
@@ -75,7 +76,14 @@ _HOP_BY_HOP = frozenset(
         b"proxy-authorization",
     }
 )
-_DROP_REQUEST = _HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding"}
+#: Dropped from requests besides hop-by-hop ones: ``Host``, ``Content-Length`` and ``Accept-Encoding``
+#: are the proxy's to set; ``Expect: 100-continue`` was answered by the server that read the body.
+_DROP_REQUEST = _HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding", b"expect"}
+#: Methods retried once when a kept-alive connection was closed under them (RFC 9110 section 9.2.2:
+#: never a method whose request may have run, such as the POST of every MCP message).
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+#: A control character in a response header name or value (uvicorn would refuse to write it).
+_BAD_HEADER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _DROP_RESPONSE = _HOP_BY_HOP
 #: Headers aiohttp would add on its own; a proxy adds nothing (``Host`` and ``Content-Length`` it must).
 _NOT_ADDED = frozenset({"User-Agent", "Accept", "Content-Type"})
@@ -150,6 +158,8 @@ class Forwarder:
             clients' own are dropped and none are added.
         public_url: the origin clients dial; the upstream's OAuth metadata URLs are moved to it
             (:mod:`proxy.public`). Empty: nothing is rewritten.
+        max_connections: upstream connections held at most (a request past it waits for one);
+            0: no limit.
     """
 
     def __init__(
@@ -164,6 +174,7 @@ class Forwarder:
         metrics: Metrics | None = None,
         forwarding: ForwardingPolicy | None = None,
         public_url: str = "",
+        max_connections: int = 0,
     ) -> None:
         parts = urlsplit(upstream)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -179,6 +190,7 @@ class Forwarder:
         self.metrics = metrics
         self.forwarding = forwarding or ForwardingPolicy()
         self.public_origin = public_url.rstrip("/")
+        self.max_connections = max_connections
 
     async def ready(self) -> bool:
         """True when the upstream accepts a TCP connection within 2 s (the readiness probe)."""
@@ -196,7 +208,7 @@ class Forwarder:
             return self._session
         if self._own_session is None:
             self._own_session = aiohttp.ClientSession(
-                connector=_Connector(limit=0, keepalive_timeout=4.0, enable_cleanup_closed=False),
+                connector=_Connector(limit=self.max_connections, keepalive_timeout=4.0, enable_cleanup_closed=False),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
                 auto_decompress=False,
@@ -213,10 +225,11 @@ class Forwarder:
             await session.close()
 
     async def _request(self, method: str, url: URL, headers: CIMultiDict[str], body: bytes) -> aiohttp.ClientResponse:
-        """Send the request and wait for the response head; once more if it went out on a
-        kept-alive connection that the upstream closed before answering (its keep-alive timeout
-        raced this request: the upstream never read it). A failure on a freshly opened connection
-        is not retried: that request may have run.
+        """Send the request and wait for the response head; for an idempotent method, once more if
+        it went out on a kept-alive connection that the upstream closed before answering (its
+        keep-alive timeout raced the request). A POST is never sent twice: the upstream may have
+        read it and run the call before it closed (RFC 9110 section 9.2.2), and a ``tools/call`` run
+        twice is worse than a 502. A failure on a freshly opened connection is never retried.
 
         Raises:
             aiohttp.ClientError: as ``aiohttp.ClientSession.request``.
@@ -229,7 +242,7 @@ class Forwarder:
                     method, url, headers=headers, data=_body_data(body, method, headers), allow_redirects=False
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                if _FRESH.get() or attempt == 2:
+                if _FRESH.get() or attempt == 2 or method not in _IDEMPOTENT:
                     raise
             logger.info("a kept-alive upstream connection was closed under a request: sent again on another")
         raise AssertionError("unreachable")  # pragma: no cover
@@ -262,7 +275,7 @@ class Forwarder:
             return
         sent = _strip(scope["headers"], _DROP_REQUEST)
         forwarding = self.forwarding
-        if forwarding.add or any(key in FORWARDING_HEADERS for key, _ in sent):
+        if forwarding.add or any(is_forwarding(key) for key, _ in sent):
             client = scope.get("client")
             host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
             sent = forwarding.apply(sent, client[0] if client else None, scope.get("scheme", "http"), host)
@@ -296,12 +309,18 @@ class Forwarder:
             return
         except aiohttp.ServerTimeoutError as exc:
             self._count_error("timeout")
-            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {exc or type(exc).__name__}"))
+            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
             return
         except aiohttp.ClientError as exc:
             self._count_error("unreachable")
-            error = UpstreamUnavailable(f"upstream unreachable: {str(exc) or type(exc).__name__}")
+            error = UpstreamUnavailable(f"upstream unreachable: {_describe(exc)}")
             await _upstream_failed(send, body, error)
+            return
+        unusable = _unusable_head(response)
+        if unusable is not None:
+            response.close()
+            self._count_error("unreachable")
+            await _upstream_failed(send, body, UpstreamUnavailable(f"upstream sent {unusable}"))
             return
         metrics = self.metrics
         if metrics is not None:
@@ -357,7 +376,7 @@ class Forwarder:
             failure = f"silent for more than {idle:g} s"
             self._count_error("idle")
         except aiohttp.ClientError as exc:
-            failure = str(exc) or type(exc).__name__
+            failure = _describe(exc)
             self._count_error("broken")
         if failure is not None:
             raise UpstreamUnavailable(f"upstream broke off the response: {failure}")
@@ -369,6 +388,9 @@ class Forwarder:
         """The response headers for the client: hop-by-hop ones stripped, ``resource_metadata``
         URLs moved to the public origin when there is one."""
         headers = _strip(response.raw_headers, drop)
+        if response.status in _NO_BODY:
+            # no body follows (RFC 9110 section 6.4.1): its Content-Length describes another response
+            headers = [(k, v) for k, v in headers if k != b"content-length"]
         if self.public_origin:
             public = self.public_origin
             headers = [(k, rewrite_www_authenticate(v, public) if k == b"www-authenticate" else v) for k, v in headers]
@@ -396,7 +418,7 @@ class Forwarder:
             whole = response.content.at_eof()
         except aiohttp.ClientError as exc:
             self._count_error("broken")
-            raise UpstreamUnavailable(f"upstream broke off the response: {exc or type(exc).__name__}") from None
+            raise UpstreamUnavailable(f"upstream broke off the response: {_describe(exc)}") from None
         new = rewrite_document(body, path, self.public_origin, self.origin) if whole else None
         if new is None:
             await send({"type": "http.response.start", "status": response.status, "headers": self._head(response)})
@@ -422,6 +444,37 @@ class Forwarder:
 
 
 _BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+#: Statuses whose responses never have a body.
+_NO_BODY = frozenset({204, 304})
+
+
+def _unusable_head(response: aiohttp.ClientResponse) -> str | None:
+    """Why the upstream's response head cannot be relayed (a 502 instead), or ``None``."""
+    if response.status < 200:
+        return f"a {response.status} response: protocol upgrades are not relayed"
+    for key, value in response.raw_headers:
+        if _BAD_HEADER.search(key) or _BAD_HEADER.search(value):
+            return "a response header with a control character"
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    """An upstream failure in words that name no URL (its query may hold a key) and quote no
+    header or payload bytes (aiohttp's own messages do both)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or type(exc.os_error).__name__
+        return f"cannot connect to {exc.host}:{exc.port}: {reason}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "Server disconnected"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "the response body was cut short or malformed (ClientPayloadError)"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"a response the proxy cannot parse ({type(exc).__name__})"
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return type(exc).__name__
+
+
 #: Bodies larger than this go upstream in pieces of this size (one huge write would copy it whole).
 _PIECE = 256 * 1024
 

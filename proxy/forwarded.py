@@ -20,9 +20,34 @@ from functools import lru_cache
 
 from .types import RawHeaders
 
+#: Headers that tell a server who the client was or what it asked, as some proxy in front saw it.
 FORWARDING_HEADERS = frozenset(
-    {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x-forwarded-port", b"x-real-ip", b"forwarded"}
+    {
+        b"forwarded",
+        b"x-forwarded-for",
+        b"x-forwarded-proto",
+        b"x-forwarded-host",
+        b"x-forwarded-port",
+        b"x-forwarded-prefix",
+        b"x-forwarded-server",
+        b"x-forwarded-ssl",
+        b"x-forwarded-scheme",
+        b"x-real-ip",
+        b"x-client-ip",
+        b"true-client-ip",
+        b"cf-connecting-ip",
+        b"x-cluster-client-ip",
+        b"x-original-url",
+        b"x-rewrite-url",
+    }
 )
+
+
+def is_forwarding(name: bytes) -> bool:
+    """True for a forwarding header, also spelled with underscores (WSGI servers read
+    ``X_Forwarded_For`` as ``X-Forwarded-For``)."""
+    return name in FORWARDING_HEADERS or (b"_" in name and name.replace(b"_", b"-") in FORWARDING_HEADERS)
+
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -71,10 +96,13 @@ class ForwardingPolicy:
         """
         trusted = self.trusts(peer)
         if not trusted:
-            headers = [(k, v) for k, v in headers if k not in FORWARDING_HEADERS]
+            headers = [(k, v) for k, v in headers if not is_forwarding(k)]
         if not self.add:
             return headers
-        seen = {k: v for k, v in headers if k in FORWARDING_HEADERS}
+        seen: dict[bytes, bytes] = {}
+        for key, value in headers:  # a trusted chain may come in several lines: one list, in order
+            if key in FORWARDING_HEADERS:
+                seen[key] = seen[key] + b", " + value if key in seen else value
         kept = [(k, v) for k, v in headers if k not in (b"x-forwarded-for", b"forwarded")]
         node = (peer or "unknown").encode()
         chain = seen.get(b"x-forwarded-for")

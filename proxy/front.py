@@ -73,6 +73,8 @@ class FrontDoor:
                     return Refusal(400, "more than one Host header")
                 host = value.decode("latin-1")
             elif key == b"origin":
+                if origin is not None:
+                    return Refusal(400, "more than one Origin header")
                 origin = value.decode("latin-1")
         server = scope.get("server")
         return self.hosts.check(host, origin, server[0] if server else None)

@@ -49,11 +49,11 @@ def printable(value: object) -> object:
 class Throttle(logging.Filter):
     """Lets through one warning or error of a kind per ``interval`` seconds, and counts the rest.
 
-    A kind is the logger and the message template. The first line of a kind in an interval passes;
-    the others are dropped and counted, and the next line that passes carries the count as
-    ``suppressed``. A flood (a failing accept loop, a peer sending garbage a thousand times a
-    second) thus writes one line per interval, never megabytes. Lines below ``WARNING`` and the
-    audit log's lines (rewrites, faults, access) always pass.
+    A kind is the logger, the message template and the exception's type, if any. The first line
+    of a kind in an interval passes; the others are dropped and counted, and the next line that
+    passes carries the count as ``suppressed``. A flood (a failing accept loop, a peer sending
+    garbage a thousand times a second) thus writes one line per interval, never megabytes. Lines
+    below ``WARNING`` and the audit log's lines (rewrites, faults, access) always pass.
 
     Args:
         interval: seconds between two lines of one kind.
@@ -64,12 +64,12 @@ class Throttle(logging.Filter):
         super().__init__()
         self.interval = interval
         self.max_kinds = max_kinds
-        self._kinds: dict[tuple[str, object], list[float]] = {}  # kind -> [last passed at, dropped since]
+        self._kinds: dict[tuple[str, object, object], list[float]] = {}  # kind -> [last passed at, dropped since]
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING or getattr(record, "audit", None) is not None:
             return True  # a rewrite or fault line of the audit log is never dropped
-        kind = (record.name, record.msg)
+        kind = (record.name, record.msg, record.exc_info[0] if record.exc_info else None)
         now = time.monotonic()
         seen = self._kinds.get(kind)
         if seen is not None and now - seen[0] < self.interval:

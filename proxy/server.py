@@ -11,7 +11,8 @@ what a production HTTP server enforces and uvicorn does not:
   otherwise 408 and close (the app sees the client leave; a truncated request is never forwarded).
 - **a head-size bound** in every mode: a head still arriving past ``max_header_bytes`` gets 431 and
   close (h11 has its own bound; httptools has none). A head that arrives whole in one read is
-  measured by :class:`~proxy.front.FrontDoor`.
+  measured by :class:`~proxy.front.FrontDoor`. Trailer fields of a chunked request body are
+  dropped (uvicorn would add them to the headers already checked) and bounded the same way.
 - **a connection limit**: past ``max_connections`` open connections a new one is answered 503 and
   closed at once, so the process never runs out of descriptors and its accept loop never fails.
 
@@ -49,13 +50,20 @@ HttpParser = Literal["httptools", "h11"]
 
 
 def default_max_connections() -> int:
-    """The connection limit when none is set: half the descriptors this process may open (each
-    client connection may hold an upstream one), less 64 for logs, listeners and the like; at
-    least 16."""
+    """The connection limit when none is set: a third of the descriptors this process may open,
+    less 64 for logs, listeners and the like; at least 16. A client connection may hold two
+    upstream ones (its call and the proxy's own ``tools/list`` fetch beside it), and the forwarder
+    opens at most twice this many (:func:`upstream_connection_limit`)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = 65536
-    return max(16, (int(soft) - 64) // 2)
+    return max(16, (int(soft) - 64) // 3)
+
+
+def upstream_connection_limit(max_connections: int) -> int:
+    """Upstream connections the forwarder may hold for a client connection limit (0: the default):
+    twice it, so client and upstream connections together stay within the descriptor limit."""
+    return 2 * (max_connections or default_max_connections())
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +163,9 @@ class _Guarded:
 
     guards: Guards
     limit: int
+    #: httptools reports message boundaries (message begin, head complete, message complete) and
+    #: trailer fields; h11 bounds heads and trailers itself, so only httptools' are counted here.
+    counts_head: bool
     # the protocol's own attributes (uvicorn's HttpToolsProtocol and H11Protocol both have them)
     cycle: Any
     connections: set[Any]
@@ -163,6 +174,9 @@ class _Guarded:
 
     _timer: asyncio.TimerHandle | None = None
     _head_bytes = 0
+    _in_message = False  # between the parser's message begin and message complete
+    _head_done = False  # the current message's head is complete: header fields now are trailers
+    _trailer_bytes = 0
     _refused = False  # answered by a guard: what the client still sends is read and dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:
@@ -181,21 +195,50 @@ class _Guarded:
         if self._refused:
             return
         before = self.cycle
-        waiting_head = before is None or before.response_complete
-        if waiting_head:
+        waiting_head = not (self._in_message and self._head_done)
+        if waiting_head and self.counts_head:
             self._head_bytes += len(data)
         super().data_received(data)  # type: ignore[misc]
         cycle = self.cycle
+        limit = self.guards.max_header_bytes
         if self.transport.is_closing():
             self._disarm()
+        elif self._trailer_bytes > limit:
+            logger.warning("request trailer fields over %d bytes: 431", limit)
+            if cycle is not None:
+                cycle.disconnected = True
+                cycle.message_event.set()  # the app sees the client leave: nothing is forwarded
+            self._answer_and_close(b"" if cycle is not None and cycle.response_started else _TOO_LARGE)
         elif cycle is not before:  # a new request head was read
             self._head_bytes = 0
             self._body_progress(cycle)
-        elif not waiting_head:
+        elif not waiting_head or not self.counts_head:
             self._body_progress(cycle)
-        elif self._head_bytes > self.guards.max_header_bytes:
-            logger.warning("request head over %d bytes: 431", self.guards.max_header_bytes)
+        elif self._head_bytes > limit:
+            logger.warning("request head over %d bytes: 431", limit)
             self._answer_and_close(_TOO_LARGE)
+
+    # httptools' parser callbacks (h11's protocol has none of these: they are never called there)
+
+    def on_message_begin(self) -> None:
+        self._in_message, self._head_done, self._trailer_bytes = True, False, 0
+        super().on_message_begin()  # type: ignore[misc]
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_done:
+            # A trailer field (RFC 9110 section 6.5). uvicorn would append it to the request's
+            # headers after the Host and Origin checks read them, without bound: dropped, counted.
+            self._trailer_bytes += len(name) + len(value) + 4
+            return
+        super().on_header(name, value)  # type: ignore[misc]
+
+    def on_headers_complete(self) -> None:
+        self._head_done, self._head_bytes = True, 0
+        super().on_headers_complete()  # type: ignore[misc]
+
+    def on_message_complete(self) -> None:
+        self._in_message = False
+        super().on_message_complete()  # type: ignore[misc]
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
@@ -276,7 +319,8 @@ def guarded_protocol(parser: HttpParser, guards: Guards) -> type[asyncio.Protoco
     """uvicorn's protocol class for ``parser`` with :class:`Guards` enforced (for ``uvicorn.Config(http=...)``)."""
     base: type[asyncio.Protocol] = HttpToolsProtocol if parser == "httptools" else H11Protocol
     limit = guards.max_connections or default_max_connections()
-    return type(f"Guarded{base.__name__}", (_Guarded, base), {"guards": guards, "limit": limit})
+    attributes = {"guards": guards, "limit": limit, "counts_head": parser == "httptools"}
+    return type(f"Guarded{base.__name__}", (_Guarded, base), attributes)
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:

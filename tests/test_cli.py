@@ -389,7 +389,7 @@ async def test_workers_share_one_port_and_stop_together() -> None:
 @pytest.mark.anyio
 async def test_a_flood_of_half_sent_heads_under_a_small_descriptor_limit_is_survived() -> None:
     """250 connections that never finish their head, a 200-descriptor limit: the default connection
-    limit (half the descriptors, less 64) keeps accept() from failing, the flood gets 503s, the log
+    limit (a third of the descriptors, less 64) keeps accept() from failing, the flood gets 503s, the log
     stays a few lines, and once the head timeout drops the flood, requests are served again."""
     import resource
 

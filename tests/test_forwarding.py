@@ -332,16 +332,25 @@ def dropping_upstream(drop_at: int) -> Iterator[DroppingUpstream]:
 
 
 @pytest.mark.anyio
-async def test_a_request_on_a_kept_alive_connection_the_upstream_closed_is_sent_again() -> None:
+async def test_a_request_on_a_kept_alive_connection_the_upstream_closed_is_sent_again_only_if_idempotent() -> None:
+    """A GET whose kept-alive connection the upstream closed without answering is sent again; a
+    POST never is (RFC 9110 section 9.2.2): the upstream may have read and run it before closing."""
+    with dropping_upstream(drop_at=2) as up, proxy_for(up.url) as px:
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            first = await http.get(px + "/mcp")
+            second = await http.get(px + "/mcp")
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.json() == {"connection": 1, "request": 1}
+    assert second.json() == {"connection": 2, "request": 1}  # the retry, on a new connection
+    assert up.received == [(1, 1), (1, 2), (2, 1)]
     ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
     with dropping_upstream(drop_at=2) as up, proxy_for(up.url) as px:
         async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
             first = await http.post(px + "/mcp", content=ping)
             second = await http.post(px + "/mcp", content=ping)
-    assert (first.status_code, second.status_code) == (200, 200)
-    assert first.json() == {"connection": 1, "request": 1}
-    assert second.json() == {"connection": 2, "request": 1}  # the retry, on a new connection
-    assert up.received == [(1, 1), (1, 2), (2, 1)]
+    assert (first.status_code, second.status_code) == (200, 502)
+    assert second.json()["id"] == 1 and "Server disconnected" in second.json()["error"]["message"]
+    assert up.received == [(1, 1), (1, 2)]  # the call that may have run is never sent twice
 
 
 @pytest.mark.anyio

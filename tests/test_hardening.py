@@ -24,7 +24,7 @@ from proxy.config import ProxyConfig
 from proxy.hosts import HostPolicy
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, proxy_for, serve
+from .support import HEADERS, capture_rewrites, proxy_for, serve
 from .test_forwarding import raw_request
 from .test_middleware_inprocess import sdk_app
 
@@ -148,7 +148,12 @@ async def test_a_rebound_host_or_origin_is_refused_on_a_loopback_listener() -> N
             )
         twice = b"GET /.mcp-normalizer/livez HTTP/1.1\r\nHost: localhost\r\nHost: rebind.evil.example\r\n"
         doubled = await raw_request(px, twice + b"Connection: close\r\n\r\n")
+        two_origins = (
+            b"GET /.mcp-normalizer/livez HTTP/1.1\r\nHost: localhost\r\nOrigin: http://rebind.evil.example\r\n"
+        )
+        origins = await raw_request(px, two_origins + b"Origin: http://localhost:3000\r\nConnection: close\r\n\r\n")
     assert doubled.startswith(b"HTTP/1.1 400 ") and b"more than one Host header" in doubled
+    assert origins.startswith(b"HTTP/1.1 400 ") and b"more than one Origin header" in origins
     assert direct.status_code >= 400  # the SDK's own check
     assert rebound.status_code == 421 and rebound.json()["error"]["message"] == "Host not allowed"
     assert foreign_origin.status_code == 403 and foreign_origin.json()["error"]["message"] == "Origin not allowed"
@@ -197,6 +202,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.requests: list[bytes] = []
+        self.headers: list[dict[str, str]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -208,6 +214,7 @@ class Recorder:
             if not message.get("more_body"):
                 break
         self.requests.append(body)
+        self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":1,"result":{}}'})
 
@@ -326,3 +333,127 @@ async def test_a_client_that_hangs_up_before_the_response_head_cancels_the_upstr
         async with httpx.AsyncClient(timeout=10) as http:
             metrics = (await http.get(px + "/.mcp-normalizer/metrics")).text
     assert 'mcp_normalizer_requests_total{http_method="POST",rpc_method="tools/call",status="aborted"} 1.0' in metrics
+
+
+class RawUpstream(socketserver.ThreadingTCPServer):
+    """A raw HTTP/1.1 upstream: records each request's bytes and answers every one with ``answer``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.requests: list[bytes] = []
+        super().__init__(("127.0.0.1", 0), _RawHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+
+
+class _RawHandler(socketserver.StreamRequestHandler):
+    server: RawUpstream
+
+    def handle(self) -> None:
+        while True:
+            head = b"".join(iter(self.rfile.readline, b"\r\n"))
+            if not head:
+                return
+            length = next(
+                (
+                    int(v)
+                    for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
+                    if k.lower() == b"content-length"
+                ),
+                0,
+            )
+            self.server.requests.append(head + b"\r\n" + self.rfile.read(length))
+            self.wfile.write(self.server.answer)
+
+
+@contextmanager
+def raw_upstream(answer: bytes) -> Iterator[RawUpstream]:
+    server = RawUpstream(answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (b"HTTP/1.1 200 OK\r\nx-bad: a\x01b\r\ncontent-length: 2\r\n\r\n{}", "control character"),
+        (b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n", "upgrades"),
+        (b"HTTP/1.1 200 OK\r\nx-long: " + b"a" * 9000 + b"\r\ncontent-length: 2\r\n\r\n{}", "cannot parse"),
+    ],
+    ids=["control-character", "upgrade", "unparseable"],
+)
+async def test_an_upstream_head_the_proxy_cannot_relay_is_a_502_that_names_no_secret(answer: bytes, says: str) -> None:
+    """Whatever the upstream's head, the client gets a JSON-RPC error (never an empty reply), and
+    neither it nor the log shows the upstream URL's query or the upstream's header bytes."""
+    ping = b'{"jsonrpc":"2.0","id":5,"method":"ping"}'
+    with (
+        raw_upstream(answer) as up,
+        proxy_for(up.url + "?api_key=S3cr3tKey") as px,
+        capture_rewrites("mcp_normalizer") as log,
+    ):
+        async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
+            got = await http.post(px + "/mcp", content=ping)
+    assert got.status_code == 502 and got.json()["id"] == 5 and says in got.json()["error"]["message"]
+    shown = got.text + "".join(record.getMessage() for record in log.records)
+    assert "S3cr3t" not in shown and "aaaa" not in shown and "a\x01b" not in shown
+
+
+@pytest.mark.anyio
+async def test_a_304_with_a_content_length_is_relayed_and_expect_is_not_forwarded() -> None:
+    with raw_upstream(b"HTTP/1.1 304 Not Modified\r\netag: x\r\ncontent-length: 120\r\n\r\n") as up:
+        with proxy_for(up.url) as px:
+            async with httpx.AsyncClient(timeout=10) as http:
+                first = await http.get(px + "/doc", headers={"if-none-match": "x"})
+                second = await http.post(px + "/x", content=b"{}", headers={"expect": "100-continue"})
+    assert first.status_code == second.status_code == 304
+    assert b"expect" not in up.requests[1].lower()  # the proxy read the body already
+
+
+@pytest.mark.anyio
+async def test_chunked_trailers_are_dropped_and_bounded() -> None:
+    recorder = Recorder()
+    with serve(recorder) as up, proxy_for(up + "/mcp", _guarded(max_header_bytes=2048)) as px:
+        head = b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        head += b"Transfer-Encoding: chunked\r\n\r\n"
+        body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+        chunk = b"%x\r\n%s\r\n0\r\n" % (len(body), body)
+        small = await raw_request(px, head + chunk + b"Origin: http://evil.example\r\nX-Injected: 1\r\n\r\n")
+        huge = await raw_request(px, head + chunk + b"".join(b"x-pad-%d: %s\r\n" % (i, b"a" * 90) for i in range(100)))
+    assert small.startswith(b"HTTP/1.1 200 ")
+    assert huge.startswith(b"HTTP/1.1 431 ")
+    assert recorder.requests == [body]  # the one with the huge trailer never went
+    assert "origin" not in recorder.headers[0] and "x-injected" not in recorder.headers[0]
+
+
+@pytest.mark.anyio
+async def test_a_refused_request_gets_one_answer_whatever_its_body_does() -> None:
+    """A request refused before its body is read (421 here) must not be followed by a second,
+    unasked response when the rest of its body arrives (it was counted as a new head: 431)."""
+    with serve(Recorder()) as up, proxy_for(up + "/mcp") as px:
+        stream = await anyio.connect_tcp("127.0.0.1", httpx.URL(px).port or 80)
+        async with stream:
+            await stream.send(
+                b"POST /mcp HTTP/1.1\r\nHost: rebind.evil.example\r\nContent-Length: 40000\r\n\r\n" + b"a" * 100
+            )
+            answer = b""
+            with anyio.move_on_after(3):
+                try:
+                    await anyio.sleep(0.2)
+                    await stream.send(b"a" * 39900)
+                    while chunk := await stream.receive():
+                        answer += chunk
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    pass
+    assert answer.startswith(b"HTTP/1.1 421 ")
+    assert answer.count(b"HTTP/1.1 ") == 1, answer

@@ -214,3 +214,19 @@ async def test_a_metadata_document_that_arrives_in_pieces_is_rewritten_whole() -
         "resource": "https://mcp.example.com/mcp",
         "authorization_servers": ["https://idp.example"],
     }
+
+
+def test_every_forwarding_spelling_is_dropped_and_a_trusted_chain_is_kept_whole() -> None:
+    forged = [
+        (b"x-forwarded-prefix", b"/admin"),
+        (b"true-client-ip", b"6.6.6.6"),
+        (b"x-original-url", b"/admin"),
+        (b"x_forwarded_for", b"6.6.6.6"),  # WSGI servers read it as X-Forwarded-For
+        (b"x-request-id", b"kept"),
+    ]
+    assert ForwardingPolicy().apply(list(forged), "203.0.113.9", "http", "h") == [(b"x-request-id", b"kept")]
+    lb = ForwardingPolicy(add=True, trusted=parse_networks(["127.0.0.1"]))
+    lines = [(b"x-forwarded-for", b"1.1.1.1"), (b"x-forwarded-for", b"2.2.2.2"), (b"forwarded", b"for=1.1.1.1")]
+    out = dict(lb.apply(lines, "127.0.0.1", "http", "h"))
+    assert out[b"x-forwarded-for"] == b"1.1.1.1, 2.2.2.2, 127.0.0.1"
+    assert out[b"forwarded"] == b"for=1.1.1.1, for=127.0.0.1;proto=http;host=h"
