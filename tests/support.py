@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socketserver
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from io import BufferedIOBase
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import httpx
 import jsonschema
@@ -97,6 +100,56 @@ def proxy_for(upstream_url: str, config: NormalizerConfig | None = None, *, port
     config = config if config is not None else settings.load_config()
     with serve(create_app(settings, config=config), proxy=config.proxy, port=port) as url:
         yield url
+
+
+class RawUpstream(socketserver.ThreadingTCPServer):
+    """Base of the raw HTTP/1.1 test upstreams (a hostile or broken server: bytes written by hand),
+    on a free loopback port; subclasses give the handler class. Run one with :func:`serving`."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, handler: type[socketserver.BaseRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+
+    @property
+    def url(self) -> str:
+        """The upstream's MCP endpoint URL."""
+        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+
+
+@dataclass(frozen=True, slots=True)
+class RawRequest:
+    """One request read off a raw upstream's connection: its bytes as sent, and its header fields
+    (names lower-case, values stripped)."""
+
+    raw: bytes
+    fields: dict[bytes, bytes]
+
+
+def read_request(rfile: BufferedIOBase) -> RawRequest | None:
+    """Read one request (head, then a ``Content-Length`` body) from ``rfile``; ``None`` at the end."""
+    lines = list(iter(rfile.readline, b"\r\n"))
+    if not lines or not any(lines):
+        return None
+    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    body = rfile.read(int(fields.get(b"content-length", b"0")))
+    return RawRequest(b"".join(lines) + b"\r\n" + body, fields)
+
+
+UpstreamT = TypeVar("UpstreamT", bound=RawUpstream)
+
+
+@contextmanager
+def serving(server: UpstreamT) -> Iterator[UpstreamT]:
+    """Serve ``server`` in a thread until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class RewriteLog(logging.Handler):

@@ -4,9 +4,7 @@ shared between clients, no remote ``$ref`` fetched, and a clear JSON-RPC error w
 from __future__ import annotations
 
 import socketserver
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import aiohttp
@@ -18,7 +16,7 @@ import pytest
 from proxy.forward import Forwarder
 from proxy.types import Receive, Scope, Send
 
-from .support import proxy_for, read_body, serve
+from .support import RawUpstream, proxy_for, read_body, read_request, serve, serving
 from .test_cli import free_port
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -277,23 +275,16 @@ async def test_upstream_connections_are_kept_alive_and_reused() -> None:
     assert len(set(peers)) <= 4
 
 
-class DroppingUpstream(socketserver.ThreadingTCPServer):
+class DroppingUpstream(RawUpstream):
     """A raw HTTP/1.1 upstream on loopback that closes a kept-alive connection without answering
     the request numbered ``drop_at`` on it (1-based), as an upstream whose keep-alive timeout fires
     just as the proxy reuses the connection does. Every other request gets 200 and keep-alive."""
-
-    daemon_threads = True
-    allow_reuse_address = True
 
     def __init__(self, drop_at: int) -> None:
         self.drop_at = drop_at
         self.received: list[tuple[int, int]] = []  # (connection number, request number on it)
         self.connections = 0
-        super().__init__(("127.0.0.1", 0), _DroppingHandler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+        super().__init__(_DroppingHandler)
 
 
 class _DroppingHandler(socketserver.StreamRequestHandler):
@@ -302,14 +293,7 @@ class _DroppingHandler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         self.server.connections += 1
         connection, number = self.server.connections, 0
-        while True:
-            head = [line for line in iter(self.rfile.readline, b"\r\n") if line]
-            if not head:
-                return
-            length = next(
-                (int(v) for k, _, v in (h.partition(b":") for h in head) if k.lower() == b"content-length"), 0
-            )
-            self.rfile.read(length)
+        while read_request(self.rfile) is not None:
             number += 1
             self.server.received.append((connection, number))
             if number == self.server.drop_at:
@@ -319,16 +303,8 @@ class _DroppingHandler(socketserver.StreamRequestHandler):
             self.wfile.write(b"content-length: %d\r\n\r\n%s" % (len(body), body))
 
 
-@contextmanager
-def dropping_upstream(drop_at: int) -> Iterator[DroppingUpstream]:
-    server = DroppingUpstream(drop_at)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def dropping_upstream(drop_at: int) -> AbstractContextManager[DroppingUpstream]:
+    return serving(DroppingUpstream(drop_at))
 
 
 @pytest.mark.anyio

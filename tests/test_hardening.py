@@ -10,8 +10,6 @@ import dataclasses
 import socket
 import socketserver
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Literal
 
 import anyio
@@ -24,30 +22,30 @@ from proxy.config import ProxyConfig
 from proxy.hosts import HostPolicy
 from proxy.types import Receive, Scope, Send
 
-from .support import HEADERS, capture_rewrites, proxy_for, serve
+from .support import HEADERS, RawUpstream, capture_rewrites, proxy_for, read_request, serve, serving
 from .test_forwarding import raw_request
 from .test_middleware_inprocess import sdk_app
 
 Extra = Literal["content-length", "chunked", "late"]
 
 
-class LyingUpstream(socketserver.ThreadingTCPServer):
-    """A raw HTTP/1.1 upstream that answers each request with ``{"tenant": <its Authorization>}``;
-    to tenant ``A`` it also sends a second, complete response (``{"tenant": "A", "leak": true}``),
-    right after the body in the same write (``content-length``: a short declared length; or
-    ``chunked``: after the last chunk), or a moment later on the idle connection (``late``)."""
-
-    daemon_threads = True
-    allow_reuse_address = True
+class LyingUpstream(RawUpstream):
+    """A raw HTTP/1.1 upstream that answers each request with :func:`tenant_body` of its
+    ``Authorization``; to tenant ``A`` it also sends a second, complete response (the same with
+    ``"leak": true``), right after the body in the same write (``content-length``: a short declared
+    length; or ``chunked``: after the last chunk), or a moment later on the idle connection (``late``)."""
 
     def __init__(self, extra: Extra) -> None:
         self.extra = extra
         self.leaked = threading.Event()
-        super().__init__(("127.0.0.1", 0), _LyingHandler)
+        super().__init__(_LyingHandler)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+
+def tenant_body(tenant: str, leak: bool = False) -> bytes:
+    """A tenant's answer, as field servers write them: decimals, a big integer, unicode, nulls."""
+    text = b'{"jsonrpc":"2.0","id":1,"result":{"tenant":"%s","balance":12.50,"rate":2.5E-3,' % tenant.encode()
+    text += b'"ledger":123456789012345678901234,"owner":"Zo\\u00eb \xf0\x9f\x9a\x80","note":null'
+    return text + (b',"leak":true}}' if leak else b"}}")
 
 
 def _response(body: bytes, chunked: bool = False) -> bytes:
@@ -61,15 +59,10 @@ class _LyingHandler(socketserver.StreamRequestHandler):
     server: LyingUpstream
 
     def handle(self) -> None:
-        while True:
-            head = [line for line in iter(self.rfile.readline, b"\r\n") if line]
-            if not head:
-                return
-            fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(b":") for h in head[1:])}
-            self.rfile.read(int(fields.get(b"content-length", b"0")))
-            tenant = fields.get(b"authorization", b"").decode()
-            answer = _response(orjson.dumps({"tenant": tenant}), chunked=self.server.extra == "chunked")
-            leak = _response(orjson.dumps({"tenant": tenant, "leak": True}))
+        while (request := read_request(self.rfile)) is not None:
+            tenant = request.fields.get(b"authorization", b"").decode()
+            answer = _response(tenant_body(tenant), chunked=self.server.extra == "chunked")
+            leak = _response(tenant_body(tenant, leak=True))
             if tenant != "A":
                 self.wfile.write(answer)
             elif self.server.extra == "late":
@@ -88,33 +81,21 @@ class _LyingHandler(socketserver.StreamRequestHandler):
         self.server.leaked.set()
 
 
-@contextmanager
-def lying_upstream(extra: Extra) -> Iterator[LyingUpstream]:
-    server = LyingUpstream(extra)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("extra", ["content-length", "chunked", "late"])
 async def test_bytes_beyond_a_response_never_reach_another_client(extra: Extra) -> None:
     """nginx: "upstream sent more data than specified in Content-Length" closes the connection; so
     does the proxy, and tenant B never receives what the upstream wrote for tenant A."""
     ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
-    with lying_upstream(extra) as up, proxy_for(up.url) as px:
+    with serving(LyingUpstream(extra)) as up, proxy_for(up.url) as px:
         async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
             for _ in range(5):
                 up.leaked.clear()
                 alice = await http.post(px + "/mcp", content=ping, headers={"authorization": "A"})
                 await anyio.to_thread.run_sync(up.leaked.wait, 5)
                 bob = await http.post(px + "/mcp", content=ping, headers={"authorization": "B"})
-                assert alice.json() == {"tenant": "A"}
-                assert bob.json() == {"tenant": "B"}
+                assert alice.content == tenant_body("A")  # byte for byte, as the upstream wrote it
+                assert bob.content == tenant_body("B")
 
 
 INIT = {
@@ -335,52 +316,22 @@ async def test_a_client_that_hangs_up_before_the_response_head_cancels_the_upstr
     assert 'mcp_normalizer_requests_total{http_method="POST",rpc_method="tools/call",status="aborted"} 1.0' in metrics
 
 
-class RawUpstream(socketserver.ThreadingTCPServer):
+class CannedUpstream(RawUpstream):
     """A raw HTTP/1.1 upstream: records each request's bytes and answers every one with ``answer``."""
-
-    daemon_threads = True
-    allow_reuse_address = True
 
     def __init__(self, answer: bytes) -> None:
         self.answer = answer
         self.requests: list[bytes] = []
-        super().__init__(("127.0.0.1", 0), _RawHandler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+        super().__init__(_CannedHandler)
 
 
-class _RawHandler(socketserver.StreamRequestHandler):
-    server: RawUpstream
+class _CannedHandler(socketserver.StreamRequestHandler):
+    server: CannedUpstream
 
     def handle(self) -> None:
-        while True:
-            head = b"".join(iter(self.rfile.readline, b"\r\n"))
-            if not head:
-                return
-            length = next(
-                (
-                    int(v)
-                    for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
-                    if k.lower() == b"content-length"
-                ),
-                0,
-            )
-            self.server.requests.append(head + b"\r\n" + self.rfile.read(length))
+        while (request := read_request(self.rfile)) is not None:
+            self.server.requests.append(request.raw)
             self.wfile.write(self.server.answer)
-
-
-@contextmanager
-def raw_upstream(answer: bytes) -> Iterator[RawUpstream]:
-    server = RawUpstream(answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.anyio
@@ -398,7 +349,7 @@ async def test_an_upstream_head_the_proxy_cannot_relay_is_a_502_that_names_no_se
     neither it nor the log shows the upstream URL's query or the upstream's header bytes."""
     ping = b'{"jsonrpc":"2.0","id":5,"method":"ping"}'
     with (
-        raw_upstream(answer) as up,
+        serving(CannedUpstream(answer)) as up,
         proxy_for(up.url + "?api_key=S3cr3tKey") as px,
         capture_rewrites("mcp_normalizer") as log,
     ):
@@ -411,7 +362,8 @@ async def test_an_upstream_head_the_proxy_cannot_relay_is_a_502_that_names_no_se
 
 @pytest.mark.anyio
 async def test_a_304_with_a_content_length_is_relayed_and_expect_is_not_forwarded() -> None:
-    with raw_upstream(b"HTTP/1.1 304 Not Modified\r\netag: x\r\ncontent-length: 120\r\n\r\n") as up:
+    not_modified = b"HTTP/1.1 304 Not Modified\r\netag: x\r\ncontent-length: 120\r\n\r\n"
+    with serving(CannedUpstream(not_modified)) as up:
         with proxy_for(up.url) as px:
             async with httpx.AsyncClient(timeout=10) as http:
                 first = await http.get(px + "/doc", headers={"if-none-match": "x"})
