@@ -332,7 +332,10 @@ class Forwarder:
             else:
                 await self._relay(response, send, watch)
         finally:
-            response.close() if not response.content.at_eof() else response.release()
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()  # broken off or abandoned: the connection is never reused
             if metrics is not None:
                 metrics.open_streams.dec()
 

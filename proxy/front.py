@@ -19,6 +19,7 @@ from __future__ import annotations
 from .admin import Admin
 from .heads import head_size
 from .hosts import HostPolicy, Refusal
+from .jsonrpc import refusal_body
 from .observe import RequestRecord
 from .types import ASGIApp, Receive, Scope, Send
 
@@ -81,7 +82,7 @@ class FrontDoor:
 
 
 async def _refuse(send: Send, status: int, message: str) -> None:
-    body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"' + message.encode() + b'"}}'
+    body = refusal_body(message)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

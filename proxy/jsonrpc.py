@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from .errors import DecodeError
-from .jsoncodec import Raw, loads, split_array, split_object
+from .jsoncodec import Raw, dumps, loads, split_array, split_object
 from .types import JSON, JSONObject, RawHeaders
 
 #: A JSON-RPC id made hashable with its type: ``("s", "abc")`` or ``("n", 3)``.
@@ -80,6 +80,12 @@ class RequestInfo:
     pending: dict[IdKey, PendingRequest]
     era: str | None
     batch: bool = False
+
+
+def refusal_body(message: str) -> bytes:
+    """The JSON-RPC error body of a request refused before it was read: ``id`` null, code -32600
+    (Invalid Request), ``message`` as given."""
+    return dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
 
 
 def header(headers: RawHeaders, name: bytes) -> str | None:

@@ -42,6 +42,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .config import ProxyConfig
+from .jsonrpc import refusal_body
 
 logger = logging.getLogger("mcp_normalizer.server")
 
@@ -144,7 +145,7 @@ _COALESCE_BYTES = 16 * 1024
 
 def _canned(status: int, reason: str, message: str) -> bytes:
     """A whole HTTP/1.1 response with a JSON-RPC error body and ``connection: close``."""
-    body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"' + message.encode() + b'"}}'
+    body = refusal_body(message)
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
