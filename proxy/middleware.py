@@ -186,7 +186,8 @@ class NormalizerMiddleware:
         transformer = ResponseTransformer(
             exchange, self.normalizer, self.audit, max_json_bytes=limit, max_event_bytes=limit, capture=self.capture
         )
-        fetched = anyio.Event()
+        fetch = info is not None and bool(unknown) and self.config.fetch_tools_list
+        fetched = anyio.Event() if fetch else None  # a response stalls only for a fetch in flight
         on_404 = (
             self._forget_on_404(exchange.scope) if header(scope["headers"], b"mcp-session-id") is not None else None
         )
@@ -194,7 +195,8 @@ class NormalizerMiddleware:
         wrapped = _TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
         try:
-            if info is not None and unknown and self.config.fetch_tools_list:
+            if fetch:
+                assert info is not None and fetched is not None
                 async with anyio.create_task_group() as tg:  # the fetch runs beside the call
                     exchange.fetching |= unknown
                     tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
@@ -427,7 +429,7 @@ class _TransformingSend:
         self,
         send: Send,
         transformer: ResponseTransformer,
-        fetched: anyio.Event,
+        fetched: anyio.Event | None,
         on_status: Callable[[int], None] | None = None,
         oversize: Callable[[], None] | None = None,
     ) -> None:
@@ -460,7 +462,8 @@ class _TransformingSend:
             out += t.finish()
         while t.stalled or t.busy:
             if t.stalled:
-                await self._fetched.wait()
+                if self._fetched is not None:  # else no fetch runs: nothing to wait for
+                    await self._fetched.wait()
             else:
                 await anyio.lowlevel.checkpoint()  # a long message: let other sessions run between slices
             out += t.resume()
