@@ -2,7 +2,8 @@
 
 Metrics (all prefixed ``mcp_normalizer_``):
 
-- ``requests_total{http_method, rpc_method, status}``: requests answered; ``rpc_method`` is the
+- ``requests_total{http_method, rpc_method, status}``: requests answered; ``http_method`` is one
+  of GET, POST, DELETE, HEAD, OPTIONS, PUT, PATCH, else ``other``; ``rpc_method`` is the
   watched JSON-RPC method (``tools/call``, ``tools/list``, ...), the ``Mcp-Method`` header of a
   2026-07-28 request, or ``other``.
 - ``rewrites_total{rule, tool, event, applied}``: rewrite log lines (``event``: rewrite,

@@ -20,6 +20,8 @@ from .types import Message, Scope, Send
 access_logger = logging.getLogger("mcp_normalizer.access")
 RPC_METHOD_KEY = "mcp_normalizer.rpc_method"
 _KNOWN_HEADER_METHODS = WATCHED_METHODS | {"initialize", "ping", "server/discover", "prompts/get", "resources/read"}
+#: HTTP methods counted under their own name; any other (h11 accepts any token) is ``other``.
+_HTTP_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"})
 
 
 class RequestRecord:
@@ -71,7 +73,9 @@ class Observed:
             self._counted = True
             scope = self._scope
             outcome = str(self.status) if self.status else "aborted"
-            self._record.metrics.requests.labels(scope["method"], scope[RPC_METHOD_KEY], outcome).inc()
+            self._record.metrics.requests.labels(
+                method if (method := scope["method"]) in _HTTP_METHODS else "other", scope[RPC_METHOD_KEY], outcome
+            ).inc()
 
     def done(self) -> None:
         """The exchange is over (whatever happened): count it if not yet, write the access line."""

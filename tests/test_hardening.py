@@ -409,3 +409,25 @@ async def test_a_refused_request_gets_one_answer_whatever_its_body_does() -> Non
                     pass
     assert answer.startswith(b"HTTP/1.1 421 ")
     assert answer.count(b"HTTP/1.1 ") == 1, answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+async def test_http_methods_outside_the_known_set_share_one_metric_label(parser: str) -> None:
+    """h11 accepts any token as a method (httptools refuses most with 400; so does this test's
+    upstream, and the proxy relays its answer): the ``http_method`` label of ``requests_total`` names
+    the methods of HTTP APIs and counts every other as ``other``, so a client cannot add label
+    values at will."""
+    methods = ["PROPFIND", "X-FILL-1", "X-FILL-2", "X-FILL-3"]
+    with serve(Recorder()) as up, proxy_for(up + "/mcp", _guarded(http=parser)) as px:
+        async with httpx.AsyncClient(timeout=10, headers={"host": "localhost"}) as http:
+            for method in methods:
+                await http.request(method, px + "/mcp")
+            assert (await http.request("DELETE", px + "/mcp")).status_code == 200
+            metrics = (await http.get(px + "/.mcp-normalizer/metrics")).text
+    counted = [line for line in metrics.splitlines() if line.startswith("mcp_normalizer_requests_total{")]
+    labels = {line.split('http_method="')[1].split('"')[0] for line in counted}
+    assert "DELETE" in labels and labels <= {"other", "DELETE", "GET"}
+    if parser == "h11":  # every one reached the proxy's app and was counted, as other
+        others = [float(line.rsplit(" ", 1)[1]) for line in counted if 'http_method="other"' in line]
+        assert sum(others) == len(methods)
