@@ -1,11 +1,11 @@
 """JSON-RPC 2.0 message classification and request/response correlation for MCP.
 
-The proxy rewrites only responses to ``tools/call`` and ``tools/list``, and the final results of
-tasks that wrap a tool call (``tasks/result`` in 2025-11-25, ``tasks/get`` in the 2026-07-28 tasks
-extension; DESIGN section 3). It also watches ``subscriptions/listen`` streams for
-``notifications/tools/list_changed``. This module reads a POST body once, finds the requests of
-those methods (single messages and 2025-03-26 batches alike) and keys them by JSON-RPC id, so
-responses can be matched.
+The proxy's result rules read only responses to ``tools/call`` and ``tools/list``, and the final
+results of tasks that wrap a tool call (``tasks/result`` in 2025-11-25, ``tasks/get`` in the
+2026-07-28 tasks extension; DESIGN section 3); it also watches ``subscriptions/listen`` streams for
+``notifications/tools/list_changed``. Its envelope rules read the response to any request. This
+module reads a POST body once, finds its requests (single messages and 2025-03-26 batches alike)
+and keys them by JSON-RPC id, so responses can be matched.
 MCP ids are strings or integers (never ``null``, spec ``basic/index.mdx``); ``1`` and ``"1"`` are
 different ids, so keys carry the type.
 """
@@ -30,6 +30,7 @@ TOOLS_LIST = "tools/list"
 TASKS_RESULT = "tasks/result"
 TASKS_GET = "tasks/get"
 SUBSCRIPTIONS_LISTEN = "subscriptions/listen"
+#: The methods whose results (or streams) the result rules read.
 WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST, TASKS_RESULT, TASKS_GET, SUBSCRIPTIONS_LISTEN})
 
 #: First protocol version in which ``structuredContent`` may be any JSON value (SEP-2106).
@@ -50,10 +51,10 @@ def id_key(value: object) -> IdKey | None:
 
 @dataclass(frozen=True, slots=True)
 class PendingRequest:
-    """A watched request whose response the proxy must recognise.
+    """A request whose response the proxy must recognise.
 
     Attributes:
-        method: one of :data:`WATCHED_METHODS`.
+        method: the request's method (the result rules read those in :data:`WATCHED_METHODS`).
         tool: the tool name of a ``tools/call`` (``params.name``), else ``None``.
         cursor: the pagination cursor of a ``tools/list``, ``None`` for the first page.
         task_id: the ``params.taskId`` of ``tasks/result`` and ``tasks/get``.
@@ -72,14 +73,20 @@ class RequestInfo:
     """What a POST body asks for, as far as the proxy cares.
 
     Attributes:
-        pending: watched requests by id key.
+        pending: its requests by id key.
         era: the protocol version of the exchange (header, then body ``_meta``), or ``None``.
-        batch: the body was a JSON array (2025-03-26 batching).
+        sole: the id key of the body's request when the body is one request (not a batch): the
+            response on this POST's stream can only answer it (Streamable HTTP).
     """
 
     pending: dict[IdKey, PendingRequest]
     era: str | None
-    batch: bool = False
+    sole: IdKey | None = None
+
+    @property
+    def watched(self) -> bool:
+        """True when a request's result (or stream) is one the result rules read."""
+        return any(request.method in WATCHED_METHODS for request in self.pending.values())
 
 
 def refusal_body(message: str) -> bytes:
@@ -97,7 +104,7 @@ def header(headers: RawHeaders, name: bytes) -> str | None:
 
 
 def _watch(message: JSON) -> tuple[IdKey, PendingRequest] | None:
-    if not isinstance(message, dict) or message.get("method") not in WATCHED_METHODS:
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None
     key = id_key(message.get("id"))
     if key is None:
@@ -131,22 +138,16 @@ def _era(headers: RawHeaders, messages: list[JSON]) -> str | None:
 
 
 def inspect_request(body: bytes, headers: RawHeaders) -> RequestInfo | None:
-    """Find the watched requests in a POST body.
+    """Find the requests in a POST body (JSON-RPC messages with a ``method`` and a valid id).
 
-    Cheap for everything else. A 2026-07-28 request names its method in the ``Mcp-Method`` header
-    (SEP-2243): when that header names a method the proxy does not watch, the body is not read (if
-    the body disagrees, the upstream rejects the request with ``-32020`` and there is nothing to
-    normalize). Otherwise a body that mentions none of the watched methods' words is not parsed (a
-    method written as ``tools\\/call`` still contains ``tools``). When a body is parsed, its methods
-    are what count, never the header. Invalid JSON is not the proxy's business: the upstream answers it.
+    The body's methods are what count, never the 2026-07-28 ``Mcp-Method`` header (if they
+    disagree, the upstream rejects the request with ``-32020``). Invalid JSON is not the proxy's
+    business: the upstream answers it.
 
     Returns:
-        ``None`` when the body holds no watched request.
+        ``None`` when the body holds no request (notifications and the client's responses only).
     """
-    announced = header(headers, b"mcp-method")
-    if announced is not None and announced.strip() not in WATCHED_METHODS:
-        return None
-    if b"tools" not in body and b"tasks" not in body and b"subscriptions" not in body:
+    if b'"method"' not in body and b"\\u" not in body:  # no member named method (unless escaped)
         return None
     try:
         decoded = loads(body)
@@ -157,7 +158,8 @@ def inspect_request(body: bytes, headers: RawHeaders) -> RequestInfo | None:
     pending = dict(found for found in map(_watch, messages) if found is not None)
     if not pending:
         return None
-    return RequestInfo(pending=pending, era=_era(headers, messages), batch=batch)
+    sole = next(iter(pending)) if not batch else None
+    return RequestInfo(pending=pending, era=_era(headers, messages), sole=sole)
 
 
 def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
@@ -187,17 +189,32 @@ class Envelope(msgspec.Struct):
         method: the decoded ``method`` of a request or notification.
         result: a response's ``result`` object as member texts (name -> undecoded JSON).
         params: a notification's ``params``, undecoded.
+        error: a response's ``error``, undecoded.
+        other_result: a ``result`` that is not an object (``null``, an array), undecoded.
     """
 
     id: Any = msgspec.UNSET
     method: Any = msgspec.UNSET
     result: dict[str, Raw] | msgspec.UnsetType = msgspec.UNSET
     params: Raw | msgspec.UnsetType = msgspec.UNSET
+    error: Raw | msgspec.UnsetType = msgspec.UNSET
+    other_result: Raw | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def response(self) -> bool:
+        """True for a JSON-RPC response (a ``result`` or an ``error``, no ``method``)."""
+        return self.method is msgspec.UNSET and (
+            self.result is not msgspec.UNSET
+            or self.error is not msgspec.UNSET
+            or self.other_result is not msgspec.UNSET
+        )
 
 
 class _LooseEnvelope(msgspec.Struct):
     id: Any = msgspec.UNSET
     method: Any = msgspec.UNSET
+    result: Raw | msgspec.UnsetType = msgspec.UNSET
+    error: Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 _ENVELOPE = msgspec.json.Decoder(Envelope)
@@ -225,7 +242,7 @@ def read_envelope(raw: bytes | Raw) -> Envelope:
         loose = _LOOSE.decode(raw)
     except (msgspec.DecodeError, ValueError, RecursionError) as exc:
         raise DecodeError(f"not a JSON-RPC message: {exc}") from None
-    return Envelope(id=loose.id, method=loose.method)
+    return Envelope(id=loose.id, method=loose.method, error=loose.error, other_result=loose.result)
 
 
 def _deep_envelope(raw: bytes | Raw) -> Envelope:
@@ -234,14 +251,16 @@ def _deep_envelope(raw: bytes | Raw) -> Envelope:
     members = split_object(raw)
     result = members.get("result")
     params = members.get("params")
+    error = members.get("error", msgspec.UNSET)
     try:
+        an_object = result is not None and memoryview(result)[:1].tobytes() == b"{"
         return Envelope(
             id=loads(members["id"]) if "id" in members else msgspec.UNSET,
             method=loads(members["method"]) if "method" in members else msgspec.UNSET,
-            result=split_object(result)
-            if result is not None and memoryview(result)[:1].tobytes() == b"{"
-            else msgspec.UNSET,
+            result=split_object(result) if result is not None and an_object else msgspec.UNSET,
             params=params if params is not None else msgspec.UNSET,
+            error=error,
+            other_result=result if result is not None and not an_object else msgspec.UNSET,
         )
     except DecodeError:
         return Envelope(id=loads(members["id"]) if "id" in members else msgspec.UNSET)

@@ -31,6 +31,7 @@ from .errors import ClientDisconnect, UpstreamError
 from .jsoncodec import dumps
 from .jsonrpc import (
     TOOLS_LIST,
+    WATCHED_METHODS,
     IdKey,
     PendingRequest,
     RequestInfo,
@@ -41,7 +42,7 @@ from .jsonrpc import (
 )
 from .metrics import Metrics
 from .normalize import Normalizer
-from .observe import RPC_METHOD_KEY
+from .observe import RPC_METHOD_KEY, metric_method
 from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
 from .steps import run_sliced
@@ -148,14 +149,16 @@ class NormalizerMiddleware:
         if info is None:
             await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
-        scope[RPC_METHOD_KEY] = next(iter(info.pending.values())).method
+        scope[RPC_METHOD_KEY] = metric_method(next(iter(info.pending.values())).method)
         key = self._scope_key(headers)
-        state = self.scopes.state(key)
+        # Only what the result rules read makes a scope: an initialize must not (its key, without
+        # the session the response assigns, would be an orphan).
+        state = self.scopes.state(key) if info.watched else self.scopes.peek(key) or self.scopes.detached()
         if session is not None:
             for id_key, request in info.pending.items():
-                if request.method != TOOLS_LIST:
+                if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
                     state.pending.put(id_key, request)  # its response may come on a later GET
-        exchange = Exchange(info.pending, info.era, key, state, self.scopes.public)
+        exchange = Exchange(info.pending, info.era, key, state, self.scopes.public, sole=info.sole)
         needed = {tool for tool in map(exchange.tool_of, info.pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
         await self._exchange(scope, replayed, send, exchange, info, unknown)

@@ -22,9 +22,11 @@ from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
 from .errors import DecodeError
 from .jsoncodec import Codec, Raw, dumps, fingerprint
-from .jsonrpc import object_only
+from .jsonrpc import IdKey, object_only
 from .pointer import PointerPattern
-from .rules import RESULT_RULES, RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
+from .rules import RESPONSE_RULES, RESULT_RULES, RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
+from .rules.base import Response, ResponseContext
+from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
 from .schema import SchemaCompiler, SchemaUnusable
@@ -288,6 +290,40 @@ class Normalizer:
         """True when every rule is ``off`` for every tool: the proxy then need not look at any traffic."""
         tools = (None, *self.config.tools)
         return all(self.config.mode(rule.name, tool) is Mode.OFF for rule in RULES for tool in tools)
+
+    def response(self, response: Response, ctx: ResponseContext, tool: str | None) -> tuple[Response, list[Record]]:
+        """Run the envelope rules (:data:`proxy.rules.RESPONSE_RULES`) on one JSON-RPC response.
+
+        Args:
+            response: the message's members (and its result's, when an object), undecoded.
+            ctx: the request it answers, as far as known.
+            tool: the called tool of a ``tools/call`` (per-tool modes), else ``None``.
+
+        Returns:
+            The response to emit (``response`` itself when nothing took effect) and the records,
+            report-mode ones included.
+        """
+        records: list[Record] = []
+        out = response
+        for rule in RESPONSE_RULES:
+            mode = self.config.mode(rule.name, tool)
+            if mode is Mode.OFF or rule.on_response is None:
+                continue
+            done = rule.on_response(out, ctx)
+            if done is None:
+                continue
+            records.append(Record(done[1], tool, applied=mode is Mode.ON))
+            if mode is Mode.ON:
+                out = done[0]
+        return out, records
+
+    def batch_response(self, items: list[Raw], request_id: IdKey | None) -> Record | None:
+        """Whether a response body (or SSE event) that is a JSON array of ``items`` is to be sent
+        as its one message: the record (``applied`` when rule ``jsonrpc_envelope`` is ``on``), or
+        ``None`` to keep the array (a batch POST: ``request_id`` is ``None``)."""
+        mode = self.config.mode(ENVELOPE.name, None)
+        rewrite = unwrap_single(items, request_id) if mode is not Mode.OFF else None
+        return Record(rewrite, None, applied=mode is Mode.ON) if rewrite is not None else None
 
     def inert(self, tool: str | None) -> bool:
         """True when every ``tools/call`` rule is ``off`` for ``tool``: nothing can change its results.

@@ -19,9 +19,31 @@ from .types import Message, Scope, Send
 
 access_logger = logging.getLogger("mcp_normalizer.access")
 RPC_METHOD_KEY = "mcp_normalizer.rpc_method"
-_KNOWN_HEADER_METHODS = WATCHED_METHODS | {"initialize", "ping", "server/discover", "prompts/get", "resources/read"}
+#: Methods counted under their own name (MCP's requests); any other is ``other``.
+_KNOWN_METHODS = WATCHED_METHODS | {
+    "initialize",
+    "ping",
+    "server/discover",
+    "prompts/get",
+    "prompts/list",
+    "resources/read",
+    "resources/list",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/list",
+    "tasks/cancel",
+}
 #: HTTP methods counted under their own name; any other (h11 accepts any token) is ``other``.
 _HTTP_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"})
+
+
+def metric_method(method: str | None) -> str:
+    """The ``rpc_method`` label of a JSON-RPC method: its name when MCP defines it, else ``other``
+    (a client names its methods at will; label values must stay few)."""
+    return method if method in _KNOWN_METHODS else "other"
 
 
 class RequestRecord:
@@ -39,7 +61,7 @@ class RequestRecord:
     def start(self, scope: Scope, send: Send) -> Observed:
         """Begin recording the request of ``scope``; its responses go through the returned ``send``."""
         announced = header(scope["headers"], b"mcp-method")
-        scope[RPC_METHOD_KEY] = announced if announced in _KNOWN_HEADER_METHODS else "other"
+        scope[RPC_METHOD_KEY] = metric_method(announced)
         return Observed(self, scope, send)
 
 

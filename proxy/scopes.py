@@ -145,6 +145,11 @@ class ScopeStore:
             self._states.move_to_end(key)
         return found
 
+    def detached(self) -> ScopeState:
+        """An empty state that is not stored (for an exchange with nothing to remember: a request
+        the result rules do not read, in a scope the proxy has not seen)."""
+        return ScopeState(ToolCatalog(pool=self.pool), BoundedMap(1, 0.0), BoundedMap(1, 0.0))
+
     def peek(self, key: str) -> ScopeState | None:
         """The state of scope ``key`` if the proxy has one."""
         return self._states.get(key)

@@ -13,8 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import msgspec
+
 _LINE_END = re.compile(rb"[\r\n]")
 _BOM = b"\xef\xbb\xbf"  # ignored once at the start of a stream (WHATWG HTML 9.2.5)
+#: The largest unfinished event checked for a whole message (each check reads all of it).
+EARLY_MAX_BYTES = 1024 * 1024
+_RAW = msgspec.json.Decoder(msgspec.Raw)
 
 
 class SSESplitter:
@@ -22,7 +27,8 @@ class SSESplitter:
 
     ``feed(chunk)`` returns the blocks completed by ``chunk``; ``flush()`` returns what is left at
     the end of the stream (an unterminated tail, or ``b""``). Concatenating every returned piece
-    gives back the input bytes exactly, whatever the chunking.
+    gives back the input bytes exactly, whatever the chunking (unless :meth:`take_whole` frames
+    an event the stream left unfinished).
 
     A block is emitted as soon as its dispatching blank line has arrived. When that blank line ends
     with a CR at the end of a chunk, the block is emitted at once rather than waiting for a possible
@@ -34,15 +40,71 @@ class SSESplitter:
             ``overflowed`` becomes true and the caller should pass the rest of the stream through.
     """
 
-    __slots__ = ("_after_cr", "_line_empty", "_pending", "_pending_bytes", "max_pending", "overflowed")
+    __slots__ = (
+        "_after_cr",
+        "_checked",
+        "_line_empty",
+        "_lines_ended",
+        "_owed",
+        "_pending",
+        "_pending_bytes",
+        "max_pending",
+        "overflowed",
+    )
 
     def __init__(self, max_pending: int = 16 * 1024 * 1024) -> None:
         self._pending: list[bytes] = []  # the unfinished block's bytes from earlier chunks
         self._pending_bytes = 0
         self._line_empty = True  # no byte of the current line seen yet
         self._after_cr = False  # the last byte seen was a CR that ended a line
+        self._owed = False  # an event went out before its blank line: drop that line if it comes
+        self._checked = False  # the unfinished event's first data line is not a whole message
+        self._lines_ended = False  # the last chunk fed completed a line
         self.max_pending = max_pending
         self.overflowed = False
+
+    def take_whole(self, *, dispatch: bool = True) -> list[bytes]:
+        """Events the unfinished block already holds whole (fault kind ``sse_framing``: servers
+        that never write the blank line, or only when the stream closes, or none between events).
+
+        From the start of the unfinished block, each completed ``data:`` line that is the first of
+        its event and holds one whole JSON object or array naming ``jsonrpc`` ends an event: with
+        ``dispatch``, it is handed out framed (``event: message`` first when the lines name no type,
+        the lines as they came, the blank line it lacked in their line-end style) and removed; a
+        blank line that then starts the next chunk is the one it lacked, and is dropped. Without
+        ``dispatch`` the events are only returned (a report). A first data line that is not a whole
+        message (pretty-printed JSON, text) leaves the event to its blank line, as before, and is
+        read once: the cost stays linear. At most :data:`EARLY_MAX_BYTES` are read.
+        """
+        out: list[bytes] = []
+        if not self._lines_ended:
+            return out  # the last chunk completed no line: nothing new to look at
+        self._lines_ended = False
+        while self._pending and not self._checked and self._pending_bytes <= EARLY_MAX_BYTES:
+            block = b"".join(self._pending)
+            self._pending[:] = [block]
+            found = _first_data_line(block)
+            if found is None:
+                return out  # no data line complete yet
+            end, value = found
+            if not _whole_message(value):
+                self._checked = True
+                return out
+            if not dispatch:
+                self._checked = True
+                return [block[:end]]
+            event, rest = block[:end], block[end:]
+            match = _LINE_END.search(event)
+            assert match is not None  # the data line ended
+            at = match.start()
+            eol = b"\r\n" if event[at : at + 2] == b"\r\n" else event[at : at + 1]
+            named = any(_field(line)[0] == b"event" for line in _lines(event) if line)
+            out.append((b"" if named else b"event: message" + eol) + event + eol)
+            self._pending[:] = [rest] if rest else []
+            self._pending_bytes = len(rest)
+            if not rest:
+                self._owed = True
+        return out
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add ``chunk`` and return the event blocks it completes, in order, byte-identical.
@@ -52,12 +114,21 @@ class SSESplitter:
         """
         if not chunk:
             return []
+        if self._owed:
+            self._owed = False
+            for line_end in (b"\r\n", b"\n", b"\r"):
+                if chunk.startswith(line_end):
+                    chunk = chunk[len(line_end) :]
+                    break
+            if not chunk:
+                return []
         blocks: list[bytes] = []
         pending = self._pending
         line_empty, after_cr = self._line_empty, self._after_cr
         size = len(chunk)
         cut = pos = 0  # cut: where the block being assembled starts in this chunk
         next_lf, next_cr = chunk.find(b"\n"), chunk.find(b"\r")
+        self._lines_ended = next_lf >= 0 or next_cr >= 0
         while pos < size:
             if 0 <= next_lf < pos:
                 next_lf = chunk.find(b"\n", pos)
@@ -87,6 +158,7 @@ class SSESplitter:
                 blocks.append(b"".join([*pending, chunk[cut:end]]) if pending else chunk[cut:end])
                 pending.clear()
                 self._pending_bytes = 0
+                self._checked = False
                 cut = end
             line_empty = True
             pos = end
@@ -105,6 +177,35 @@ class SSESplitter:
         self._pending_bytes = 0
         self._line_empty, self._after_cr = True, False
         return tail
+
+
+def _first_data_line(block: bytes) -> tuple[int, bytes] | None:
+    """Where the first complete ``data:`` line of ``block`` ends (its line end included) and its
+    value, or ``None`` when no data line is complete yet."""
+    pos = 0
+    for match in _LINE_END.finditer(block):
+        at = match.start()
+        end = at + 2 if block[at : at + 2] == b"\r\n" else at + 1
+        line = block[pos:at]
+        if pos == 0:
+            line = line.removeprefix(_BOM)
+        if line and not line.startswith(b":"):
+            name, value = _field(line)
+            if name == b"data":
+                return end, value
+        pos = end
+    return None
+
+
+def _whole_message(value: bytes) -> bool:
+    """True when ``value`` is one complete JSON object or array that names ``jsonrpc``."""
+    if value.lstrip()[:1] not in (b"{", b"[") or b'"jsonrpc"' not in value:
+        return False
+    try:
+        _RAW.decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from .jsonrpc import (
     TASKS_RESULT,
     TOOLS_CALL,
     TOOLS_LIST,
+    WATCHED_METHODS,
     Envelope,
     IdKey,
     PendingRequest,
@@ -52,7 +53,12 @@ from .jsonrpc import (
     read_envelope,
 )
 from .normalize import Normalizer, Record
+from .rules import Mode as RuleMode
 from .rules import Rewrite
+from .rules.base import Response, ResponseContext
+from .rules.jsonrpc_envelope import LIST_METHODS
+from .rules.sse_framing import REWRITE as SSE_REWRITE
+from .rules.sse_framing import RULE as SSE_FRAMING
 from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
 from .steps import SLICE_SECONDS, Steps, Unfinished, run_slice
@@ -83,6 +89,8 @@ class Exchange:
             it even when the list's ``ttlMs`` is 0 (the list may not be reused by later exchanges).
         lists_expire: honour a 2026-07-28 list's ``ttlMs``; off when replaying a capture, which has
             no clock (a list then lasts until the next one or ``list_changed``).
+        sole: the id key of the POST's one request when it carried one (not a batch, not a ``GET``
+            stream): a response on its stream with another id answers it all the same.
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -93,6 +101,7 @@ class Exchange:
     fetching: set[str] = field(default_factory=set)
     learned: list[Mapping[str, ToolEntry]] = field(default_factory=list)
     lists_expire: bool = True
+    sole: IdKey | None = None
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
@@ -190,6 +199,9 @@ class ResponseTransformer:
         self.stalled = False
         self.busy = False  # a message is half done: let the loop run, then call resume()
         self.oversize = False  # a body or event was too large to rewrite and passed through
+        self._answered = False  # the POST's one request has had its response
+        self._framing = normalizer.config.mode(SSE_FRAMING.name, None)
+        self._framing_reported = False
 
     @property
     def hold_start(self) -> bool:
@@ -239,6 +251,8 @@ class ResponseTransformer:
             self._queue.append((chunk, False))
         else:
             self._queue.extend((block, True) for block in self._splitter.feed(chunk))
+            if self._framing is not RuleMode.OFF and not self._splitter.overflowed:
+                self._unframed()
             if self._splitter.overflowed:
                 logger.warning(
                     "SSE event above %d bytes: rest of the stream passed through", self._splitter.max_pending
@@ -323,7 +337,9 @@ class ResponseTransformer:
         if len(block) > self._bulk:
             self._skip(len(block))
             return None
-        if not (self.exchange.pending and b'"result"' in block) and not any(word in block for word in _NOTICES):
+        if not (self.exchange.pending and (b'"result"' in block or b'"error"' in block)) and not any(
+            word in block for word in _NOTICES
+        ):
             return None
         event = parse_event(block)
         if event.event != "message" or not event.data:
@@ -366,6 +382,27 @@ class ResponseTransformer:
         self.headers.append((b"content-length", str(len(new)).encode()))
         return new
 
+    def _unframed(self) -> None:
+        """Rule ``sse_framing``: the events an unfinished block already holds whole go out now
+        (``on``, each logged), or are logged once per stream (``report``)."""
+        applied = self._framing is RuleMode.ON
+        if not applied and self._framing_reported:
+            return
+        whole = self._splitter.take_whole(dispatch=applied)
+        if not whole:
+            return
+        if applied:
+            self._queue.extend((event, True) for event in whole)
+        self._framing_reported = True
+        sole = self.exchange.sole
+        request = self.exchange.pending.get(sole) if sole is not None else None
+        for _ in whole if applied else whole[:1]:
+            self._log(
+                Record(SSE_REWRITE, request.tool if request else None, applied),
+                request.method if request else "",
+                sole[1] if sole else None,
+            )
+
     # -- JSON-RPC -----------------------------------------------------------------------------
 
     def _body_job(self) -> Steps[bytes | None]:
@@ -391,6 +428,10 @@ class ResponseTransformer:
             messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
         except DecodeError:
             return None  # not JSON: not the proxy's to judge
+        sole = self.exchange.sole
+        unwrapped = self.normalizer.batch_response(batch, sole) if batch is not None else None
+        if unwrapped is not None and unwrapped.applied:
+            batch = None  # answered as the single message it is
         if len(data) > _LARGE:
             yield  # reading a huge body is a slice of its own
         for _, envelope in messages:
@@ -399,13 +440,20 @@ class ResponseTransformer:
                 tool = self.exchange.tool_of(request)
                 if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
                     raise _Stall
+        if unwrapped is not None:
+            request = self.exchange.pending.get(self.exchange.sole) if self.exchange.sole is not None else None
+            self._log(
+                unwrapped, request.method if request else "", self.exchange.sole[1] if self.exchange.sole else None
+            )
         out = []
         for raw, envelope in messages:
             out.append((yield from self._message(raw, envelope, len(data))))
+        if batch is None:
+            if out[0] is None and unwrapped is not None and unwrapped.applied:
+                return bytes(messages[0][0])
+            return out[0]
         if all(new is None for new in out):
             return None
-        if batch is None:
-            return out[0]
         try:
             items = [Raw(new if new is not None else raw) for new, (raw, _) in zip(out, messages, strict=True)]
             return join_array(items)
@@ -413,36 +461,65 @@ class ResponseTransformer:
             return None
 
     def _request_of(self, envelope: Envelope) -> PendingRequest | None:
-        if not isinstance(envelope.result, dict):
+        """The request a response answers: by its id, else (a one-request POST) by position."""
+        if not envelope.response:
             return None
         key = id_key(envelope.id)
-        return self.exchange.pending.get(key) if key is not None else None
+        request = self.exchange.pending.get(key) if key is not None else None
+        sole = self.exchange.sole
+        if request is None and sole is not None and not self._answered:
+            request = self.exchange.pending.get(sole)
+        return request
 
     def _message(self, raw: bytes | Raw, envelope: Envelope, size: int) -> Steps[bytes | None]:
         """The new text of one message, or ``None`` to keep it."""
         if envelope.id is UNSET and isinstance(envelope.method, str):
             return (yield from self._notification(raw, envelope, size))
         request = self._request_of(envelope)
-        if request is None or not isinstance(envelope.result, dict):
+        if request is None:
             return None
         exchange = self.exchange
         key = id_key(envelope.id)
-        if key is not None:
-            exchange.state.pending.pop(key)  # answered: no later GET will carry it
-        if self.capture is not None:
+        sole = exchange.sole
+        by_id = key is not None and exchange.pending.get(key) is not None
+        answers = key if by_id else sole
+        self._answered = self._answered or answers == sole
+        jsonrpc_id = answers[1] if answers is not None else envelope.id
+        if answers is not None:
+            exchange.state.pending.pop(answers)  # answered: no later GET will carry it
+        watched = request.method in WATCHED_METHODS and isinstance(envelope.result, dict)
+        if self.capture is not None and watched:
             self.capture.exchange(
-                scope=exchange.scope, era=exchange.era, request=request, jsonrpc_id=envelope.id, response=Raw(raw)
+                scope=exchange.scope, era=exchange.era, request=request, jsonrpc_id=jsonrpc_id, response=Raw(raw)
             )
-        codec = Codec()
+        members: dict[str, Raw] | None = None
+        result = envelope.result if isinstance(envelope.result, dict) else None
+        records: list[Record] = []
         try:
-            new = yield from self._result(request, envelope.result, codec, size)
+            if not by_id or _suspect(envelope, request):
+                members = _members(raw)
+                if members is None:
+                    return None
+                fixed, records = self.normalizer.response(
+                    Response(members, result), ResponseContext(request.method, sole, exchange.era), request.tool
+                )
+                members = dict(fixed.members) if fixed.members is not members else None
+                result = dict(fixed.result) if fixed.result is not None and fixed.result is not result else result
+            codec = Codec()
+            done = (yield from self._result(request, result, codec, size)) if watched and result is not None else None
         except DecodeError as exc:  # a member the proxy will not judge (1e400, a lone surrogate): as it came
             logger.warning("%s id=%r: %s; response forwarded unchanged", request.method, envelope.id, exc)
             return None
         except Exception:
             logger.exception("rule fault on %s id=%r: response forwarded unchanged", request.method, envelope.id)
             return None
-        return (yield from self._emit(raw, "result", new, request.method, envelope.id))
+        changes: dict[str, NewText] = {}
+        if done is not None and done[0] is not None:
+            changes["result"] = done[0]
+        elif result is not None and result is not envelope.result:
+            changes["result"] = dict(result)
+        records += done[1] if done is not None else []
+        return (yield from self._emit(raw, members, changes, records, request.method, jsonrpc_id))
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
@@ -582,37 +659,48 @@ class ResponseTransformer:
         except Exception:
             logger.exception("rule fault on %s: notification forwarded unchanged", method)
             return None
-        return (yield from self._emit(raw, "params", done, method, None))
+        if done is None:
+            return None
+        changes: dict[str, NewText] = {"params": done[0]} if done[0] is not None else {}
+        return (yield from self._emit(raw, None, changes, done[1], method, None))
 
     def _emit(
         self,
         raw: bytes | Raw,
-        member: str,
-        done: tuple[NewText | None, list[Record]] | None,
+        members: dict[str, Raw] | None,
+        changes: dict[str, NewText],
+        records: list[Record],
         method: str,
         jsonrpc_id: JSON,
     ) -> Steps[bytes | None]:
-        """The message ``raw`` with ``member`` replaced by the new text in ``done`` (``None``: kept),
-        logging ``done``'s records (a pause after each); a change that cannot be written goes out as
-        neither bytes nor records."""
-        if done is None:
-            return None
-        text, records = done
+        """The message ``raw`` with the members in ``changes`` replaced (``members``: its members
+        already split, and changed, if any), logging ``records`` (a pause after each); a change
+        that cannot be written goes out as neither bytes nor records."""
         out: bytes | None = None
-        if text is not None:
-            large = not isinstance(text, bytes) or len(text) > _LARGE
+        if changes or members is not None:
+            large = any(not isinstance(text, bytes) or len(text) > _LARGE for text in changes.values())
             if large:
                 yield  # each pass over a huge message in a slice of its own
-            members = _members(raw)
+            if members is None:
+                members = _members(raw)
             if large:
                 yield
-            out = _with_member(members, member, text) if members is not None else None
-        if text is not None and out is None:
-            return None  # the change cannot go out (said in the log): neither do its records
+            out = _with_members(members, changes) if members is not None else None
+            if out is None:
+                return None  # the change cannot go out (said in the log): neither do its records
         for record in records:
             self._log(record, method, jsonrpc_id)
             yield
         return out
+
+
+def _suspect(envelope: Envelope, request: PendingRequest) -> bool:
+    """Whether the envelope rules may have work on a response matched by its id (a cheap look
+    first, so that the members of every other message are never split): both a ``result`` and an
+    ``error``, or a page's ``nextCursor``. A response matched by position always is."""
+    if envelope.error is not UNSET and (envelope.result is not UNSET or envelope.other_result is not UNSET):
+        return True
+    return isinstance(envelope.result, dict) and "nextCursor" in envelope.result and request.method in LIST_METHODS
 
 
 def _may_list(pending: Mapping[IdKey, PendingRequest]) -> bool:
@@ -634,17 +722,20 @@ def _members(raw: bytes | Raw) -> dict[str, Raw] | None:
         return None
 
 
-def _with_member(members: dict[str, Raw], name: str, text: NewText) -> bytes | None:
-    """The JSON object of ``members`` with member ``name``'s value replaced by ``text`` (other
+def _with_members(members: dict[str, Raw], changes: Mapping[str, NewText]) -> bytes | None:
+    """The JSON object of ``members`` with the values of ``changes`` in place of theirs (other
     members copied byte for byte); ``None`` when it cannot be written (the copied bytes must be
     UTF-8, RFC 8259 8.1: the envelope reader does not check inside strings, and a ``bytes`` text
     copies parts of the old value; undecoded parts are checked by their maker)."""
-    copied = [bytes(value) for key, value in members.items() if key != name]
-    if not all(_utf8(part) for part in (*copied, *((text,) if isinstance(text, bytes) else ()))):
+    copied = [bytes(value) for key, value in members.items() if key not in changes]
+    texts = [text for text in changes.values() if isinstance(text, bytes)]
+    if not all(_utf8(part) for part in (*copied, *texts)):
         logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
         return None
     try:
-        return join_object({**members, name: Raw(text) if isinstance(text, bytes) else text})
+        return join_object(
+            {**members, **{name: Raw(text) if isinstance(text, bytes) else text for name, text in changes.items()}}
+        )
     except DecodeError:
         logger.warning("rewritten message cannot be encoded: forwarded unchanged")
         return None

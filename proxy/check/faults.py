@@ -195,6 +195,31 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "jsonrpc_batch_response",
+            "A single request gets a single response object, and a response has result or error, never both",
+            "JSON-RPC 2.0 sections 5 and 6; MCP basic/index.mdx, Responses",
+            (
+                "TS SDK Client 1.x and 2.x (ZodError unrecognized_keys ['error']; over SSE the request never settles)",
+                "n8n-nodes-mcp (Zod rejects the array)",
+            ),
+        ),
+        FaultKind(
+            "jsonrpc_id_mismatch",
+            "A response MUST include the same ID as the request it corresponds to",
+            "MCP basic/index.mdx, Responses; JSON-RPC 2.0 section 5",
+            (
+                "Copilot Studio, OpenCode (the response is never matched: the call hangs until its timeout)",
+                "TS SDK Client and Python SDK client (an unknown id is dropped; the request times out)",
+            ),
+        ),
+        FaultKind(
+            "sse_framing",
+            "An SSE event is dispatched at the blank line that ends it; a server sends each JSON-RPC message as"
+            " one complete event",
+            "WHATWG HTML section 9.2.6 (dispatch at a blank line); MCP basic/transports.mdx, Streamable HTTP",
+            ("Vercel AI SDK createMCPClient (hangs on initialize)", "any SSE client (the last message never arrives)"),
+        ),
+        FaultKind(
             "unrepaired",
             _CONFORM,
             _CONFORM_AT,

@@ -17,10 +17,12 @@ from . import (
     last_resort,
     meta_keys,
     nullable,
+    sse_framing,
     text_mirror,
 )
 from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
 from .declared import DROP_OUTPUT_SCHEMA, RELAX
+from .jsonrpc_envelope import ENVELOPE, NULL_CURSOR, STAMP_ID
 from .missing_structured import ERROR_FLAG, PROMOTE_TEXT_JSON, VACUOUS_STRUCTURED_CONTENT
 from .null_values import NULL_ARRAY_TO_EMPTY, NULL_OPTIONAL_MEMBER
 from .object_root import OBJECT_RESULT, OBJECT_ROOT, REWRAP_RESULT, WRAP_RESULT
@@ -65,14 +67,20 @@ RESULT_RULES: tuple[Rule, ...] = (
     last_resort.RULE,
     text_mirror.RULE,
 )
+#: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
+RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR)
+#: Repairs of the stream itself (no hook: the transformer applies them).
+STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE,)
 #: Every rule once (for names, config validation and the README's rule reference).
-RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*TOOL_RULES, *RESULT_RULES)))
+RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*STREAM_RULES, *RESPONSE_RULES, *TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
 
 __all__ = [
+    "RESPONSE_RULES",
     "RESULT_RULES",
     "RULES",
     "RULES_BY_NAME",
+    "STREAM_RULES",
     "TOOL_RULES",
     "Mode",
     "ResultContext",

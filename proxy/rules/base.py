@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..jsoncodec import Codec
+from ..jsoncodec import Codec, Raw
+from ..jsonrpc import IdKey
 from ..pointer import PointerPattern, format_pointer, resolve
 from ..types import JSON, JSONObject
 
@@ -150,8 +151,40 @@ class ResultContext:
     codec: Codec = field(default_factory=Codec)
 
 
+@dataclass(frozen=True, slots=True)
+class Response:
+    """One JSON-RPC response as undecoded member texts (what a response rule reads and returns).
+
+    Attributes:
+        members: the message's members by name (``jsonrpc``, ``id``, ``result`` or ``error``...).
+        result: the members of ``result`` when it is an object, else ``None``. When a rule returns
+            a different ``result`` mapping, that is what goes out as the result.
+    """
+
+    members: Mapping[str, Raw]
+    result: Mapping[str, Raw] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseContext:
+    """What a response rule knows about the request a response answers.
+
+    Attributes:
+        method: the request's method, ``None`` when the response matches no request of the exchange.
+        request_id: the id of the one request its POST carried (Streamable HTTP: the response on
+            that POST's stream can only answer it), as an id key; ``None`` for a batch or a ``GET``
+            stream, where no response can be matched by position.
+        era: the negotiated protocol version, ``None`` when unknown.
+    """
+
+    method: str | None
+    request_id: IdKey | None
+    era: str | None
+
+
 ToolHook = Callable[[JSONObject, ToolContext], "tuple[JSONObject, Rewrite] | None"]
 ResultHook = Callable[[JSONObject, ResultContext], "tuple[JSONObject, Rewrite] | None"]
+ResponseHook = Callable[[Response, ResponseContext], "tuple[Response, Rewrite] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +198,7 @@ class Rule:
         default: the mode when the config does not say.
         on_tool: repair of a ``Tool`` in a ``tools/list`` result, if the rule has one.
         on_result: repair of a ``CallToolResult``, if the rule has one.
+        on_response: repair of a JSON-RPC response's envelope (any method), if the rule has one.
         conformance: the result hook repairs a success result against its ``outputSchema``; such
             repairs are kept only when together they make the result conform.
     """
@@ -175,6 +209,7 @@ class Rule:
     default: Mode = Mode.ON
     on_tool: ToolHook | None = None
     on_result: ResultHook | None = None
+    on_response: ResponseHook | None = None
     conformance: bool = False
 
 

@@ -37,7 +37,7 @@ for (const session of plan.sessions) {
   if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
   const transport = new StreamableHTTPClientTransport(new URL(session.url), options);
   try {
-    await client.connect(transport);
+    await client.connect(transport, { timeout });
   } catch (e) {
     for (const _ of session.steps) record.steps.push({ ok: false, error: describe(e) });
     continue;

@@ -1,0 +1,235 @@
+"""The envelope rules and SSE framing in the sans-IO transformer (fault kinds ``jsonrpc_batch_response``,
+``jsonrpc_id_mismatch``, ``null_optional_fields`` (``nextCursor``) and ``sse_framing``, ``cases/faults.md``).
+
+Results carry field data (decimals as spelled, an exponent, a 24-digit integer, unicode, escapes,
+nulls at depth): members the rules do not name must come out byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.audit import AuditLog
+from proxy.config import NormalizerConfig
+from proxy.jsonrpc import PendingRequest, inspect_request
+from proxy.normalize import Normalizer
+from proxy.rules import Mode
+from proxy.scopes import ScopeStore
+from proxy.sse import SSESplitter, parse_event
+from proxy.transform import Exchange, ResponseTransformer
+
+from .support import capture_rewrites, feed_all, pump
+from .test_properties import PROPERTY, VALUES
+
+#: A result as field servers write it: every member must survive untouched, byte for byte.
+FIELD_RESULT = (
+    b'{"content":[{"type":"text","text":"caf\\u00e9 \xe2\x82\xac \\"q\\" \\\\ 12.50"}],'
+    b'"structuredContent":{"price":12.50,"ratio":2.5E-3,"big":123456789012345678901234,'
+    b'"name":"na\xc3\xafve \\ud83d\\ude00","deep":{"a":[null,{"b":null}]},"empty":""}}'
+)
+JSON = [(b"content-type", b"application/json")]
+SSE = [(b"content-type", b"text/event-stream")]
+
+
+def transformer(
+    method: str = "ping",
+    rid: Any = 1,
+    *,
+    batch: bool = False,
+    modes: dict[str, Mode] | None = None,
+    content_type: list[tuple[bytes, bytes]] = JSON,
+) -> ResponseTransformer:
+    """A transformer for the response to one request (``method``, id ``rid``) on a POST, as the
+    middleware builds it from the request body."""
+    request: Any = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {}}
+    info = inspect_request(orjson.dumps([request] if batch else request), [])
+    assert info is not None
+    config = NormalizerConfig(rules=modes or {})
+    exchange = Exchange(info.pending, "2025-11-25", "s", ScopeStore().state("s"), sole=info.sole)
+    t = ResponseTransformer(exchange, Normalizer(config), AuditLog("test"), slice_seconds=0)
+    t.start(200, content_type)
+    return t
+
+
+def test_error_null_beside_result_is_dropped_and_the_result_kept_byte_for_byte() -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"result":' + FIELD_RESULT + b',"error":null}'
+    with capture_rewrites() as log:
+        out = feed_all(transformer(), body)
+    assert out == b'{"jsonrpc":"2.0","id":1,"result":' + FIELD_RESULT + b"}"
+    assert log.rewrites(rule="jsonrpc_envelope", pointers=["/error"], method="ping", jsonrpc_id=1)
+
+
+def test_result_null_beside_an_error_is_dropped() -> None:
+    error = b'{"code":-32602,"message":"bad \\u00e9","data":{"x":1.10}}'
+    out = feed_all(transformer(), b'{"jsonrpc":"2.0","result":null,"id":1,"error":' + error + b"}")
+    assert out == b'{"jsonrpc":"2.0","id":1,"error":' + error + b"}"
+
+
+def test_a_one_element_array_answering_a_single_request_is_unwrapped() -> None:
+    message = b'{"jsonrpc":"2.0","id":1,"result":' + FIELD_RESULT + b"}"
+    with capture_rewrites() as log:
+        out = feed_all(transformer("tools/call"), b"[" + message + b"]")
+    assert out == message
+    assert log.rewrites(rule="jsonrpc_envelope", action="unwrapped a one-message batch", jsonrpc_id=1)
+
+
+def test_the_wazuh_shape_array_and_error_null_is_repaired_in_one_pass() -> None:
+    """gensecaihq/Wazuh-MCP-Server#59: ``[{"jsonrpc","id","result",...,"error":null}]``."""
+    inner = b'{"jsonrpc":"2.0","id":"a-1","result":{"protocolVersion":"2025-06-18","capabilities":{}},"error":null}'
+    out = feed_all(transformer("initialize", "a-1"), b"[" + inner + b"]")
+    assert orjson.loads(out) == {
+        "jsonrpc": "2.0",
+        "id": "a-1",
+        "result": {"protocolVersion": "2025-06-18", "capabilities": {}},
+    }
+
+
+def test_a_batch_post_keeps_its_array_and_ids() -> None:
+    """2025-03-26 batching: the array answers an array; nothing is unwrapped or stamped."""
+    body = b'[{"jsonrpc":"2.0","id":7,"result":{}}]'
+    assert feed_all(transformer(batch=True), body) == body
+
+
+@pytest.mark.parametrize(
+    ("rid", "answered"),
+    [("1", b"1"), (1, b'"1"'), (5, b"0"), ("req-\u00e9", b"0"), (2**40, b"1.0"), (3, None)],
+)
+def test_a_response_with_another_id_gets_the_requests_id_verbatim(rid: Any, answered: bytes | None) -> None:
+    head = b'{"jsonrpc":"2.0",' + (b'"id":' + answered + b"," if answered is not None else b"")
+    with capture_rewrites() as log:
+        out = feed_all(transformer("tools/list", rid), head + b'"result":{"tools":[]}}')
+    message = orjson.loads(out)
+    assert message["id"] == rid and type(message["id"]) is type(rid)
+    assert message["result"] == {"tools": []}
+    assert log.rewrites(rule="jsonrpc_id", pointers=["/id"], jsonrpc_id=rid)
+
+
+def test_the_id_is_stamped_on_an_error_response_too_and_only_once_per_post() -> None:
+    first = b'event: message\ndata: {"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"x"}}\n\n'
+    second = b'event: message\ndata: {"jsonrpc":"2.0","id":0,"result":{}}\n\n'
+    out = feed_all(transformer("tools/call", "abc", content_type=SSE), first + second)
+    events = [parse_event(block) for block in SSESplitter().feed(out)]
+    assert [orjson.loads(e.data or b"")["id"] for e in events] == ["abc", 0]  # the second answers nothing
+
+
+def test_server_requests_and_notifications_on_the_stream_keep_their_ids() -> None:
+    stream = (
+        b'data: {"jsonrpc":"2.0","id":"srv-1","method":"sampling/createMessage","params":{}}\n\n'
+        b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}\n\n'
+    )
+    assert feed_all(transformer("tools/call", 9, content_type=SSE), stream) == stream
+
+
+@pytest.mark.parametrize("method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list"])
+def test_next_cursor_null_is_dropped_from_every_list(method: str) -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"items":[{"n":1.10,"s":"\\u00e9"}],"nextCursor":null,"x":2.5E-3}}'
+    out = feed_all(transformer(method), body)
+    assert out == b'{"jsonrpc":"2.0","id":1,"result":{"items":[{"n":1.10,"s":"\\u00e9"}],"x":2.5E-3}}'
+
+
+def test_next_cursor_is_kept_where_it_is_a_cursor_or_not_a_list() -> None:
+    page = b'{"jsonrpc":"2.0","id":1,"result":{"resources":[],"nextCursor":"c2"}}'
+    assert feed_all(transformer("resources/list"), page) == page
+    other = b'{"jsonrpc":"2.0","id":1,"result":{"contents":[],"nextCursor":null}}'
+    assert feed_all(transformer("resources/read"), other) == other
+
+
+def test_report_mode_logs_and_changes_nothing() -> None:
+    off = {"jsonrpc_envelope": Mode.REPORT, "jsonrpc_id": Mode.REPORT}
+    body = b'[{"jsonrpc":"2.0","id":4,"result":{},"error":null}]'
+    with capture_rewrites() as log:
+        out = feed_all(transformer(modes=off), body)
+    assert out == body
+    assert {line["rule"] for line in log.rewrites(applied=False)} == {"jsonrpc_envelope", "jsonrpc_id"}
+
+
+# -- SSE framing ----------------------------------------------------------------------------------
+
+
+def feed(t: ResponseTransformer, chunk: bytes) -> bytes:
+    """What ``t`` sends for ``chunk``, run to the end of its work (every step is a slice here)."""
+    return pump(t, t.feed(chunk))
+
+
+def test_an_event_without_its_blank_line_goes_out_at_once_framed() -> None:
+    """The upstream keeps the stream open after ``data: <message>\\n``: the client gets it now."""
+    t = transformer("initialize", content_type=SSE)
+    data = b'{"jsonrpc":"2.0","id":1,"result":' + FIELD_RESULT + b"}"
+    with capture_rewrites() as log:
+        out = feed(t, b"data: " + data + b"\n")
+    assert out == b"event: message\ndata: " + data + b"\n\n"
+    assert log.rewrites(rule="sse_framing", jsonrpc_id=1)
+    assert feed(t, b"\n") == b""  # the blank line it lacked, late: dropped
+    assert feed(t, b": ping\n\n") == b": ping\n\n"
+    assert t.finish() == b""
+
+
+def test_events_with_no_blank_lines_between_them_each_go_out_in_order() -> None:
+    """Frames with no ``event:`` and no blank line between them (vercel/ai#16002): each data line
+    that holds a whole message is an event of its own, in order."""
+    t = transformer("tools/call", content_type=SSE)
+    progress = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}'
+    result = b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'
+    out = feed(t, b"data: " + progress + b"\r\ndata: " + result[:20])
+    assert out == b"event: message\r\ndata: " + progress + b"\r\n\r\n"
+    assert feed(t, result[20:] + b"\r\n") == b"event: message\r\ndata: " + result + b"\r\n\r\n"
+    assert feed(t, b"\r\n") == b""
+
+
+def test_data_that_is_not_one_whole_message_line_waits_for_its_blank_line_as_before() -> None:
+    """Pretty-printed JSON over several data lines, or text: the upstream's own framing decides."""
+    t = transformer("ping", content_type=SSE)
+    assert feed(t, b'data: {"jsonrpc":"2.0",\n') == b""
+    assert feed(t, b'data: "id":1,"result":{}}\n') == b""
+    assert feed(t, b"\n") == b'data: {"jsonrpc":"2.0",\ndata: "id":1,"result":{}}\n\n'
+    t = transformer("tools/call", content_type=SSE)
+    assert feed(t, b"data: hello\n") == b""
+    assert feed(t, b"\n") == b"data: hello\n\n"
+
+
+def test_a_well_framed_stream_is_byte_identical_when_its_blank_line_comes_with_it() -> None:
+    stream = b'id: 7\r\nevent: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":' + FIELD_RESULT + b"}\r\n\r\n"
+    assert feed_all(transformer("tools/call", content_type=SSE), stream) == stream
+
+
+@PROPERTY
+@given(
+    values=st.lists(VALUES, min_size=1, max_size=4),
+    cuts=st.lists(st.integers(0, 600), max_size=10),
+    eol=st.sampled_from([b"\n", b"\r\n"]),
+    terminated=st.booleans(),
+)
+def test_framing_in_any_chunks_loses_reorders_and_duplicates_nothing(
+    values: list[Any], cuts: list[int], eol: bytes, terminated: bool
+) -> None:
+    """Any chunking, blank lines present or not: the client's SSE parser sees every message once,
+    in order, as valid JSON (the last one too, though no blank line ever comes)."""
+    messages = [{"jsonrpc": "2.0", "method": "notifications/message", "params": {"v": v}} for v in values]
+    body = b"".join(b"data: " + orjson.dumps(m) + eol + (eol if terminated else b"") for m in messages)
+    t = transformer("tools/call", content_type=SSE)
+    out, start = bytearray(), 0
+    for cut in [*sorted(set(cuts)), len(body)]:
+        out += feed(t, body[start : max(cut, start)])
+        start = max(cut, start)
+    splitter = SSESplitter()  # the client's view: only dispatched events count; the stream stays open
+    got = [parse_event(block).data for block in splitter.feed(bytes(out))]
+    assert [orjson.loads(d) for d in got if d is not None] == messages
+
+
+def test_the_framing_rule_off_leaves_the_stream_as_it_came() -> None:
+    t = transformer("tools/call", modes={"sse_framing": Mode.OFF}, content_type=SSE)
+    assert feed(t, b'data: {"jsonrpc":"2.0","id":1,"result":{}}\n') == b""
+
+
+def test_every_request_of_a_post_is_found_and_only_a_single_request_post_names_a_sole_one() -> None:
+    one = inspect_request(b'{"jsonrpc":"2.0","id":"x","method":"ping"}', [])
+    many = inspect_request(b'[{"jsonrpc":"2.0","id":"x","method":"ping"},{"jsonrpc":"2.0","id":2,"method":"a/b"}]', [])
+    assert one is not None and one.sole == ("s", "x") and one.pending == {("s", "x"): PendingRequest("ping")}
+    assert many is not None and many.sole is None and set(many.pending) == {("s", "x"), ("n", 2)}
+    assert inspect_request(b'{"jsonrpc":"2.0","id":1,"result":{}}', []) is None  # the client's own response
+    assert inspect_request(b'{"jsonrpc":"2.0","method":"notifications/initialized"}', []) is None
