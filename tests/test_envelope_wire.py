@@ -11,7 +11,7 @@ the proxy every client gets the whole result, field data and all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import orjson
@@ -146,11 +146,11 @@ class Mangled:
                     pass
 
 
-def upstream(mode: str) -> Mangled:
+def upstream(mode: Literal["sse", "json"]) -> Mangled:
     return Mangled(ScriptedServer([ToolSpec(TOOL, returning(RESULT))], response_mode=mode), mode)
 
 
-STEPS = [{"op": "listTools"}, {"op": "callTool", "name": TOOL["name"], "arguments": {}}]
+STEPS: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": TOOL["name"], "arguments": {}}]
 
 
 async def clients(url: str, faults: list[str], request_timeout: float) -> dict[str, list[dict[str, Any]]]:
@@ -196,7 +196,9 @@ FAULTS = {
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["json", "sse"])
-async def test_envelope_and_framing_faults_break_clients_directly_and_none_through_the_proxy(mode: str) -> None:
+async def test_envelope_and_framing_faults_break_clients_directly_and_none_through_the_proxy(
+    mode: Literal["sse", "json"],
+) -> None:
     faults = FAULTS[mode]
     with serve(upstream(mode)) as up:
         direct = await clients(up + "/mcp", faults, request_timeout=4)
