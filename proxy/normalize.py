@@ -24,7 +24,17 @@ from .errors import DecodeError
 from .jsoncodec import Codec, Raw, dumps, fingerprint
 from .jsonrpc import IdKey, object_only
 from .pointer import PointerPattern
-from .rules import RESPONSE_RULES, RESULT_RULES, RULES, TOOL_RULES, Mode, ResultContext, Rewrite, ToolContext
+from .rules import (
+    RESPONSE_RULES,
+    RESULT_RULES,
+    RULES,
+    TOOL_RULES,
+    Mode,
+    ResultContext,
+    Rewrite,
+    ToolContext,
+    lone_surrogates,
+)
 from .rules.base import Response, ResponseContext
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.nullable import declared_places
@@ -324,6 +334,17 @@ class Normalizer:
         mode = self.config.mode(ENVELOPE.name, None)
         rewrite = unwrap_single(items, request_id) if mode is not Mode.OFF else None
         return Record(rewrite, None, applied=mode is Mode.ON) if rewrite is not None else None
+
+    def message_text(self, data: bytes) -> tuple[bytes, Record] | None:
+        """Rule ``lone_surrogates`` on the text of a response body or SSE event's data, before it is
+        decoded: the text to read on (the repaired one when the rule is ``on``) and the record, or
+        ``None`` when there is nothing to repair (or the rule is ``off``)."""
+        mode = self.config.mode(lone_surrogates.RULE.name, None)
+        done = lone_surrogates.repair(data) if mode is not Mode.OFF else None
+        if done is None:
+            return None
+        record = Record(lone_surrogates.rewrite(done[1]), None, applied=mode is Mode.ON)
+        return (done[0] if mode is Mode.ON else data), record
 
     def inert(self, tool: str | None) -> bool:
         """True when every ``tools/call`` rule is ``off`` for ``tool``: nothing can change its results.

@@ -423,12 +423,17 @@ class ResponseTransformer:
             _Stall: a response needs a tool whose ``tools/list`` is still being fetched (raised
                 before anything is done: the job may start again).
         """
+        repaired = self.normalizer.message_text(data) if b"\\u" in data else None
+        if repaired is not None:
+            data = repaired[0]
         try:
             batch = read_batch(data)
             messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
         except DecodeError:
             return None  # not JSON: not the proxy's to judge
         sole = self.exchange.sole
+        if repaired is not None:
+            self._log(repaired[1], self._method_of(sole), sole[1] if sole is not None else None)
         unwrapped = self.normalizer.batch_response(batch, sole) if batch is not None else None
         if unwrapped is not None and unwrapped.applied:
             batch = None  # answered as the single message it is
@@ -440,18 +445,18 @@ class ResponseTransformer:
                 tool = self.exchange.tool_of(request)
                 if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
                     raise _Stall
-        if unwrapped is not None:
-            request = self.exchange.pending.get(self.exchange.sole) if self.exchange.sole is not None else None
-            self._log(
-                unwrapped, request.method if request else "", self.exchange.sole[1] if self.exchange.sole else None
-            )
+        if unwrapped is not None and sole is not None:
+            self._log(unwrapped, self._method_of(sole), sole[1])
         out = []
         for raw, envelope in messages:
             out.append((yield from self._message(raw, envelope, len(data))))
+        changed = repaired is not None and repaired[1].applied
         if batch is None:
-            if out[0] is None and unwrapped is not None and unwrapped.applied:
+            if out[0] is None and (changed or (unwrapped is not None and unwrapped.applied)):
                 return bytes(messages[0][0])
             return out[0]
+        if changed:
+            out = [new if new is not None else bytes(raw) for new, (raw, _) in zip(out, messages, strict=True)]
         if all(new is None for new in out):
             return None
         try:
@@ -459,6 +464,11 @@ class ResponseTransformer:
             return join_array(items)
         except DecodeError:
             return None
+
+    def _method_of(self, key: IdKey | None) -> str:
+        """The method of the pending request ``key`` (for log lines), ``""`` when unknown."""
+        request = self.exchange.pending.get(key) if key is not None else None
+        return request.method if request is not None else ""
 
     def _request_of(self, envelope: Envelope) -> PendingRequest | None:
         """The request a response answers: by its id, else (a one-request POST) by position."""

@@ -8,13 +8,14 @@ import os
 import socketserver
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BufferedIOBase
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
+import anyio
 import httpx
 import jsonschema
 import orjson
@@ -26,9 +27,10 @@ from hypothesis import strategies as st
 from proxy import NormalizerConfig, Settings, create_app
 from proxy.audit import REWRITE_LOGGER
 from proxy.config import ProxyConfig
+from proxy.demo.clients import run_node, run_python
 from proxy.server import HttpParser, bind, uvicorn_config
 from proxy.transform import ResponseTransformer
-from proxy.types import ASGIApp, Message, Receive
+from proxy.types import ASGIApp, Message, Receive, Scope, Send
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The team's shared folder (fault cases, conformance tools): ``../shared`` next to the checkout.
@@ -311,3 +313,96 @@ def object_schemas(inner: st.SearchStrategy[Any], names: st.SearchStrategy[str])
         st.lists(names, max_size=3),
         st.booleans(),
     )
+
+
+# -- upstreams that mangle their answers, and the three clients against them --------------------
+
+#: Rewrites one JSON-RPC message (decoded) into the bytes a faulty server would send for it.
+Mangle = Callable[[dict[str, Any]], bytes]
+
+
+def _as_sent(message: dict[str, Any]) -> bytes:
+    return orjson.dumps(message)
+
+
+class Mangled:
+    """ASGI app: ``inner``'s responses (a scripted server's: JSON bodies, or SSE events framed
+    ``event: message\\r\\ndata: ...\\r\\n\\r\\n``), each message rewritten by the mangle the request's
+    ``x-fault`` header names in ``mangles`` (none: as it was).
+
+    The fault ``unterminated`` (SSE only) sends every event as its data line alone, no ``event:``
+    and no blank line, and keeps the stream open after the last one until the client leaves.
+    """
+
+    def __init__(self, inner: ASGIApp, mangles: Mapping[str, Mangle]) -> None:
+        self.inner = inner
+        self.mangles = mangles
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.inner(scope, receive, send)
+            return
+        fault = dict(scope["headers"]).get(b"x-fault", b"").decode()
+        mangle: Mangle = self.mangles.get(fault, _as_sent)
+        unterminated = fault == "unterminated"
+        held: list[Message] = []
+        body = bytearray()
+        kept_open = False
+
+        async def mangled(message: Message) -> None:
+            nonlocal kept_open
+            if message["type"] == "http.response.start":
+                held.append(message)
+                return
+            chunk = bytes(message.get("body", b""))
+            more = bool(message.get("more_body"))
+            start = held[0]
+            if not dict(start["headers"]).get(b"content-type", b"").startswith(b"text/event-stream"):
+                body.extend(chunk)
+                if more:
+                    return
+                text = mangle(orjson.loads(body)) if body else b""
+                headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+                headers.append((b"content-length", str(len(text)).encode()))
+                await send({**start, "headers": headers})
+                await send({"type": "http.response.body", "body": text})
+                return
+            if held:
+                await send(held.pop())
+            out = b""
+            for block in chunk.split(b"\r\n\r\n"):
+                data = next((line[6:] for line in block.split(b"\r\n") if line.startswith(b"data: ")), None)
+                if data is not None:
+                    text = mangle(orjson.loads(data))
+                    out += (
+                        b"data: " + text + b"\n" if unterminated else b"event: message\r\ndata: " + text + b"\r\n\r\n"
+                    )
+            kept_open = unterminated and not more
+            await send({"type": "http.response.body", "body": out, "more_body": more or kept_open})
+
+        await self.inner(scope, receive, mangled)
+        if kept_open:  # as the faulty servers do: the stream stays open, the blank line never comes
+            with anyio.move_on_after(60):
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+
+
+async def three_clients(
+    url: str, faults: Sequence[str], steps: Sequence[Mapping[str, Any]], request_timeout: float
+) -> dict[str, list[dict[str, Any]]]:
+    """One session per fault (its ``x-fault`` header) with each strict client: the TS SDK 1.x, the
+    TS client 2.x and the Python ``mcp`` client; their records by client, in fault order. A Python
+    session that hangs past ``request_timeout`` per step is recorded as failed (its own read
+    timeout is minutes)."""
+
+    async def python(fault: str) -> dict[str, Any]:
+        with anyio.move_on_after(request_timeout * (len(steps) + 1)):
+            return await run_python(url, steps, {"x-fault": fault})
+        return {"steps": [{"ok": False, "error": {"name": "Timeout", "message": "no answer"}}] * len(steps)}
+
+    sessions = [{"url": url, "headers": {"x-fault": fault}, "steps": list(steps)} for fault in faults]
+    return {
+        "ts-sdk-1": await run_node("v1", sessions, request_timeout=request_timeout),
+        "ts-client-2": await run_node("v2", sessions, request_timeout=request_timeout),
+        "python": [await python(fault) for fault in faults],
+    }

@@ -10,18 +10,14 @@ the proxy every client gets the whole result, field data and all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
-import anyio
 import orjson
 import pytest
 
-from proxy.demo.clients import run_node, run_python
 from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
-from proxy.types import ASGIApp, Message, Receive, Scope, Send
 
-from .support import capture_rewrites, proxy_for, serve
+from .support import Mangle, Mangled, capture_rewrites, proxy_for, serve, three_clients
 
 TOOL = {
     "name": "field.report",
@@ -35,8 +31,6 @@ TOOL = {
 #: 2**53 - 1: the largest integer a JS client holds exactly (the sans-IO tests carry larger ones).
 STRUCTURED = {"price": 12.5, "name": 'naïve 😀 "q" \\ é', "big": 9007199254740991}
 RESULT = {"content": [{"type": "text", "text": orjson.dumps(STRUCTURED).decode()}], "structuredContent": STRUCTURED}
-
-Mangle = Callable[[dict[str, Any]], bytes]
 
 
 def _text(message: dict[str, Any]) -> bytes:
@@ -81,93 +75,11 @@ MANGLES: dict[str, Mangle] = {
 }
 
 
-class Mangled:
-    """ASGI app: the scripted server's responses, each message rewritten by the session's mangle.
-
-    ``unterminated`` (SSE only): every event goes out as its data line alone, no ``event:`` and no
-    blank line, and the stream stays open after the last one until the client leaves.
-    """
-
-    def __init__(self, inner: ASGIApp, mode: str) -> None:
-        self.inner = inner
-        self.mode = mode
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.inner(scope, receive, send)
-            return
-        fault = dict(scope["headers"]).get(b"x-fault", b"").decode()
-        mangle = MANGLES.get(fault, _text)
-        unterminated = fault == "unterminated"
-        held: list[Message] = []
-        body = bytearray()
-        kept_open = False
-
-        async def mangled(message: Message) -> None:
-            nonlocal kept_open
-            if message["type"] == "http.response.start":
-                held.append(message)
-                return
-            chunk = bytes(message.get("body", b""))
-            more = bool(message.get("more_body"))
-            start = held[0]
-            sse = dict(start["headers"]).get(b"content-type", b"").startswith(b"text/event-stream")
-            if not sse:
-                body.extend(chunk)
-                if more:
-                    return
-                text = bytes(body)
-                if text:
-                    text = mangle(orjson.loads(text))
-                headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
-                headers.append((b"content-length", str(len(text)).encode()))
-                await send({**start, "headers": headers})
-                await send({"type": "http.response.body", "body": text})
-                return
-            if held:
-                await send(held.pop())
-            out = b""
-            for block in chunk.split(b"\r\n\r\n"):
-                data = next((line[6:] for line in block.split(b"\r\n") if line.startswith(b"data: ")), None)
-                if data is None:
-                    continue
-                text = mangle(orjson.loads(data))
-                out += b"data: " + text + b"\n" if unterminated else b"event: message\r\ndata: " + text + b"\r\n\r\n"
-            if unterminated and not more:
-                kept_open = True
-                await send({"type": "http.response.body", "body": out, "more_body": True})
-                return
-            await send({"type": "http.response.body", "body": out, "more_body": more})
-
-        await self.inner(scope, receive, mangled)
-        if kept_open:  # as the faulty servers do: the stream stays open, the blank line never comes
-            with anyio.move_on_after(60):
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-
-
 def upstream(mode: Literal["sse", "json"]) -> Mangled:
-    return Mangled(ScriptedServer([ToolSpec(TOOL, returning(RESULT))], response_mode=mode), mode)
+    return Mangled(ScriptedServer([ToolSpec(TOOL, returning(RESULT))], response_mode=mode), MANGLES)
 
 
 STEPS: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": TOOL["name"], "arguments": {}}]
-
-
-async def clients(url: str, faults: list[str], request_timeout: float) -> dict[str, list[dict[str, Any]]]:
-    sessions = [{"url": url, "headers": {"x-fault": fault}, "steps": STEPS} for fault in faults]
-    return {
-        "ts-sdk-1": await run_node("v1", sessions, request_timeout=request_timeout),
-        "ts-client-2": await run_node("v2", sessions, request_timeout=request_timeout),
-        "python": [await _python(url, fault, request_timeout) for fault in faults],
-    }
-
-
-async def _python(url: str, fault: str, timeout: float) -> dict[str, Any]:
-    """The Python client's record, or a failed one when the session hangs past ``timeout`` per step
-    (the client's own read timeout is minutes)."""
-    with anyio.move_on_after(timeout * (len(STEPS) + 1)):
-        return await run_python(url, STEPS, {"x-fault": fault})
-    return {"steps": [{"ok": False, "error": {"name": "Timeout", "message": "no answer"}}] * len(STEPS)}
 
 
 def received_whole(record: dict[str, Any]) -> bool:
@@ -201,9 +113,9 @@ async def test_envelope_and_framing_faults_break_clients_directly_and_none_throu
 ) -> None:
     faults = FAULTS[mode]
     with serve(upstream(mode)) as up:
-        direct = await clients(up + "/mcp", faults, request_timeout=4)
+        direct = await three_clients(up + "/mcp", faults, STEPS, request_timeout=4)
         with proxy_for(up + "/mcp") as px, capture_rewrites() as log:
-            through = await clients(px + "/mcp", faults, request_timeout=30)
+            through = await three_clients(px + "/mcp", faults, STEPS, request_timeout=30)
     for index, fault in enumerate(faults):
         broken = [name for name, records in direct.items() if not received_whole(records[index])]
         if fault not in TOLERATED:
@@ -219,7 +131,7 @@ async def test_envelope_and_framing_faults_break_clients_directly_and_none_throu
 @pytest.mark.anyio
 async def test_a_clean_upstream_gets_no_envelope_rewrite() -> None:
     with serve(upstream("sse")) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
-        through = await clients(px + "/mcp", ["none"], request_timeout=30)
+        through = await three_clients(px + "/mcp", ["none"], STEPS, request_timeout=30)
     assert all(received_whole(records[0]) for records in through.values())
     envelope_rules = {"jsonrpc_envelope", "jsonrpc_id", "null_cursor", "sse_framing"}
     assert not [line for line in log.lines if line.get("rule") in envelope_rules]

@@ -220,6 +220,30 @@ KINDS: dict[str, FaultKind] = {
             ("Vercel AI SDK createMCPClient (hangs on initialize)", "any SSE client (the last message never arrives)"),
         ),
         FaultKind(
+            "invalid_media_data",
+            "ImageContent.data and AudioContent.data are base64-encoded (a data: URI is not base64)",
+            "MCP 2025-06-18+ schema.ts ImageContent, AudioContent",
+            ("TS SDK Client 1.x and 2.x (-32602 Invalid Base64 string: the whole result is rejected)",),
+        ),
+        FaultKind(
+            "invalid_unicode",
+            "JSON text is Unicode: a string with an unpaired UTF-16 surrogate escape has unpredictable behaviour",
+            "RFC 8259 section 8.2; MCP basic/index.mdx (JSON-RPC messages are UTF-8 JSON)",
+            (
+                "Python SDK client (invalid JSON: the message is rejected)",
+                "Anthropic and OpenAI model APIs (every later turn of the conversation rejected)",
+            ),
+        ),
+        FaultKind(
+            "input_schema_root_combinator",
+            "inputSchema is a JSON Schema object with type: object at its root",
+            "MCP 2025-06-18+ schema.ts Tool.inputSchema",
+            (
+                "TS SDK Client (rejects the whole tools/list when the root has no type: object)",
+                "Anthropic and OpenAI tool APIs (400 for a root anyOf/oneOf/allOf, on every turn)",
+            ),
+        ),
+        FaultKind(
             "unrepaired",
             _CONFORM,
             _CONFORM_AT,

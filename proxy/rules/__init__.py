@@ -14,7 +14,10 @@ from . import (
     empty_structured,
     envelope,
     error_problem,
+    input_combinator,
     last_resort,
+    lone_surrogates,
+    media_data,
     meta_keys,
     nullable,
     sse_framing,
@@ -37,6 +40,7 @@ TOOL_RULES: tuple[Rule, ...] = (
     SCHEMA_DIALECT,
     TIMESTAMP_OBJECTS,  # reads $defs names, so before schema_refs inlines them
     SCHEMA_REFS,
+    input_combinator.RULE,  # after schema_refs: arms given as $refs are inlined by then
     nullable.RULE,
     RELAX,
     DATE_TIME_FORMAT,
@@ -47,6 +51,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     # the envelope
     envelope.RULE,
     content_blocks.RULE,
+    media_data.RULE,
     meta_keys.RULE,
     # errors, the shape the era requires, a missing structuredContent
     error_problem.RULE,
@@ -70,7 +75,7 @@ RESULT_RULES: tuple[Rule, ...] = (
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
 RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR)
 #: Repairs of the stream itself (no hook: the transformer applies them).
-STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE,)
+STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE)
 #: Every rule once (for names, config validation and the README's rule reference).
 RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*STREAM_RULES, *RESPONSE_RULES, *TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}

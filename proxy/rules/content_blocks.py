@@ -9,7 +9,9 @@ text block needs a string ``text`` (clients' result schemas reject the whole res
 - a missing ``content`` becomes ``[]`` (the text mirror may then fill it from ``structuredContent``);
 - a block of type ``error`` becomes a text block and the result ``isError: true`` (the server said so);
 - a block of another unknown type that carries a string ``text`` becomes a text block, its original
-  type kept in the block's ``_meta["dev.mcp-normalizer/original-type"]``;
+  type kept in the block's ``_meta["dev.mcp-normalizer/original-type"]``; one without a ``text``
+  (``{type: "json", json: {...}}``, ElliotPadfield/unpaywall-mcp#4) becomes a text block holding
+  the JSON of its payload (its one other member's value, else those members), the type kept alike;
 - a text block whose ``text`` is missing or not a string gets ``""`` or the JSON of the value; a bare
   string in ``content`` becomes a text block.
 """
@@ -44,6 +46,13 @@ def _block(block: JSON, codec: Codec) -> tuple[JSON, bool, str | None]:
         meta = meta_of(block)
         meta.setdefault(ORIGINAL_TYPE_KEY, kind)  # a proxy in front of this one already recorded it
         return {**block, "type": "text", "_meta": meta}, False, f"unknown type {kind!r}"
+    if not known:
+        payload = {k: v for k, v in block.items() if k not in ("type", "_meta", "annotations")}
+        value = next(iter(payload.values())) if len(payload) == 1 else payload
+        meta = meta_of(block)
+        meta.setdefault(ORIGINAL_TYPE_KEY, kind)
+        fixed = {k: v for k, v in block.items() if k in ("annotations",)}
+        return {"type": "text", "text": _text_of(value, codec), **fixed, "_meta": meta}, False, f"unknown type {kind!r}"
     if kind == "text" and not isinstance(block.get("text"), str):
         text = block.get("text")
         return {**block, "text": "" if text is None else _text_of(text, codec)}, False, "text is not a string"
