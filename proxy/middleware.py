@@ -30,6 +30,7 @@ from .config import NormalizerConfig
 from .errors import ClientDisconnect, UpstreamError
 from .jsoncodec import dumps
 from .jsonrpc import (
+    TOOLS_CALL,
     TOOLS_LIST,
     WATCHED_METHODS,
     IdKey,
@@ -41,8 +42,9 @@ from .jsonrpc import (
     response_to,
 )
 from .metrics import Metrics
-from .normalize import Normalizer
+from .normalize import Normalizer, Record
 from .observe import RPC_METHOD_KEY, metric_method
+from .request_rewrite import REWRITE, rename_calls
 from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
 from .steps import run_sliced
@@ -154,12 +156,27 @@ class NormalizerMiddleware:
         # Only what the result rules read makes a scope: an initialize must not (its key, without
         # the session the response assigns, would be an orphan).
         state = self.scopes.state(key) if info.watched else self.scopes.peek(key) or self.scopes.detached()
+        renamed = rename_calls(body, info.pending, state.names)
+        pending = info.pending
+        if renamed is not None:  # tools advertised under other names: called upstream by theirs
+            body, pending, calls = renamed
+            replayed = replay(body, complete, receive)
+            scope = {**scope, "headers": _with_length(headers, len(body))}
+            for call in calls:
+                self.audit.emit(
+                    Record(REWRITE, pending[call].tool, True),
+                    method=TOOLS_CALL,
+                    jsonrpc_id=call[1],
+                    scope=key,
+                    era=info.era,
+                    listed=True,
+                )
         if session is not None:
-            for id_key, request in info.pending.items():
+            for id_key, request in pending.items():
                 if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
                     state.pending.put(id_key, request)  # its response may come on a later GET
-        exchange = Exchange(info.pending, info.era, key, state, self.scopes.public, sole=info.sole)
-        needed = {tool for tool in map(exchange.tool_of, info.pending.values()) if tool is not None}
+        exchange = Exchange(pending, info.era, key, state, self.scopes.public, sole=info.sole)
+        needed = {tool for tool in map(exchange.tool_of, pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
         await self._exchange(scope, replayed, send, exchange, info, unknown)
 
@@ -497,6 +514,11 @@ class _TransformingSend:
         self._start = None
         self.started = True
         await self._send(start)
+
+
+def _with_length(headers: RawHeaders, length: int) -> RawHeaders:
+    """``headers`` with ``content-length`` set to ``length`` (a rewritten request body)."""
+    return [*((k, v) for k, v in headers if k != b"content-length"), (b"content-length", str(length).encode())]
 
 
 def _ids(pending: Mapping[IdKey, PendingRequest]) -> list[JSON]:

@@ -105,6 +105,8 @@ class ScopeState:
     catalog: ToolCatalog
     pending: BoundedMap[IdKey, PendingRequest]
     tasks: BoundedMap[str, str]
+    #: Tool names advertised in place of names clients refuse: advertised name -> the upstream's.
+    names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

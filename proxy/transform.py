@@ -55,10 +55,13 @@ from .jsonrpc import (
 from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
 from .rules import Rewrite
-from .rules.base import Response, ResponseContext
+from .rules.base import Response, ResponseContext, meta_of
 from .rules.jsonrpc_envelope import LIST_METHODS
 from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
+from .rules.tool_names import ORIGINAL_NAME_KEY, renames
+from .rules.tool_names import RULE as TOOL_NAMES
+from .rules.tool_names import rewrite as name_rewrite
 from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
 from .steps import SLICE_SECONDS, Steps, Unfinished, run_slice
@@ -598,6 +601,7 @@ class ResponseTransformer:
             if len(text) > _LARGE:
                 yield  # the first pass over a huge page in a slice of its own
             texts: list[Raw] = []
+            named: list[tuple[int, str]] = []
             changed = False
             for index, part in enumerate(parts):
                 try:
@@ -611,10 +615,13 @@ class ResponseTransformer:
                 records += listed.records
                 if listed.entry is not None:
                     entries.add(listed.entry)
+                    named.append((index, listed.entry.name))
                 if listed.text is not None:
                     changed = True
                 texts.append(part if listed.text is None else Raw(listed.text))
                 yield
+            if self._rename(texts, named, records, codec):
+                changed = True
             if changed:
                 new_tools = texts
         self.exchange.learn_tools(result, entries.sealed(), first_page=request.cursor is None)
@@ -627,6 +634,30 @@ class ResponseTransformer:
         if not all(_utf8(bytes(text)) for text in unread):
             return None, []  # the message cannot be rewritten: nor is anything logged
         return {**members, "tools": new_tools}, records  # written with the message, in one pass
+
+    def _rename(self, texts: list[Raw], named: list[tuple[int, str]], records: list[Record], codec: Codec) -> bool:
+        """Rule ``tool_names`` on one page: tools whose names clients refuse are advertised under
+        new ones (``texts`` changed in place), and the scope learns each pair; True if any changed."""
+        config = self.normalizer.config
+        new_names = renames(name for _, name in named)
+        changed = False
+        for index, original in named:
+            new = new_names.get(original)
+            mode = config.mode(TOOL_NAMES.name, original) if new is not None else RuleMode.OFF
+            if new is None or mode is RuleMode.OFF:
+                continue
+            records.append(Record(name_rewrite(original, index), original, applied=mode is RuleMode.ON))
+            if mode is not RuleMode.ON:
+                continue
+            tool = codec.loads(texts[index])
+            if not isinstance(tool, dict):
+                continue
+            meta = meta_of(tool)
+            meta[ORIGINAL_NAME_KEY] = original
+            texts[index] = Raw(codec.dumps({**tool, "name": new, "_meta": meta}))
+            self.exchange.state.names[new] = original
+            changed = True
+        return changed
 
     def _completed_task(
         self, members: dict[str, Raw], task_id: str | None, codec: Codec, size: int

@@ -18,9 +18,12 @@ from hypothesis import strategies as st
 
 from proxy.config import NormalizerConfig
 from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
+from proxy.jsonrpc import inspect_request
 from proxy.normalize import Normalizer
+from proxy.request_rewrite import rename_calls
 from proxy.rules import lone_surrogates
 from proxy.rules.media_data import is_base64
+from proxy.rules.tool_names import VALID, renames
 
 from .support import Mangled, capture_rewrites, contains_value, feed_all, proxy_for, serve, three_clients
 from .test_envelope import FIELD_RESULT, transformer
@@ -237,3 +240,60 @@ def _accepted(record: dict[str, Any]) -> bool:
 def test_orjson_cannot_write_a_lone_surrogate_so_the_fixture_mangles_text() -> None:
     with pytest.raises(orjson.JSONEncodeError):
         orjson.dumps("\ud83d")
+
+
+# -- tool_name_invalid: the one repair that rewrites a request ------------------------------------
+
+LONG = "tool-" + "x" * 140
+ODD_NAMES = ["get weather", "files/read", LONG, "plain_ok", "dotted.ok"]
+
+
+def test_names_outside_the_spec_get_valid_unique_names_and_others_stay() -> None:
+    out = renames([*ODD_NAMES, "get_weather"])
+    assert set(out) == {"get weather", "files/read", LONG}
+    assert all(VALID.fullmatch(new) for new in out.values())
+    assert out["get weather"] != "get_weather"  # taken by another tool: cut and hashed instead
+    assert len(set(out.values())) == 3 and renames([*ODD_NAMES, "get_weather"]) == out  # deterministic
+
+
+def test_a_call_is_sent_under_the_original_name_and_nothing_else_changes() -> None:
+    names = {"get_weather": "get weather"}
+    body = (
+        b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","arguments":'
+        b'{"t":12.50,"s":"\\u00e9"},"_meta":{"progressToken":7}}},'
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"other","arguments":{}}}]'
+    )
+    info = inspect_request(body, [])
+    assert info is not None
+    done = rename_calls(body, info.pending, names)
+    assert done is not None
+    text, pending, renamed = done
+    assert text == body.replace(b'"name":"get_weather"', b'"name":"get weather"')
+    assert renamed == [("n", 1)] and pending[("n", 1)].tool == "get weather" and pending[("n", 2)].tool == "other"
+    assert rename_calls(body, info.pending, {}) is None
+
+
+@pytest.mark.anyio
+async def test_tools_with_names_clients_refuse_are_listed_and_called_under_valid_names() -> None:
+    tools = [
+        ToolSpec(
+            {"name": name, "inputSchema": {"type": "object"}}, returning({"content": [{"type": "text", "text": name}]})
+        )
+        for name in ODD_NAMES
+    ]
+    server = ScriptedServer(tools, response_mode="json")
+    with serve(server) as up, proxy_for(up + "/mcp") as px:
+        listing = await three_clients(px + "/mcp", ["none"], [{"op": "listTools"}], request_timeout=30)
+        advertised = [t["name"] for t in listing["python"][0]["steps"][0]["value"]["tools"]]
+        assert all(VALID.fullmatch(name) or name == "dotted.ok" for name in advertised)
+        steps = [{"op": "listTools"}, *({"op": "callTool", "name": n, "arguments": {}} for n in advertised)]
+        through = await three_clients(px + "/mcp", ["none"], steps, request_timeout=30)
+    for name, records in through.items():
+        record = records[0]
+        assert all(step["ok"] for step in record["steps"]), (name, record)
+        tools_listed = record["steps"][0]["value"]["tools"]
+        originals = [t.get("_meta", {}).get("dev.mcp-normalizer/original-name", t["name"]) for t in tools_listed]
+        assert originals == ODD_NAMES
+        assert [step["value"]["content"][0]["text"] for step in record["steps"][1:]] == ODD_NAMES
+    called = [m["params"]["name"] for m, _ in server.requests if m.get("method") == "tools/call"]
+    assert called and set(called) == set(ODD_NAMES)  # the upstream only ever saw its own names

@@ -244,6 +244,16 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "tool_name_invalid",
+            "Tool names SHOULD be 1 to 128 characters of A-Z, a-z, 0-9, underscore, hyphen and dot",
+            "MCP 2025-11-25 server/tools.mdx, Tool names",
+            (
+                "Claude Desktop and claude.ai (refuse every tool of the server for one name outside"
+                " ^[a-zA-Z0-9_-]{1,64}$)",
+                "Anthropic API (400 on such a tool name)",
+            ),
+        ),
+        FaultKind(
             "unrepaired",
             _CONFORM,
             _CONFORM_AT,

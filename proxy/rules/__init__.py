@@ -22,6 +22,7 @@ from . import (
     nullable,
     sse_framing,
     text_mirror,
+    tool_names,
 )
 from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
 from .declared import DROP_OUTPUT_SCHEMA, RELAX
@@ -74,8 +75,9 @@ RESULT_RULES: tuple[Rule, ...] = (
 )
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
 RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR)
-#: Repairs of the stream itself (no hook: the transformer applies them).
-STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE)
+#: Rules with no hook: the transformer applies them (the SSE framing, the message text before it is
+#: decoded, tool names across a page and the requests that use them).
+STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE)
 #: Every rule once (for names, config validation and the README's rule reference).
 RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*STREAM_RULES, *RESPONSE_RULES, *TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
