@@ -234,6 +234,9 @@ class NormalizerMiddleware:
         wrapped.count_oversize()  # a response broken off before its end
         if failure is not None:
             if wrapped.started:
+                held = transformer.release()  # nothing is lost: what waited goes out as it came
+                if held:
+                    await send({"type": "http.response.body", "body": held, "more_body": True})
                 raise failure  # bytes already went out: break the response, as the upstream did
             ids = _ids(exchange.pending) if info is not None else []
             await _upstream_error(send, failure, ids)

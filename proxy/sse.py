@@ -71,10 +71,16 @@ class SSESplitter:
         its event and holds one whole JSON object or array naming ``jsonrpc`` ends an event: with
         ``dispatch``, it is handed out framed (``event: message`` first when the lines name no type,
         the lines as they came, the blank line it lacked in their line-end style) and removed; a
-        blank line that then starts the next chunk is the one it lacked, and is dropped. Without
-        ``dispatch`` the events are only returned (a report). A first data line that is not a whole
-        message (pretty-printed JSON, text) leaves the event to its blank line, as before, and is
-        read once: the cost stays linear. At most :data:`EARLY_MAX_BYTES` are read.
+        blank line that then starts the next chunk is the one it lacked, and is dropped (with any
+        data lines of whitespace before it: they add nothing to the JSON). Without ``dispatch`` the
+        events are only returned (a report). A first data line that is not a whole message
+        (pretty-printed JSON, text), or none in an event's first 4 KiB, leaves the event to its
+        blank line, as before, and is read once: the cost stays linear. At most
+        :data:`EARLY_MAX_BYTES` are read.
+
+        Known limit: field lines that follow the data line (``id:``, ``event:``) and arrive after
+        it was dispatched go out as a block of their own; the message is delivered, its event id
+        is then the stream's next.
         """
         out: list[bytes] = []
         if not self._lines_ended:
@@ -84,8 +90,11 @@ class SSESplitter:
             block = b"".join(self._pending)
             self._pending[:] = [block]
             found = _first_data_line(block)
-            if found is None:
+            if found is True:
                 return out  # no data line complete yet
+            if found is False:
+                self._checked = True
+                return out
             end, value = found
             if not _whole_message(value):
                 self._checked = True
@@ -98,12 +107,19 @@ class SSESplitter:
             assert match is not None  # the data line ended
             at = match.start()
             eol = b"\r\n" if event[at : at + 2] == b"\r\n" else event[at : at + 1]
-            named = any(_field(line)[0] == b"event" for line in _lines(event) if line)
-            out.append((b"" if named else b"event: message" + eol) + event + eol)
+            named = any(_field(line)[0] == b"event" for line in _lines(event.removeprefix(_BOM)) if line)
+            bom = _BOM if event.startswith(_BOM) else b""  # a stream's BOM stays its first bytes
+            out.append(bom + (b"" if named else b"event: message" + eol) + event[len(bom) :] + eol)
+            if rest:
+                match = _WHITESPACE_DATA.match(rest)
+                spaces = match.end() if match else 0
+                rest = _absorb(rest) if spaces else rest
+                if spaces and not rest:
+                    self._owed = True  # whitespace data lines only, so far: the blank line may follow
+            else:
+                self._owed = True
             self._pending[:] = [rest] if rest else []
             self._pending_bytes = len(rest)
-            if not rest:
-                self._owed = True
         return out
 
     def feed(self, chunk: bytes) -> list[bytes]:
@@ -116,10 +132,7 @@ class SSESplitter:
             return []
         if self._owed:
             self._owed = False
-            for line_end in (b"\r\n", b"\n", b"\r"):
-                if chunk.startswith(line_end):
-                    chunk = chunk[len(line_end) :]
-                    break
+            chunk = _absorb(chunk)
             if not chunk:
                 return []
         blocks: list[bytes] = []
@@ -179,12 +192,16 @@ class SSESplitter:
         return tail
 
 
-def _first_data_line(block: bytes) -> tuple[int, bytes] | None:
+def _first_data_line(block: bytes) -> tuple[int, bytes] | bool:
     """Where the first complete ``data:`` line of ``block`` ends (its line end included) and its
-    value, or ``None`` when no data line is complete yet."""
+    value; ``True`` when no data line is complete yet; ``False`` when none starts within the
+    first :data:`_HEAD_MAX` bytes (an event is a few field lines before its data: a block of
+    thousands of comment lines is not looked at again, so the cost stays linear)."""
     pos = 0
     for match in _LINE_END.finditer(block):
         at = match.start()
+        if at < pos:
+            continue  # the LF of a CRLF already taken
         end = at + 2 if block[at : at + 2] == b"\r\n" else at + 1
         line = block[pos:at]
         if pos == 0:
@@ -194,7 +211,26 @@ def _first_data_line(block: bytes) -> tuple[int, bytes] | None:
             if name == b"data":
                 return end, value
         pos = end
-    return None
+        if pos > _HEAD_MAX:
+            return False
+    return pos <= _HEAD_MAX
+
+
+_HEAD_MAX = 4096
+#: Lines that may follow a data line dispatched early and still belong to its event without
+#: changing its data: a data line of JSON whitespace only (JSON text may end with whitespace).
+_WHITESPACE_DATA = re.compile(rb"(?:data:[ \t]*(?:\r\n|\r|\n))*")
+
+
+def _absorb(chunk: bytes) -> bytes:
+    """The start of the stream after an event dispatched early: its whitespace-only data lines
+    and the blank line it lacked are dropped; anything else starts the next event."""
+    match = _WHITESPACE_DATA.match(chunk)
+    rest = chunk[match.end() :] if match else chunk
+    for line_end in (b"\r\n", b"\n", b"\r"):
+        if rest.startswith(line_end):
+            return rest[len(line_end) :]
+    return rest
 
 
 def _whole_message(value: bytes) -> bool:

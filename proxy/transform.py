@@ -57,6 +57,7 @@ from .rules import Mode as RuleMode
 from .rules import Rewrite
 from .rules.base import Response, ResponseContext, meta_of
 from .rules.jsonrpc_envelope import LIST_METHODS
+from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
 from .rules.tool_names import ORIGINAL_NAME_KEY, renames
@@ -146,6 +147,11 @@ class Exchange:
         self.learned.clear()
 
 
+class _Hold(Exception):
+    """Internal: an SSE response that answers the POST's request only by position waits for the
+    stream's end (or a response with the right id): until then it may not be the answer."""
+
+
 class _Stall(Exception):
     """Internal: the message needs a tool schema that is still being fetched."""
 
@@ -203,6 +209,7 @@ class ResponseTransformer:
         self.busy = False  # a message is half done: let the loop run, then call resume()
         self.oversize = False  # a body or event was too large to rewrite and passed through
         self._answered = False  # the POST's one request has had its response
+        self._answered_by_id = False  # the body (or event) being read answers it by id
         self._framing = normalizer.config.mode(SSE_FRAMING.name, None)
         self._framing_reported = False
 
@@ -283,6 +290,17 @@ class ResponseTransformer:
             return self._finish_json()
         return self._drain()
 
+    def release(self) -> bytes:
+        """The upstream broke off mid-stream: every byte still held (events waiting for a fetch or
+        for their stream's end, an unfinished event) as it came, never rewritten; the transformer
+        passes everything through from then on."""
+        if self.mode != "sse":
+            return b""  # a JSON body is held with its start: the caller answers with an error
+        out = b"".join(piece for piece, _ in self._queue) + self._splitter.flush()
+        self._queue.clear()
+        self.mode = "pass"
+        return out
+
     def close(self) -> None:
         """Drop the work on a message left half done (the response was abandoned): its state
         is freed now, not when the cyclic collector finds the generator and this object."""
@@ -310,6 +328,9 @@ class ResponseTransformer:
             self._job = None
             self.stalled = True
             raise
+        except _Hold:
+            self._job = None
+            raise
         self._job = None
         return done
 
@@ -320,7 +341,7 @@ class ResponseTransformer:
             if inspect:
                 try:
                     new = self._work(self._job or self._event(piece), len(piece))
-                except (_Stall, Unfinished):
+                except (_Stall, Unfinished, _Hold):
                     break
                 out += piece if new is None else new
             else:
@@ -340,8 +361,10 @@ class ResponseTransformer:
         if len(block) > self._bulk:
             self._skip(len(block))
             return None
-        if not (self.exchange.pending and (b'"result"' in block or b'"error"' in block)) and not any(
-            word in block for word in _NOTICES
+        if (
+            not (self.exchange.pending and (b'"result"' in block or b'"error"' in block))
+            and not any(word in block for word in _NOTICES)
+            and not may_hold_surrogate(block)
         ):
             return None
         event = parse_event(block)
@@ -425,6 +448,9 @@ class ResponseTransformer:
         Raises:
             _Stall: a response needs a tool whose ``tools/list`` is still being fetched (raised
                 before anything is done: the job may start again).
+            _Hold: an SSE response matches the POST's one request by position only, and the
+                stream may still bring the response with its id (also raised before anything
+                is done).
         """
         repaired = self.normalizer.message_text(data) if b"\\u" in data else None
         if repaired is not None:
@@ -435,8 +461,9 @@ class ResponseTransformer:
         except DecodeError:
             return None  # not JSON: not the proxy's to judge
         sole = self.exchange.sole
-        if repaired is not None:
-            self._log(repaired[1], self._method_of(sole), sole[1] if sole is not None else None)
+        self._answered_by_id = sole is not None and any(
+            envelope.response and id_key(envelope.id) == sole for _, envelope in messages
+        )
         unwrapped = self.normalizer.batch_response(batch, sole) if batch is not None else None
         if unwrapped is not None and unwrapped.applied:
             batch = None  # answered as the single message it is
@@ -448,11 +475,14 @@ class ResponseTransformer:
                 tool = self.exchange.tool_of(request)
                 if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
                     raise _Stall
-        if unwrapped is not None and sole is not None:
-            self._log(unwrapped, self._method_of(sole), sole[1])
         out = []
         for raw, envelope in messages:
-            out.append((yield from self._message(raw, envelope, len(data))))
+            out.append((yield from self._message(raw, envelope, len(data))))  # may raise _Hold: before anything is done
+        # Logged once the messages are through: a held event is read again, and logs once.
+        if repaired is not None:
+            self._log(repaired[1], self._method_of(sole), sole[1] if sole is not None else None)
+        if unwrapped is not None and sole is not None:
+            self._log(unwrapped, self._method_of(sole), sole[1])
         changed = repaired is not None and repaired[1].applied
         if batch is None:
             if out[0] is None and (changed or (unwrapped is not None and unwrapped.applied)):
@@ -467,6 +497,24 @@ class ResponseTransformer:
             return join_array(items)
         except DecodeError:
             return None
+
+    def _answered_later(self) -> bool:
+        """True when an SSE event queued after the one being read answers the POST's request by id."""
+        sole = self.exchange.sole
+        for piece, inspect in list(self._queue)[1:]:
+            if not inspect or b'"id"' not in piece:
+                continue
+            data = parse_event(piece).data
+            if not data:
+                continue
+            try:
+                items = read_batch(data)
+                envelopes = [read_envelope(raw) for raw in (items if items is not None else [data])]
+            except DecodeError:
+                continue
+            if any(e.response and id_key(e.id) == sole for e in envelopes):
+                return True
+        return False
 
     def _method_of(self, key: IdKey | None) -> str:
         """The method of the pending request ``key`` (for log lines), ``""`` when unknown."""
@@ -495,6 +543,10 @@ class ResponseTransformer:
         key = id_key(envelope.id)
         sole = exchange.sole
         by_id = key is not None and exchange.pending.get(key) is not None
+        if not by_id and (self._answered_by_id or self._answered_later()):
+            return None  # the request's own response is here or on its way: this one answers nothing
+        if not by_id and self.mode == "sse" and not self._finished:
+            raise _Hold  # (nothing done yet) tried again with every event, and at the stream's end
         answers = key if by_id else sole
         self._answered = self._answered or answers == sole
         jsonrpc_id = answers[1] if answers is not None else envelope.id

@@ -346,6 +346,7 @@ class Mangled:
         mangle: Mangle = self.mangles.get(fault, _as_sent)
         unterminated = fault == "unterminated"
         held: list[Message] = []
+        started: list[Message] = []
         body = bytearray()
         kept_open = False
 
@@ -356,7 +357,7 @@ class Mangled:
                 return
             chunk = bytes(message.get("body", b""))
             more = bool(message.get("more_body"))
-            start = held[0]
+            start = held[0] if held else started[0]
             if not dict(start["headers"]).get(b"content-type", b"").startswith(b"text/event-stream"):
                 body.extend(chunk)
                 if more:
@@ -368,6 +369,7 @@ class Mangled:
                 await send({"type": "http.response.body", "body": text})
                 return
             if held:
+                started.append(held[0])
                 await send(held.pop())
             out = b""
             for block in chunk.split(b"\r\n\r\n"):

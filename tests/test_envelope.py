@@ -233,3 +233,59 @@ def test_every_request_of_a_post_is_found_and_only_a_single_request_post_names_a
     assert many is not None and many.sole is None and set(many.pending) == {("s", "x"), ("n", 2)}
     assert inspect_request(b'{"jsonrpc":"2.0","id":1,"result":{}}', []) is None  # the client's own response
     assert inspect_request(b'{"jsonrpc":"2.0","method":"notifications/initialized"}', []) is None
+
+
+# -- found by an attack on the rules above ---------------------------------------------------------
+
+
+def test_a_streams_bom_stays_first_when_its_first_event_goes_out_early() -> None:
+    t = transformer("tools/call", content_type=SSE)
+    out = feed(t, b'\xef\xbb\xbfdata: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}\n')
+    assert out.startswith(b"\xef\xbb\xbfevent: message\n")
+    assert [parse_event(block).data for block in SSESplitter().feed(out)] == [
+        b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'
+    ]
+
+
+def test_an_event_of_many_comment_lines_is_passed_as_it_came_and_the_next_is_still_sent_early() -> None:
+    t = transformer("tools/call", content_type=SSE)
+    comments = b":\n" * 20_000
+    out = b"".join(feed(t, comments[i : i + 4096]) for i in range(0, len(comments), 4096))
+    out += feed(t, b"\n")
+    assert out == comments + b"\n"
+    late = feed(t, b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n')
+    assert late.startswith(b"event: message\n")
+
+
+def test_whitespace_data_lines_after_an_early_event_add_no_event() -> None:
+    """``data: {msg}`` then ``data:`` then the blank line: the upstream's data is the message
+    plus a newline (still that JSON value); the client gets one event, not an empty second one."""
+    t = transformer("ping", content_type=SSE)
+    message = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    out = feed(t, b"data: " + message + b"\ndata:\n") + feed(t, b"\n")
+    assert [parse_event(block).data for block in SSESplitter().feed(out)] == [message]
+
+
+def test_a_stray_response_before_the_real_one_is_not_stamped_over_it() -> None:
+    stray = b'data: {"jsonrpc":"2.0","id":7,"result":{"content":[],"n":7}}\n\n'
+    mine = b'data: {"jsonrpc":"2.0","id":1,"result":{"content":[],"n":1}}\n\n'
+    out = feed_all(transformer("ping", 1, content_type=SSE), stray, mine)
+    assert [orjson.loads(parse_event(b).data or b"")["id"] for b in SSESplitter().feed(out)] == [7, 1]
+    body = b'[{"jsonrpc":"2.0","id":7,"result":{"n":7}},{"jsonrpc":"2.0","id":1,"result":{"n":1}}]'
+    assert feed_all(transformer("ping", 1), body) == body
+
+
+def test_a_response_matched_by_position_waits_only_for_the_streams_end() -> None:
+    t = transformer("ping", 1, content_type=SSE)
+    stray = b'data: {"jsonrpc":"2.0","id":"1","result":{}}\n\n'
+    progress = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n\n'
+    assert feed(t, stray) == b"" and feed(t, progress) == b""  # held, and what follows it: order kept
+    out = pump(t, t.finish())
+    assert out == b'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n' + progress
+
+
+def test_lone_surrogates_are_repaired_in_notifications_and_server_requests_too() -> None:
+    notice = b'data: {"jsonrpc":"2.0","method":"notifications/message","params":{"data":"cut \\ud83d"}}\n\n'
+    request = b'data: {"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"x":"\\udc00"}}\n\n'
+    out = feed_all(transformer("tools/call", content_type=SSE), notice, request)
+    assert out == notice.replace(b"\\ud83d", b"\\ufffd") + request.replace(b"\\udc00", b"\\ufffd")

@@ -10,14 +10,26 @@ the proxy every client gets the whole result, field data and all.
 
 from __future__ import annotations
 
+import socketserver
 from typing import Any, Literal
 
+import httpx
 import orjson
 import pytest
 
 from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
 
-from .support import Mangle, Mangled, capture_rewrites, proxy_for, serve, three_clients
+from .support import (
+    Mangle,
+    Mangled,
+    RawUpstream,
+    capture_rewrites,
+    proxy_for,
+    read_request,
+    serve,
+    serving,
+    three_clients,
+)
 
 TOOL = {
     "name": "field.report",
@@ -135,3 +147,40 @@ async def test_a_clean_upstream_gets_no_envelope_rewrite() -> None:
     assert all(received_whole(records[0]) for records in through.values())
     envelope_rules = {"jsonrpc_envelope", "jsonrpc_id", "null_cursor", "sse_framing"}
     assert not [line for line in log.lines if line.get("rule") in envelope_rules]
+
+
+class _BrokenSSE(RawUpstream):
+    """An upstream that answers one SSE event whose id is not the request's, then hangs up
+    mid-body (no last chunk)."""
+
+    def __init__(self, event: bytes) -> None:
+        self.event = event
+        super().__init__(_BrokenHandler)
+
+
+class _BrokenHandler(socketserver.StreamRequestHandler):
+    server: _BrokenSSE
+
+    def handle(self) -> None:
+        if read_request(self.rfile) is None:
+            return
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        self.wfile.write(head + b"%x\r\n%s\r\n" % (len(self.server.event), self.server.event))
+        self.wfile.flush()
+
+
+@pytest.mark.anyio
+async def test_a_response_held_for_its_id_goes_out_as_it_came_when_the_upstream_breaks_off() -> None:
+    """The event answers the request only by position, so it waits for the stream's end; the
+    upstream breaks off instead: the client still gets the event (unstamped), then the break."""
+    event = b'event: message\ndata: {"jsonrpc":"2.0","id":"7","result":{"content":[],"n":12.50}}\n\n'
+    call = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{}}}'
+    with serving(_BrokenSSE(event)) as up, proxy_for(up.url) as px:
+        received = b""
+        async with httpx.AsyncClient(timeout=10) as http:
+            headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+            with pytest.raises(httpx.RemoteProtocolError):
+                async with http.stream("POST", px + "/mcp", content=call, headers=headers) as response:
+                    async for chunk in response.aiter_bytes():
+                        received += chunk
+    assert received == event

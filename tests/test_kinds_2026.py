@@ -297,3 +297,25 @@ async def test_tools_with_names_clients_refuse_are_listed_and_called_under_valid
         assert [step["value"]["content"][0]["text"] for step in record["steps"][1:]] == ODD_NAMES
     called = [m["params"]["name"] for m, _ in server.requests if m.get("method") == "tools/call"]
     assert called and set(called) == set(ODD_NAMES)  # the upstream only ever saw its own names
+
+
+@pytest.mark.parametrize(
+    "arms",
+    [
+        [{"type": "object", "properties": [1]}],  # not an object: the arm is not read, the tool left as it is
+        [{"type": "object", "properties": {"path": {}}, "required": "path"}],  # a string, not a list
+    ],
+)
+def test_a_hostile_combinator_never_costs_the_other_tools_their_repairs(arms: list[Any]) -> None:
+    good = {"name": "good", "inputSchema": {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]}}
+    bad = {"name": "bad", "inputSchema": {"anyOf": arms}}
+    out = normalizer().tools_list({"tools": [good, bad]}, ERA)
+    assert out.result["tools"][0]["inputSchema"] == {"type": "object", "properties": {"a": {"type": "string"}}}
+    schema = out.result["tools"][1]["inputSchema"]
+    assert schema.get("required", []) in ([], ["path"]) and "p" not in schema.get("required", [])
+
+
+def test_a_data_uri_fills_a_null_mime_type() -> None:
+    block = {"type": "image", "data": "data:image/png;base64," + PNG, "mimeType": None}
+    fixed = normalizer().tools_call({"content": [block]}, None, None, ERA, 100).result["content"][0]
+    assert fixed["mimeType"] == "image/png"

@@ -27,10 +27,16 @@ _COMBINATORS = ("anyOf", "oneOf", "allOf")
 
 
 def _object_arm(arm: JSON) -> bool:
-    if not isinstance(arm, dict):
+    """An arm the merge can read: an object schema whose ``properties``, when present, is an object."""
+    if not isinstance(arm, dict) or ("properties" in arm and not isinstance(arm["properties"], dict)):
         return False
     kind = arm.get("type")
     return kind == "object" or (kind is None and isinstance(arm.get("properties"), dict))
+
+
+def _names(required: JSON) -> list[str]:
+    """The property names of a ``required`` keyword (anything but a list of strings names none)."""
+    return [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
 
 
 def _merge(properties: dict[str, Any], name: str, schema: Any) -> None:
@@ -54,18 +60,15 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
         return None
     own = schema.get("properties")
     properties: dict[str, Any] = dict(own) if isinstance(own, dict) else {}
-    required: list[str] = (
-        [r for r in schema.get("required", []) if isinstance(r, str)]
-        if isinstance(schema.get("required"), list)
-        else []
-    )
+    required: list[str] = _names(schema.get("required"))
     for keyword in present:
         arms: list[JSONObject] = schema[keyword]
         needed: list[set[str]] = []
         for arm in arms:
-            for name, sub in (arm.get("properties") or {}).items():
+            arm_properties = arm.get("properties")
+            for name, sub in arm_properties.items() if isinstance(arm_properties, dict) else ():
                 _merge(properties, name, sub)
-            needed.append({r for r in arm.get("required", []) if isinstance(r, str)})
+            needed.append(set(_names(arm.get("required"))))
         common = set.union(*needed) if keyword == "allOf" else set.intersection(*needed)
         required += sorted(common - set(required))
     out: JSONObject = {k: v for k, v in schema.items() if k not in _COMBINATORS}

@@ -26,6 +26,11 @@ _MAYBE = re.compile(rb"\\u[dD][89a-fA-F]")
 _REPLACEMENT = rb"\ufffd"
 
 
+def may_hold(data: bytes) -> bool:
+    """True when ``data`` may hold an unpaired surrogate escape (one search; false positives only)."""
+    return _MAYBE.search(data) is not None
+
+
 def repair(data: bytes) -> tuple[bytes, int] | None:
     """``data`` (a JSON text) with each unpaired surrogate escape replaced by ``\\ufffd``, and the
     count; ``None`` when it has none (checked with one search in the common case)."""

@@ -52,7 +52,8 @@ def _block(block: JSON) -> tuple[JSON, str] | None:
         meta.setdefault(PREFIX_KEY, match.group(0))
         out = {**block, "data": data[match.end() :], "_meta": meta}
         mime = match.group(1).strip().lower()
-        if mime and str(block.get("mimeType", "")).strip().lower() in _GENERIC:
+        given = block.get("mimeType")
+        if mime and (not isinstance(given, str) or given.strip().lower() in _GENERIC):
             out["mimeType"] = mime
         why = "data is a data: URI"
     if is_base64(str(out["data"])):
