@@ -54,6 +54,8 @@ class AuditLog:
             "pointers": list(rewrite.pointers),
             "reason": rewrite.reason,
         }
+        if rewrite.fix:
+            fields["fix"] = rewrite.fix  # the TOML that would repair what no default repair does
         level = logging.INFO if record.event == "rewrite" else logging.WARNING
         self.logger.log(level, "%s %s: %s", record.event, rewrite.rule, rewrite.action, extra={"audit": fields})
         if self.metrics is not None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 from cachetools import LRUCache
 
+from . import suggest
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
 from .errors import DecodeError
@@ -454,7 +455,8 @@ class Normalizer:
             return
         if "structuredContent" not in result:
             reason = "structuredContent is missing and no rule could supply one"
-            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
+            fix = suggest.for_missing_structured(tool)
+            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
             return
         try:
@@ -470,7 +472,12 @@ class Normalizer:
             remaining = []
         if remaining:
             reason = "structuredContent still fails outputSchema at " + ", ".join(v.describe() for v in remaining)
-            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason)
+            try:
+                every = entry.compiled.violations(result["structuredContent"], limit=20)
+            except SchemaUnusable:
+                every = remaining
+            fix = suggest.for_violations(tool, result["structuredContent"], every)
+            rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
             return
         if group.real is not group.would and not self._conforms(entry, group.real):

@@ -38,6 +38,7 @@ class Finding:
         kind: the fault kind, with the spec rule it breaks and the clients it breaks.
         repair: what the proxy does about it.
         count: how many times it was seen.
+        fix: for a fault no default repair handles, the TOML that would repair it (else ``""``).
     """
 
     tool: str | None
@@ -48,6 +49,7 @@ class Finding:
     kind: FaultKind
     repair: str
     count: int = 1
+    fix: str = ""
 
     def as_json(self) -> JSONObject:
         """The finding as JSON (the ``--format json`` shape)."""
@@ -62,6 +64,7 @@ class Finding:
             "spec": {"rule": kind.spec, "section": kind.section},
             "clients": list(kind.clients),
             "repair": self.repair,
+            "fix": self.fix,
             "count": self.count,
         }
 
@@ -174,7 +177,7 @@ class Auditor:
             return
         repair = rewrite.action if record.event == "rewrite" else NOT_REPAIRED
         kind = kind_of(rewrite.rule, record.event)
-        self._note(record.tool, where, rewrite.rule, rewrite.pointers, rewrite.reason, kind, repair)
+        self._note(record.tool, where, rewrite.rule, rewrite.pointers, rewrite.reason, kind, repair, rewrite.fix)
 
     def _list_fault(self, tool: str | None, pointers: tuple[str, ...], reason: str) -> None:
         self._note(tool, "tools/list", "tools_list", pointers, reason, KINDS["invalid_tools_list"], NOT_REPAIRED)
@@ -188,6 +191,7 @@ class Auditor:
         reason: str,
         kind: FaultKind,
         repair: str,
+        fix: str = "",
     ) -> None:
         """Record a finding, or count it again when the same fault was seen before."""
         key = (tool, where, rule, pointers, kind.name)
@@ -195,6 +199,6 @@ class Auditor:
         if found is not None:
             found.count += 1
             return
-        finding = Finding(tool, where, rule, pointers, reason, kind, repair)
+        finding = Finding(tool, where, rule, pointers, reason, kind, repair, fix=fix)
         self._index[key] = finding
         self.audit.findings.append(finding)

@@ -19,7 +19,7 @@ def as_json(audit: Audit, source: str, era: str | None) -> str:
 
     {"source": url or file, "era": "2025-11-25", "tools": [names], "calls": 3, "clean": false,
      "findings": [{"tool", "where", "rule", "kind", "pointers", "reason", "spec": {"rule", "section"},
-                   "clients": [...], "repair", "count"}], "notes": [...]}
+                   "clients": [...], "repair", "fix", "count"}], "notes": [...]}
     """
     document: JSONObject = {
         "source": source,
@@ -58,6 +58,9 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
             lines += _field("breaks", f"{finding.kind.spec} ({finding.kind.section})")
             lines += _field("clients", "; ".join(finding.kind.clients))
             lines += _field("repair", finding.repair)
+            if finding.fix:
+                lines.append(f"      {'fix:':<10}add to the config file:")
+                lines += [" " * 16 + line for line in finding.fix.splitlines()]
         lines.append("")
     for note in audit.notes:
         lines.append(f"note: {note}")

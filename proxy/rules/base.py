@@ -93,12 +93,14 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
         action: what was done, a short verb phrase (``moved structuredContent to _meta``).
         pointers: JSON pointers touched, relative to the result or the tool.
         reason: why, without payload values (validator path and keyword, for example).
+        fix: for a fault no rule repairs, the exact TOML that would (:mod:`proxy.suggest`), else ``""``.
     """
 
     rule: str
     action: str
     pointers: tuple[str, ...]
     reason: str
+    fix: str = ""
 
 
 @dataclass(frozen=True, slots=True)

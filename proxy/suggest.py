@@ -1,0 +1,56 @@
+"""The configuration that would repair what no default repair can: exact TOML for the operator.
+
+A result that still fails its tool's ``outputSchema`` after every rule, or that lacks the
+``structuredContent`` the schema asks for, is passed on unchanged and logged ``unrepaired``
+(DESIGN section 3); ``check`` reports it. Both say which per-tool declaration would repair it
+(``README.md``, Configuration): ``nullable`` for a ``null`` where the schema forbids one (the
+schema is then advertised nullable there, and the value kept), ``relax`` for any other value the
+schema rejects (the place advertised unconstrained), ``drop_output_schema`` for a tool that
+never sends ``structuredContent``. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from .jsoncodec import Raw, loads
+from .pointer import format_pointer, resolve
+from .schema import Violation
+from .types import JSON
+
+
+def _table(tool: str) -> str:
+    return f"[tools.{json.dumps(tool, ensure_ascii=False)}]"  # a JSON string is a TOML basic string
+
+
+def _place(violation: Violation) -> str:
+    """The violation's place with every array index as ``*`` (any item: the fault is the item's kind)."""
+    return format_pointer(tuple("*" if isinstance(step, int) else step for step in violation.path))
+
+
+def for_violations(tool: str | None, structured: JSON | Raw, violations: Sequence[Violation]) -> str:
+    """The TOML that repairs ``violations`` of ``structured`` (``""`` without a tool name)."""
+    if tool is None or not violations:
+        return ""
+    if isinstance(structured, Raw):
+        structured = loads(structured)
+    nullable: list[str] = []
+    relax: list[str] = []
+    for violation in violations:
+        found, value = resolve(structured, violation.path)
+        place = _place(violation)
+        target = nullable if found and value is None else relax
+        if place and place not in target:
+            target.append(place)
+    lines = [_table(tool)]
+    if nullable:
+        lines.append(f"nullable = {json.dumps(nullable)}")
+    if relax:
+        lines.append(f"relax = {json.dumps(relax)}")
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def for_missing_structured(tool: str | None) -> str:
+    """The TOML that advertises ``tool`` without the ``outputSchema`` its results never meet."""
+    return f"{_table(tool)}\ndrop_output_schema = true" if tool is not None else ""
