@@ -57,7 +57,21 @@ class AuditLog:
         if rewrite.fix:
             fields["fix"] = rewrite.fix  # the TOML that would repair what no default repair does
         level = logging.INFO if record.event == "rewrite" else logging.WARNING
-        self.logger.log(level, "%s %s: %s", record.event, rewrite.rule, rewrite.action, extra={"audit": fields})
+        # The text says what the JSON fields say, for a host whose handler formats only the message
+        # (middleware mode): rule, action, tool, id, pointers; never a value.
+        self.logger.log(
+            level,
+            "%s %s: %s (applied=%s method=%s tool=%r id=%r pointers=%s)",
+            record.event,
+            rewrite.rule,
+            rewrite.action,
+            str(record.applied).lower(),
+            method,
+            record.tool,
+            jsonrpc_id,
+            ",".join(rewrite.pointers) or "-",
+            extra={"audit": fields},
+        )
         if self.metrics is not None:
             tool = self.metrics.tool_label(record.tool) if listed else "unlisted"
             self.metrics.rewrites.labels(rewrite.rule, tool, record.event, str(record.applied).lower()).inc()

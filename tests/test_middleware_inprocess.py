@@ -4,6 +4,8 @@ Its lifespan (the SDK's session manager) must pass through the middleware."""
 
 from __future__ import annotations
 
+import io
+import logging
 from typing import Any
 
 import httpx
@@ -12,7 +14,7 @@ import orjson
 import pytest
 from mcp.server.lowlevel import Server
 
-from proxy import NormalizerMiddleware
+from proxy import JSONFormatter, NormalizerMiddleware
 from proxy.demo.clients import run_node, run_python
 from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_tools
 
@@ -101,3 +103,30 @@ async def test_middleware_fetches_tools_through_the_in_process_app() -> None:
     assert result["isError"] is True
     # The client never listed tools: the middleware did, through the in-process app, in the session.
     assert len(listed) == 1 and listed[0].startswith("mcp-normalizer-tools-list-")
+
+
+@pytest.mark.anyio
+async def test_a_host_with_a_plain_log_formatter_still_reads_the_rewrites_fields() -> None:
+    """In middleware mode the host's logging formats the lines: a plain ``%(message)s`` handler
+    gets the rule, action, tool, id and pointers in the text; :class:`proxy.JSONFormatter` gets the
+    full line."""
+    plain, structured = io.StringIO(), io.StringIO()
+    handlers = [logging.StreamHandler(plain), logging.StreamHandler(structured)]
+    handlers[0].setFormatter(logging.Formatter("%(message)s"))
+    handlers[1].setFormatter(JSONFormatter())
+    log = logging.getLogger("mcp_normalizer.rewrite")
+    level, log.level = log.level, logging.INFO
+    for handler in handlers:
+        log.addHandler(handler)
+    try:
+        with serve(NormalizerMiddleware(sdk_app(True)), lifespan="on") as base:
+            await run_python(base + "/mcp", STEPS)
+    finally:
+        for handler in handlers:
+            log.removeHandler(handler)
+        log.setLevel(level)
+    text = [line for line in plain.getvalue().splitlines() if "error_problem" in line]
+    assert text and "tool='protean.scope_list'" in text[0] and "id=" in text[0] and "/structuredContent" in text[0]
+    lines = [orjson.loads(line) for line in structured.getvalue().splitlines()]
+    problem = next(line for line in lines if line["rule"] == "error_problem")
+    assert problem["tool"] == "protean.scope_list" and "/structuredContent" in problem["pointers"]
