@@ -306,6 +306,12 @@ def test_json_in_a_string_is_only_a_fault_for_a_wrap_result_tool(tmp_path: Path)
     path.write_bytes(b"\n".join(map(orjson.dumps, lines)))
     audit = audit_capture(str(path), NormalizerConfig.shipped())
     assert [(f.tool, f.rule) for f in audit.findings] == [("score", "double_encoded_json")]
+    # A SHOULD-level advisory no supported client rejects: reported, exit 0; --strict makes it 1.
+    code, out, _ = check("--capture", str(path))
+    assert code == 0 and "advisory:" in out and "no fault a supported client rejects; 1 advisory" in out
+    assert check("--capture", str(path), "--strict")[0] == 1
+    document = orjson.loads(check("--capture", str(path), "--format", "json")[1])
+    assert document["clean"] is True and document["advisories"] == 1
 
 
 def envelope(scope: str, message: Any) -> bytes:

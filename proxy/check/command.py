@@ -9,7 +9,8 @@ fault the proxy would repair, changing nothing.
     mcp-normalizer check --capture FILE [--format table|json] [--config FILE]
 
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
-effects). Exit codes: 0 clean, 1 faults found, 2 usage, configuration or connection errors.
+effects). Exit codes: 0 clean (advisories only: SHOULD-level faults no supported client rejects;
+``--strict`` makes them 1), 1 faults found, 2 usage, configuration or connection errors.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ _FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 def _parser() -> Parser:
     parser = Parser(
         prog="mcp-normalizer check",
-        description="Report every fault the proxy would repair in a server's tools and results. Exit 0 clean, "
-        "1 faults, 2 errors.",
+        description="Report every fault the proxy would repair in a server's tools and results. Exit 0 clean "
+        "(or advisories only), 1 faults, 2 errors.",
     )
     parser.add_argument("url", nargs="?", help="the server's MCP endpoint (Streamable HTTP)")
     parser.add_argument("--capture", help="audit a capture file (JSON lines) offline instead of a live server")
@@ -69,6 +70,11 @@ def _parser() -> Parser:
         " or a legacy version to offer",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 for advisories too (SHOULD-level faults no supported client rejects)",
+    )
     return parser
 
 
@@ -252,7 +258,8 @@ def main(argv: Sequence[str]) -> int:
     except (CheckError, ConfigError) as exc:
         return _fail(str(exc))
     print(as_json(audit, source, era) if args.format == "json" else as_table(audit, source, era))
-    return 1 if audit.findings else 0
+    blocking = [finding for finding in audit.findings if args.strict or not finding.kind.advisory]
+    return 1 if blocking else 0
 
 
 def _fail(message: str) -> int:

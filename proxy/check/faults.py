@@ -22,12 +22,15 @@ class FaultKind:
         spec: the rule of the spec the fault breaks, paraphrased.
         section: where that rule is (spec version and page, section).
         clients: real clients that reject or mishandle it, and how.
+        advisory: the rule broken is a SHOULD and no supported client (TS SDK 1.x and 2.x, the
+            Python SDK) rejects the message: ``check`` reports it and exits 0 (1 with ``--strict``).
     """
 
     name: str
     spec: str
     section: str
     clients: tuple[str, ...]
+    advisory: bool = False
 
 
 _CONFORM = "If an output schema is provided, servers MUST provide structured results that conform to it"
@@ -142,6 +145,7 @@ KINDS: dict[str, FaultKind] = {
                 "VS Code GitHub Copilot (crashes on results with only structuredContent)",
                 "Kiro",
             ),
+            advisory=True,
         ),
         FaultKind(
             "invalid_content_block",
@@ -167,6 +171,7 @@ KINDS: dict[str, FaultKind] = {
             " says nothing",
             "MCP 2025-06-18+ server/tools.mdx, Structured Content",
             ("Claude Code and Codex (show {} to the model instead of the text)",),
+            advisory=True,
         ),
         FaultKind(
             "double_encoded_json",
@@ -177,12 +182,14 @@ KINDS: dict[str, FaultKind] = {
                 "Claude Code, Claude Desktop, Codex (the model reads escaped JSON: 30-50% more tokens,"
                 " skwallace36/Pepper#527)",
             ),
+            advisory=True,
         ),
         FaultKind(
             "summary_only_content",
             "A tool that returns structured content SHOULD also return the serialized JSON in a TextContent block",
             "MCP 2025-06-18+ server/tools.mdx, Structured Content",
             ("claude.ai and Claude Desktop (read only content: the model never sees the data)",),
+            advisory=True,
         ),
         FaultKind(
             "invalid_tools_list",
