@@ -62,6 +62,7 @@ from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
 from .rules.tool_names import ORIGINAL_NAME_KEY, renames
 from .rules.tool_names import RULE as TOOL_NAMES
+from .rules.tool_names import SPEC as SPEC_NAME
 from .rules.tool_names import rewrite as name_rewrite
 from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
@@ -654,6 +655,7 @@ class ResponseTransformer:
                 yield  # the first pass over a huge page in a slice of its own
             texts: list[Raw] = []
             named: list[tuple[int, str]] = []
+            odd = False  # a name tool_names renames is on this page
             changed = False
             for index, part in enumerate(parts):
                 try:
@@ -668,11 +670,12 @@ class ResponseTransformer:
                 if listed.entry is not None:
                     entries.add(listed.entry)
                     named.append((index, listed.entry.name))
+                    odd = odd or SPEC_NAME.fullmatch(listed.entry.name) is None
                 if listed.text is not None:
                     changed = True
                 texts.append(part if listed.text is None else Raw(listed.text))
                 yield
-            if self._rename(texts, named, records, codec):
+            if odd and self._rename(texts, named, records, codec):  # (a whole page at once: only when needed)
                 changed = True
             if changed:
                 new_tools = texts
