@@ -31,13 +31,22 @@ class AuditLog:
         self.metrics = metrics
 
     def emit(
-        self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None, listed: bool = True
+        self,
+        record: Record,
+        *,
+        method: str,
+        jsonrpc_id: JSON,
+        scope: str,
+        era: str | None,
+        listed: bool = True,
+        client: str = "unknown",
     ) -> None:
         """Log one record as one line (``extra["audit"]`` holds the fields for formatters and tests).
 
         ``listed`` says whether the upstream listed the record's tool: a name it did not list (any
         client can send any name) is counted under ``tool="unlisted"``, so clients cannot fill the
-        bounded set of tool labels.
+        bounded set of tool labels. ``client`` is who the message went to (its ``clientInfo`` name,
+        or ``unknown``: the repair was then made for every client; :mod:`proxy.rules.clients`).
         """
         rewrite = record.rewrite
         fields = {
@@ -50,10 +59,13 @@ class AuditLog:
             "jsonrpc_id": jsonrpc_id,
             "scope": scope,
             "era": era,
+            "client": client,
             "upstream": self.upstream,
             "pointers": list(rewrite.pointers),
             "reason": rewrite.reason,
         }
+        if rewrite.for_clients:
+            fields["client_fault"] = rewrite.for_clients  # made for clients not known to accept the original
         if rewrite.fix:
             fields["fix"] = rewrite.fix  # the TOML that would repair what no default repair does
         level = logging.INFO if record.event == "rewrite" else logging.WARNING
@@ -61,7 +73,7 @@ class AuditLog:
         # (middleware mode): rule, action, tool, id, pointers; never a value.
         self.logger.log(
             level,
-            "%s %s: %s (applied=%s method=%s tool=%r id=%r pointers=%s)",
+            "%s %s: %s (applied=%s method=%s tool=%r id=%r pointers=%s client=%r)",
             record.event,
             rewrite.rule,
             rewrite.action,
@@ -70,6 +82,7 @@ class AuditLog:
             record.tool,
             jsonrpc_id,
             ",".join(rewrite.pointers) or "-",
+            client,
             extra={"audit": fields},
         )
         if self.metrics is not None:

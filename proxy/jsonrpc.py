@@ -36,6 +36,8 @@ WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST, TASKS_RESULT, TASKS_GET, SU
 #: First protocol version in which ``structuredContent`` may be any JSON value (SEP-2106).
 MODERN_ERA = "2026-07-28"
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+#: ``_meta`` key of a 2026-07-28 request naming its client.
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
 
 
 def id_key(value: object) -> IdKey | None:
@@ -77,11 +79,20 @@ class RequestInfo:
         era: the protocol version of the exchange (header, then body ``_meta``), or ``None``.
         sole: the id key of the body's request when the body is one request (not a batch): the
             response on this POST's stream can only answer it (Streamable HTTP).
+        client_info: the ``clientInfo`` the body names (an ``initialize`` request's, or on
+            2026-07-28 a request's ``_meta["io.modelcontextprotocol/clientInfo"]``), as sent; ``None``
+            when it names none.
     """
 
     pending: dict[IdKey, PendingRequest]
     era: str | None
     sole: IdKey | None = None
+    client_info: JSON = None
+
+    @property
+    def initializes(self) -> bool:
+        """True when the body holds an ``initialize`` request (legacy eras: the session starts)."""
+        return any(request.method == "initialize" for request in self.pending.values())
 
     @property
     def watched(self) -> bool:
@@ -159,7 +170,20 @@ def inspect_request(body: bytes, headers: RawHeaders) -> RequestInfo | None:
     if not pending:
         return None
     sole = next(iter(pending)) if not batch else None
-    return RequestInfo(pending=pending, era=_era(headers, messages), sole=sole)
+    return RequestInfo(pending=pending, era=_era(headers, messages), sole=sole, client_info=_client_info(messages))
+
+
+def _client_info(messages: list[JSON]) -> JSON:
+    """The first ``clientInfo`` the messages name (``initialize`` params, else a request's ``_meta``)."""
+    for message in messages:
+        if isinstance(message, dict) and isinstance(message.get("params"), dict):
+            params = message["params"]
+            if message.get("method") == "initialize" and "clientInfo" in params:
+                return params["clientInfo"]
+            meta = params.get("_meta")
+            if isinstance(meta, dict) and CLIENT_INFO_META in meta:
+                return meta[CLIENT_INFO_META]
+    return None
 
 
 def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:

@@ -45,6 +45,7 @@ from .metrics import Metrics
 from .normalize import Normalizer, Record
 from .observe import RPC_METHOD_KEY, metric_method
 from .request_rewrite import REWRITE, rename_calls
+from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .scopes import Limits, ScopeStore
 from .sse import SSESplitter, parse_event
 from .steps import run_sliced
@@ -156,6 +157,9 @@ class NormalizerMiddleware:
         # Only what the result rules read makes a scope: an initialize must not (its key, without
         # the session the response assigns, would be an orphan).
         state = self.scopes.state(key) if info.watched else self.scopes.peek(key) or self.scopes.detached()
+        client = profile_for(info.client_info) if info.client_info is not None else state.client
+        if info.initializes and client is not UNKNOWN:
+            send = self._naming_session(headers, client, send)
         renamed = rename_calls(body, info.pending, state.names)
         pending = info.pending
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
@@ -175,7 +179,7 @@ class NormalizerMiddleware:
             for id_key, request in pending.items():
                 if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
                     state.pending.put(id_key, request)  # its response may come on a later GET
-        exchange = Exchange(pending, info.era, key, state, self.scopes.public, sole=info.sole)
+        exchange = Exchange(pending, info.era, key, state, self.scopes.public, sole=info.sole, client=client)
         needed = {tool for tool in map(exchange.tool_of, pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
         await self._exchange(scope, replayed, send, exchange, info, unknown)
@@ -189,7 +193,7 @@ class NormalizerMiddleware:
             await self.app(scope, receive, self._watch_session(scope, send))
             return
         era = header(headers, b"mcp-protocol-version")
-        exchange = Exchange(state.pending, era, key, state, self.scopes.public)
+        exchange = Exchange(state.pending, era, key, state, self.scopes.public, client=state.client)
         await self._exchange(scope, receive, send, exchange, None, set())
 
     async def _exchange(
@@ -256,6 +260,20 @@ class NormalizerMiddleware:
                 self.scopes.forget(key)
 
         return check
+
+    def _naming_session(self, headers: RawHeaders, client: ClientProfile, send: Send) -> Send:
+        """``send`` that remembers ``client`` for the session the ``initialize`` response assigns
+        (``Mcp-Session-Id``): the session's later requests do not name their client."""
+
+        async def naming(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                session = header(message.get("headers", []), b"mcp-session-id")
+                if session is not None:
+                    auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
+                    self.scopes.state(scope_key(self.upstream, session, auth, cookie)).client = client
+            await send(message)
+
+        return naming
 
     def _watch_session(self, scope: Scope, send: Send) -> Send:
         """``send`` that forgets the session's state when the upstream answers 404 (session expired)."""
@@ -328,7 +346,7 @@ class NormalizerMiddleware:
                     jsonrpc_id=request_id,
                     response={"jsonrpc": "2.0", "id": request_id, "result": result},
                 )
-            outcome = await run_sliced(self.normalizer.tools_list_steps(result, exchange.era))
+            outcome = await run_sliced(self.normalizer.tools_list_steps(result, exchange.era, exchange.client))
             exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
             fetch.entries.extend(outcome.entries)
             next_cursor = result.get("nextCursor")

@@ -37,6 +37,7 @@ from .rules import (
     lone_surrogates,
 )
 from .rules.base import Response, ResponseContext
+from .rules.clients import UNKNOWN, ClientProfile
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
@@ -207,18 +208,19 @@ class Normalizer:
                 self._entries[key] = found
         return found
 
-    def tools_list(self, result: JSONObject, era: str | None) -> Outcome:
+    def tools_list(self, result: JSONObject, era: str | None, client: ClientProfile = UNKNOWN) -> Outcome:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries (all at once;
         :meth:`tools_list_steps` does it in slices)."""
-        return run_all(self.tools_list_steps(result, era))
+        return run_all(self.tools_list_steps(result, era, client))
 
-    def tools_list_steps(self, result: JSONObject, era: str | None) -> Steps[Outcome]:
+    def tools_list_steps(self, result: JSONObject, era: str | None, client: ClientProfile = UNKNOWN) -> Steps[Outcome]:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries, pausing after
         each tool (:mod:`proxy.steps`).
 
         The entries describe each tool as the proxy advertises it with every rule not ``off``
         applied, so report-only mode previews what the proxy would do. Members of ``tools`` that
         are not objects with a string ``name`` pass through untouched and are not learned.
+        ``client`` is who the list goes to (repairs only some clients need: :mod:`proxy.rules.clients`).
         """
         tools = result.get("tools")
         outcome = Outcome(result=result)
@@ -226,7 +228,7 @@ class Normalizer:
             return outcome
         emitted = list(tools)
         for index, tool in enumerate(tools):
-            listing = self.list_tool(tool, index, era)
+            listing = self.list_tool(tool, index, era, client)
             outcome.records += listing.records
             if listing.entry is not None:
                 outcome.entries.append(listing.entry)
@@ -238,7 +240,7 @@ class Normalizer:
             outcome.result = {**result, "tools": emitted}
         return outcome
 
-    def list_tool(self, tool: JSON, index: int, era: str | None) -> Listing:
+    def list_tool(self, tool: JSON, index: int, era: str | None, client: ClientProfile = UNKNOWN) -> Listing:
         """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``).
 
         A tool whose schemas are too deep or strange to work on passes untouched, learned as
@@ -258,6 +260,7 @@ class Normalizer:
                 nullable=configured,
                 relax=declared.relax,
                 drop_output_schema=declared.drop_output_schema,
+                client=client,
             )
             track.run(self.config, _TOOL_HOOKS, context, name)
             places = declared_places(tool, configured) if nullable_on else ()
@@ -273,7 +276,9 @@ class Normalizer:
             return Listing(tool, (Record(rewrite, name, False, "fault"),), problem, fault=True)
         return Listing(track.real, tuple(track.records), entry)
 
-    def list_tool_text(self, text: bytes | Raw, index: int, era: str | None) -> ListedTool:
+    def list_tool_text(
+        self, text: bytes | Raw, index: int, era: str | None, client: ClientProfile = UNKNOWN
+    ) -> ListedTool:
         """:meth:`list_tool` on one tool given as JSON text; the answer for a text already listed
         (in the same era) is reused, so only new tools cost the rules.
 
@@ -281,7 +286,8 @@ class Normalizer:
             DecodeError: ``text`` is not JSON the proxy reads (RFC 8259; too deep; ``1e400``).
         """
         digest = hashlib.blake2b(digest_size=16)
-        digest.update(dumps(era))  # a JSON string or null, then the text: unambiguous
+        digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
+        digest.update(dumps(sorted(client.accepts)))
         digest.update(text)
         key = digest.digest()
         found = self._listed.get(key)
@@ -289,7 +295,7 @@ class Normalizer:
             return found
         codec = Codec()
         tool = codec.loads(text)
-        listing = self.list_tool(tool, index, era)
+        listing = self.list_tool(tool, index, era, client)
         new = codec.splice(listing.tool, tool) if listing.tool is not tool else None
         found = ListedTool(new, listing.records, listing.entry)
         if not listing.fault and _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
@@ -399,6 +405,7 @@ class Normalizer:
         era: str | None,
         size: int,
         codec: Codec | None = None,
+        client: ClientProfile = UNKNOWN,
     ) -> Outcome:
         """Normalize one ``CallToolResult`` (``resultType`` absent or ``complete``).
 
@@ -410,13 +417,14 @@ class Normalizer:
             era: the exchange's protocol version.
             size: the encoded size of the message in bytes (for ``max_validate_bytes``).
             codec: the message's codec (rules decode and encode through it); a new one if ``None``.
+            client: who the result goes to (repairs only some clients need: :mod:`proxy.rules.clients`).
         """
         outcome = Outcome(result=result)
         if size > self.config.max_validate_bytes and entry is not None and entry.compiled is not None:
             reason = f"result of {size} bytes exceeds max_validate_bytes={self.config.max_validate_bytes}"
             outcome.records.append(Record(Rewrite("validation", "skipped", (), reason), tool, False, "skipped"))
             entry = entry.without_validation("result too large to validate")
-        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings, codec=codec or Codec())
+        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings, codec=codec or Codec(), client=client)
         track = _Track(result, result)
         for step in self._result_plan(tool):
             if step is None:
@@ -480,7 +488,8 @@ class Normalizer:
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
             return
-        if group.real is not group.would and not self._conforms(entry, group.real):
+        applied = any(record.applied for record in group.records)
+        if applied and group.real is not group.would and not self._conforms(entry, group.real):
             # Some of the group is report-only and the rest alone does not make the result conform:
             # emit the result as it was, and say that nothing of the group took effect.
             track.would = group.would

@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 
 from .catalog import CatalogPool, ToolCatalog
 from .jsonrpc import IdKey, PendingRequest
+from .rules.clients import UNKNOWN, ClientProfile
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -107,6 +108,8 @@ class ScopeState:
     tasks: BoundedMap[str, str]
     #: Tool names advertised in place of names clients refuse: advertised name -> the upstream's.
     names: dict[str, str] = field(default_factory=dict)
+    #: The client of a legacy session, named by its ``initialize`` (2026-07-28 names it per request).
+    client: ClientProfile = UNKNOWN
 
 
 @dataclass

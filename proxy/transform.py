@@ -56,6 +56,7 @@ from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
 from .rules import Rewrite
 from .rules.base import Response, ResponseContext, meta_of
+from .rules.clients import UNKNOWN, ClientProfile
 from .rules.jsonrpc_envelope import LIST_METHODS
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .rules.sse_framing import REWRITE as SSE_REWRITE
@@ -96,6 +97,7 @@ class Exchange:
             no clock (a list then lasts until the next one or ``list_changed``).
         sole: the id key of the POST's one request when it carried one (not a batch, not a ``GET``
             stream): a response on its stream with another id answers it all the same.
+        client: who the responses go to (:mod:`proxy.rules.clients`), :data:`UNKNOWN` if unnamed.
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -107,6 +109,7 @@ class Exchange:
     learned: list[Mapping[str, ToolEntry]] = field(default_factory=list)
     lists_expire: bool = True
     sole: IdKey | None = None
+    client: ClientProfile = UNKNOWN
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
@@ -392,7 +395,13 @@ class ResponseTransformer:
         exchange = self.exchange
         listed = record.tool is None or exchange.tool(record.tool) is not None
         self.audit.emit(
-            record, method=method, jsonrpc_id=jsonrpc_id, scope=exchange.scope, era=exchange.era, listed=listed
+            record,
+            method=method,
+            jsonrpc_id=jsonrpc_id,
+            scope=exchange.scope,
+            era=exchange.era,
+            listed=listed,
+            client=exchange.client.label,
         )
 
     def _finish_json(self) -> bytes:
@@ -628,7 +637,7 @@ class ResponseTransformer:
             result["structuredContent"] = codec.loads(text) if read else text
             result = {key: result[key] for key in members}  # the server's member order
         codec.adopt(result, members)
-        outcome = normalizer.tools_call(result, tool, entry, exchange.era, size, codec)
+        outcome = normalizer.tools_call(result, tool, entry, exchange.era, size, codec, exchange.client)
         return (codec.splice(outcome.result, result) if outcome.changed else None), outcome.records
 
     def _tools_list(
@@ -659,7 +668,7 @@ class ResponseTransformer:
             changed = False
             for index, part in enumerate(parts):
                 try:
-                    listed = self.normalizer.list_tool_text(part, index, self.exchange.era)
+                    listed = self.normalizer.list_tool_text(part, index, self.exchange.era, self.exchange.client)
                 except DecodeError as exc:
                     reason = f"the tool cannot be read: {str(exc)[:120]}"
                     rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)

@@ -13,6 +13,7 @@ from proxy.audit import AuditLog
 from proxy.config import NormalizerConfig
 from proxy.jsonrpc import PendingRequest
 from proxy.normalize import Normalizer
+from proxy.rules.clients import UNKNOWN, ClientProfile
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
@@ -210,9 +211,9 @@ def test_a_tools_list_seen_before_is_answered_from_what_the_rules_made_of_it() -
     ruled: list[str] = []  # the tools the rules ran on
     list_tool = normalizer.list_tool
 
-    def counting(tool: Any, index: int, era: str | None) -> Any:
+    def counting(tool: Any, index: int, era: str | None, client: ClientProfile = UNKNOWN) -> Any:
         ruled.append(tool["name"])
-        return list_tool(tool, index, era)
+        return list_tool(tool, index, era, client)
 
     normalizer.list_tool = counting  # type: ignore[method-assign]
     body = many_tools(50)

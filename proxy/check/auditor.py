@@ -17,6 +17,7 @@ from ..config import NormalizerConfig
 from ..errors import DecodeError
 from ..jsoncodec import dumps
 from ..normalize import Normalizer, Record
+from ..rules.clients import CLIENT_FAULTS
 from ..types import JSONObject
 from .advisories import advisories
 from .faults import KINDS, FaultKind, kind_of
@@ -39,6 +40,8 @@ class Finding:
         repair: what the proxy does about it.
         count: how many times it was seen.
         fix: for a fault no default repair handles, the TOML that would repair it (else ``""``).
+        for_clients: the :data:`~proxy.rules.clients.CLIENT_FAULTS` key when only some clients
+            reject it (the server's message is valid), else ``""``.
     """
 
     tool: str | None
@@ -50,6 +53,18 @@ class Finding:
     repair: str
     count: int = 1
     fix: str = ""
+    for_clients: str = ""
+
+    @property
+    def advisory(self) -> bool:
+        """True when no supported client rejects it: a SHOULD-level kind, or a fault only some other
+        clients reject (``check`` exits 0 for those unless ``--strict``)."""
+        return self.kind.advisory or (bool(self.for_clients) and not CLIENT_FAULTS[self.for_clients].supported)
+
+    @property
+    def clients(self) -> tuple[str, ...]:
+        """The clients it breaks: the fault kind's, or for a client-specific fault the table's row."""
+        return (CLIENT_FAULTS[self.for_clients].breaks,) if self.for_clients else self.kind.clients
 
     def as_json(self) -> JSONObject:
         """The finding as JSON (the ``--format json`` shape)."""
@@ -62,7 +77,8 @@ class Finding:
             "pointers": list(self.pointers),
             "reason": self.reason,
             "spec": {"rule": kind.spec, "section": kind.section},
-            "clients": list(kind.clients),
+            "clients": list(self.clients),
+            "advisory": self.advisory,
             "repair": self.repair,
             "fix": self.fix,
             "count": self.count,
@@ -177,7 +193,17 @@ class Auditor:
             return
         repair = rewrite.action if record.event == "rewrite" else NOT_REPAIRED
         kind = kind_of(rewrite.rule, record.event)
-        self._note(record.tool, where, rewrite.rule, rewrite.pointers, rewrite.reason, kind, repair, rewrite.fix)
+        self._note(
+            record.tool,
+            where,
+            rewrite.rule,
+            rewrite.pointers,
+            rewrite.reason,
+            kind,
+            repair,
+            rewrite.fix,
+            rewrite.for_clients,
+        )
 
     def _list_fault(self, tool: str | None, pointers: tuple[str, ...], reason: str) -> None:
         self._note(tool, "tools/list", "tools_list", pointers, reason, KINDS["invalid_tools_list"], NOT_REPAIRED)
@@ -192,6 +218,7 @@ class Auditor:
         kind: FaultKind,
         repair: str,
         fix: str = "",
+        for_clients: str = "",
     ) -> None:
         """Record a finding, or count it again when the same fault was seen before."""
         key = (tool, where, rule, pointers, kind.name)
@@ -199,6 +226,6 @@ class Auditor:
         if found is not None:
             found.count += 1
             return
-        finding = Finding(tool, where, rule, pointers, reason, kind, repair, fix=fix)
+        finding = Finding(tool, where, rule, pointers, reason, kind, repair, fix=fix, for_clients=for_clients)
         self._index[key] = finding
         self.audit.findings.append(finding)

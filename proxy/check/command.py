@@ -258,7 +258,7 @@ def main(argv: Sequence[str]) -> int:
     except (CheckError, ConfigError) as exc:
         return _fail(str(exc))
     print(as_json(audit, source, era) if args.format == "json" else as_table(audit, source, era))
-    blocking = [finding for finding in audit.findings if args.strict or not finding.kind.advisory]
+    blocking = [finding for finding in audit.findings if args.strict or not finding.advisory]
     return 1 if blocking else 0
 
 

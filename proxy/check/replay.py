@@ -40,7 +40,15 @@ class _Records(AuditLog):
         self.auditor = auditor
 
     def emit(
-        self, record: Record, *, method: str, jsonrpc_id: JSON, scope: str, era: str | None, listed: bool = True
+        self,
+        record: Record,
+        *,
+        method: str,
+        jsonrpc_id: JSON,
+        scope: str,
+        era: str | None,
+        listed: bool = True,
+        client: str = "unknown",
     ) -> None:
         self.auditor.add(record, "tools/list" if method == TOOLS_LIST else "tools/call")
 

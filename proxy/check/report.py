@@ -26,8 +26,8 @@ def as_json(audit: Audit, source: str, era: str | None) -> str:
         "era": era,
         "tools": list(audit.tools),
         "calls": audit.calls,
-        "clean": not any(not finding.kind.advisory for finding in audit.findings),
-        "advisories": sum(finding.kind.advisory for finding in audit.findings),
+        "clean": not any(not finding.advisory for finding in audit.findings),
+        "advisories": sum(finding.advisory for finding in audit.findings),
         "findings": [finding.as_json() for finding in audit.findings],
         "notes": list(audit.notes),
     }
@@ -55,10 +55,10 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
             seen = f"  (x{finding.count})" if finding.count > 1 else ""
             pointers = " ".join(finding.pointers) or "/"
             lines.append(f"  {finding.where:<10}  {finding.rule:<26}  {pointers}{seen}")
-            label = "advisory" if finding.kind.advisory else "fault"
+            label = "advisory" if finding.advisory else "fault"
             lines += _field(label, f"{finding.kind.name}: {finding.reason}")
             lines += _field("breaks", f"{finding.kind.spec} ({finding.kind.section})")
-            lines += _field("clients", "; ".join(finding.kind.clients))
+            lines += _field("clients", "; ".join(finding.clients))
             lines += _field("repair", finding.repair)
             if finding.fix:
                 lines.append(f"      {'fix:':<10}add to the config file:")
@@ -73,7 +73,7 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
     summary = f"{faults} fault{'s' if faults != 1 else ''}" + (
         f" in {tools} tool{'s' if tools != 1 else ''}" if tools else ""
     )
-    advisories = sum(finding.kind.advisory for finding in audit.findings)
+    advisories = sum(finding.advisory for finding in audit.findings)
     if advisories and advisories == faults:
         summary = f"no fault a supported client rejects; {advisories} advisor{'ies' if advisories != 1 else 'y'}"
     lines.append(summary if faults else "clean: no fault found")

@@ -45,7 +45,8 @@ def python_available() -> bool:
 async def run_node(
     sdk: str, sessions: Sequence[Mapping[str, Any]], *, request_timeout: float = 30, timeout: float = 300
 ) -> list[dict[str, Any]]:
-    """Run the TS client (``sdk`` ``"v1"`` or ``"v2"``) over ``sessions`` (``{"url", "headers"?, "steps"}``).
+    """Run the TS client (``sdk`` ``"v1"`` or ``"v2"``) over ``sessions``
+    (``{"url", "headers"?, "clientName"?, "steps"}``).
 
     ``request_timeout`` (seconds) bounds each MCP request: a response the client cannot parse is
     never matched to its request, and the client would otherwise wait 60 s for it.
@@ -72,7 +73,12 @@ async def run_node(
 
 
 async def run_python(
-    url: str, steps: Sequence[Step], headers: Mapping[str, str] | None = None, *, mode: str = "legacy"
+    url: str,
+    steps: Sequence[Step],
+    headers: Mapping[str, str] | None = None,
+    *,
+    mode: str = "legacy",
+    client_name: str | None = None,
 ) -> dict[str, Any]:
     """Run the Python ``mcp`` client over ``steps``.
 
@@ -83,6 +89,7 @@ async def run_python(
         mode: ``"legacy"`` drives ``ClientSession`` (``initialize``, 2025-11-25); any other value is
             the high-level ``Client``'s ``mode`` (``"2026-07-28"``: stateless requests, no handshake;
             ``"auto"``: probe with ``server/discover`` and fall back).
+        client_name: the ``clientInfo`` name the client gives (``None``: the SDK's default, ``mcp``).
 
     Raises:
         ClientUnavailable: ``mcp`` is not installed.
@@ -92,6 +99,7 @@ async def run_python(
         from mcp.client.client import Client
         from mcp.client.session import ClientSession
         from mcp.client.streamable_http import streamable_http_client
+        from mcp.types import Implementation
     except ImportError as exc:
         raise ClientUnavailable(f"the Python mcp client is not installed: {exc}") from None
 
@@ -123,15 +131,16 @@ async def run_python(
             except Exception as exc:
                 record["steps"].append({"ok": False, "error": describe(exc)})
 
+    info = Implementation(name=client_name, version="0.0.1") if client_name is not None else None
     try:
         async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http:
             transport = streamable_http_client(url, http_client=http)
             if mode == "legacy":
-                async with transport as (read, write), ClientSession(read, write) as session:
+                async with transport as (read, write), ClientSession(read, write, client_info=info) as session:
                     await session.initialize()
                     await drive(session)
             else:
-                async with Client(transport, mode=mode) as client:
+                async with Client(transport, mode=mode, client_info=info) as client:
                     record["protocolVersion"] = client.protocol_version
                     await drive(client)
     except Exception as exc:

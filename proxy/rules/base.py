@@ -20,6 +20,7 @@ from ..jsoncodec import Codec, Raw
 from ..jsonrpc import IdKey
 from ..pointer import PointerPattern, format_pointer, resolve
 from ..types import JSON, JSONObject
+from .clients import UNKNOWN, ClientProfile
 
 if TYPE_CHECKING:
     from ..catalog import ToolEntry
@@ -44,6 +45,9 @@ ORIGINAL_STRUCTURED_KEY = META_PREFIX + "original-structured-content"
 #: ``_meta`` key holding entries the proxy set aside: invalid keys, a ``_meta`` that was not an
 #: object, a server's non-object value at one of the proxy's own keys.
 INVALID_META_KEY = META_PREFIX + "invalid-meta"
+#: ``_meta`` key of a tool holding the schema keywords the proxy removed or replaced, by JSON pointer
+#: into the tool as the server listed it (``{"/outputSchema/$schema": "http://...draft-07..."}``).
+ORIGINAL_KEYWORDS_KEY = META_PREFIX + "original-keywords"
 
 
 def meta_of(holder: JSONObject) -> JSONObject:
@@ -94,6 +98,8 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
         pointers: JSON pointers touched, relative to the result or the tool.
         reason: why, without payload values (validator path and keyword, for example).
         fix: for a fault no rule repairs, the exact TOML that would (:mod:`proxy.suggest`), else ``""``.
+        for_clients: a key of :data:`proxy.rules.clients.CLIENT_FAULTS` when the change is one
+            only some clients need (the message was valid as it came), else ``""``.
     """
 
     rule: str
@@ -101,6 +107,7 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
     pointers: tuple[str, ...]
     reason: str
     fix: str = ""
+    for_clients: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,7 @@ class ToolContext:
         nullable: places declared nullable for this tool in the config.
         relax: places whose values the config says may be anything.
         drop_output_schema: the config says to advertise the tool without its ``outputSchema``.
+        client: the client the list goes to (:mod:`proxy.rules.clients`: repairs only some need).
     """
 
     era: str | None
@@ -133,6 +141,7 @@ class ToolContext:
     nullable: tuple[PointerPattern, ...] = ()
     relax: tuple[PointerPattern, ...] = ()
     drop_output_schema: bool = False
+    client: ClientProfile = UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +154,14 @@ class ResultContext:
         settings: global rule knobs.
         codec: the message's codec: rules decode and encode JSON through it, so that numbers keep
             their spelling (``1.10`` stays ``1.10`` in a mirrored text or a moved value).
+        client: the client the result goes to (:mod:`proxy.rules.clients`: repairs only some need).
     """
 
     tool: ToolEntry | None
     era: str | None
     settings: RuleSettings
     codec: Codec = field(default_factory=Codec)
+    client: ClientProfile = UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +282,9 @@ def delete_at(document: JSON, path: Sequence[str | int]) -> JSON:
     return set_at(document, parent_path, {k: v for k, v in parent.items() if k != name})
 
 
-def with_original_values(result: JSONObject, originals: dict[str, JSON]) -> JSONObject:
-    """Return a copy of ``result`` whose ``_meta`` records ``originals`` (pointer -> replaced value).
+def with_original_values(result: JSONObject, originals: dict[str, JSON], key: str = ORIGINAL_VALUES_KEY) -> JSONObject:
+    """Return a copy of ``result`` whose ``_meta`` records ``originals`` (pointer -> replaced value)
+    under ``key`` (:data:`ORIGINAL_KEYWORDS_KEY` for a tool's schema keywords).
 
     Values from several rules on one result are merged under :data:`ORIGINAL_VALUES_KEY`; the first
     value recorded for a pointer is the server's and is never overwritten by a later repair. A
@@ -280,7 +292,7 @@ def with_original_values(result: JSONObject, originals: dict[str, JSON]) -> JSON
     (:func:`meta_of`, :func:`set_aside`), never dropped.
     """
     merged = meta_of(result)
-    set_aside(merged, ORIGINAL_VALUES_KEY)
-    previous = merged.get(ORIGINAL_VALUES_KEY)
-    merged[ORIGINAL_VALUES_KEY] = {**originals, **(previous if isinstance(previous, dict) else {})}
+    set_aside(merged, key)
+    previous = merged.get(key)
+    merged[key] = {**originals, **(previous if isinstance(previous, dict) else {})}
     return {**result, "_meta": merged}

@@ -6,6 +6,8 @@ Fault kind ``error_result_validated`` (DESIGN section 3, rule 1; the Protean con
 tool's output schema", hiding the real error. On ``isError: true``, a ``structuredContent`` that does
 not conform to the tool's ``outputSchema``, or that is an RFC 9457 problem object, is removed and
 carried under ``_meta[<problem key>]``: as is when it is a problem object, wrapped in one otherwise.
+A non-conforming one that is not a problem object is left to clients known not to validate errors
+(:mod:`proxy.rules.clients`): the Python SDK client shows it as the server sent it.
 The error stays readable: when ``content`` has no text, a ``[CODE] detail`` text block is added.
 """
 
@@ -70,6 +72,8 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     problem_like = is_problem(structured)
     reason = "structuredContent is an RFC 9457 problem object"
     if not problem_like:
+        if not ctx.client.needs("error_result_validated"):
+            return None  # a client known not to validate errors: it gets the server's structuredContent
         compiled = ctx.tool.compiled if ctx.tool is not None else None
         if compiled is None:
             return None  # no schema to break: strict clients accept it
@@ -98,7 +102,10 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         blocks.append({"type": "text", "text": _problem_text(problem, ctx.settings.mirror_max_bytes, ctx.codec)})
         out["content"] = blocks
         pointers.append(f"/content/{len(blocks) - 1}")
-    return out, Rewrite("error_problem", "moved structuredContent to _meta problem", tuple(pointers), reason)
+    for_clients = "" if problem_like else "error_result_validated"  # a problem object moves for every client
+    return out, Rewrite(
+        "error_problem", "moved structuredContent to _meta problem", tuple(pointers), reason, for_clients=for_clients
+    )
 
 
 RULE = Rule(

@@ -1,7 +1,10 @@
 """Static ``tools/list`` repairs of JSON Schemas: the first rung of the repair ladder
 (``cases/faults.md``). Clients often reject a whole tool list for one bad schema, so these run
 before any call. None changes what a schema accepts except where noted (a dangling ``$ref`` and a
-``format`` assertion are relaxed, never tightened).
+``format`` assertion are relaxed, never tightened). Three change what is valid, because some
+clients reject it: they apply only for clients not known to accept the original
+(:mod:`proxy.rules.clients`), and keep what they remove in the tool's
+``_meta["dev.mcp-normalizer/original-keywords"]`` (pointer into the tool -> value).
 
 - ``schema_shape`` (``invalid_schema_shape``, ``spurious_output_schema``): ``properties: null`` or
   ``[]`` becomes ``{}``, ``required: null`` goes, an input-schema array without ``items`` gets
@@ -30,13 +33,11 @@ from typing import Any
 from ..jsoncodec import fingerprint
 from ..pointer import Path, format_pointer
 from ..types import JSON, JSONObject
-from .base import META_PREFIX, Rewrite, Rule, ToolContext, meta_of
+from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .declared import ORIGINAL_OUTPUT_SCHEMA_KEY
 from .schemas import map_schema, resolve_local_ref
 
 #: ``_meta`` key keeping an ``inputSchema`` that was not an object.
-ORIGINAL_INPUT_SCHEMA_KEY = META_PREFIX + "original-input-schema"
-
 ORIGINAL_INPUT_SCHEMA_KEY = META_PREFIX + "original-input-schema"
 
 SCHEMA_KEYS = ("inputSchema", "outputSchema")
@@ -147,10 +148,11 @@ class _RefResolver:
     """:func:`_resolve_refs`' step (a class, not a closure that passes itself on: that would be a
     reference cycle per call, left for the cyclic collector)."""
 
-    __slots__ = ("anchors", "dropped", "inline", "inlined", "old_dialect", "root", "stack")
+    __slots__ = ("anchors", "dropped", "inline", "inlined", "old_dialect", "removed", "root", "stack")
 
     def __init__(self, root: JSONObject, inline: bool) -> None:
         self.root = root
+        self.removed: dict[str, JSON] = {}
         self.inline = inline
         self.anchors = _anchors(root)
         self.old_dialect = any(d in str(root.get("$schema", "")) for d in _OLD_DRAFTS)
@@ -167,6 +169,7 @@ class _RefResolver:
             target = resolve_local_ref(self.root, ref)
             if target is None:
                 self.dropped.append(format_pointer(path))
+                self.removed[format_pointer((*path, "$ref"))] = ref
                 return siblings
             if not self.inline or ref in self.stack or not isinstance(target, dict):
                 return node  # recursive (or not inlining): the $ref and its $defs stay
@@ -182,23 +185,26 @@ class _RefResolver:
         if ref in self.anchors or ref.split("#", 1)[0] in self.anchors:
             return node  # an anchor or an embedded resource of this very document
         self.dropped.append(format_pointer(path))  # remote (never fetched) or an anchor nobody declares
+        self.removed[format_pointer((*path, "$ref"))] = ref
         return siblings
 
 
-def _resolve_refs(root: JSONObject, *, inline: bool) -> tuple[JSON, list[str], list[str]]:
+def _resolve_refs(root: JSONObject, *, inline: bool) -> tuple[JSON, list[str], list[str], dict[str, JSON]]:
     """Drop unresolvable ``$ref``s and, with ``inline``, inline the resolvable non-recursive ones.
 
     Returns:
-        The new schema, the pointers of dropped refs, the pointers of inlined refs.
+        The new schema, the pointers of dropped refs, the pointers of inlined refs, and what was
+        removed (pointer into ``root`` -> value: the dropped ``$ref`` strings, emptied ``$defs``).
     """
     resolver = _RefResolver(root, inline)
     new, _ = map_schema(root, resolver.fix)
-    dropped, inlined = resolver.dropped, resolver.inlined
+    dropped, inlined, removed = resolver.dropped, resolver.inlined, resolver.removed
     if inline and isinstance(new, dict) and inlined:
         for container in ("$defs", "definitions"):
             if container in new and not _referenced(new, container):
+                removed["/" + container] = root.get(container, new[container])
                 new = {k: v for k, v in new.items() if k != container}  # everything was inlined
-    return new, dropped, inlined
+    return new, dropped, inlined, removed
 
 
 def _referenced(schema: JSONObject, container: str) -> bool:
@@ -209,24 +215,32 @@ def _referenced(schema: JSONObject, container: str) -> bool:
 
 def _fix_refs(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     notes: list[str] = []
+    kept: dict[str, JSON] = {}
+    inline = ctx.client.needs("schema_ref_local")
 
     def fix(schema: JSONObject, key: str) -> tuple[JSON, list[str]]:
         if "$ref" not in fingerprint(schema).decode():
             return schema, []
-        new, dropped, inlined = _resolve_refs(schema, inline=True)
+        new, dropped, inlined, removed = _resolve_refs(schema, inline=inline)
         # Inlining must not blow a schema up (a definition used in many places): then only drop.
         if inlined and len(fingerprint(new)) > max(4 * len(fingerprint(schema)), 65536):
-            new, dropped, inlined = _resolve_refs(schema, inline=False)
+            new, dropped, inlined, removed = _resolve_refs(schema, inline=False)
         if dropped:
             notes.append(f"{len(dropped)} unresolvable $ref dropped in {key}")
         if inlined:
-            notes.append(f"{len(inlined)} local $ref inlined in {key}")
+            notes.append(f"{len(inlined)} local $ref inlined in {key} (for clients that cannot resolve $defs)")
+        kept.update({f"/{key}{pointer}": value for pointer, value in removed.items()})
         return new, dropped + inlined
 
     out, touched = _with_schemas(tool, SCHEMA_KEYS, fix)
     if out is tool:
         return None
-    return out, Rewrite("schema_refs", "resolved $ref", tuple(touched), "; ".join(notes))
+    if kept:
+        out = with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY)
+    only_inlined = all("inlined" in note for note in notes)
+    return out, Rewrite(
+        "schema_refs", "resolved $ref", tuple(touched), "; ".join(notes), for_clients="schema_ref_local" * only_inlined
+    )
 
 
 # -- schema_dialect ----------------------------------------------------------------------------
@@ -270,33 +284,47 @@ def _to_2020(node: JSONObject, path: Path) -> JSON:
 
 def _fix_dialect(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     reasons: list[str] = []
+    kept: dict[str, JSON] = {}
+    faults: list[str] = []
 
     def fix(schema: JSONObject, key: str) -> tuple[JSON, list[str]]:
         dialect = schema.get("$schema")
         if not isinstance(dialect, str):
             return schema, []
-        if dialect in _DIALECT_2020:
-            reasons.append(f"{key}: explicit 2020-12 $schema is the default")
+        if dialect in _DIALECT_2020 and ctx.client.needs("schema_dialect_2020"):
+            reasons.append(f"{key}: explicit 2020-12 $schema is the default (for clients rejecting it)")
+            kept[f"/{key}/$schema"] = dialect
+            faults.append("schema_dialect_2020")
             return {k: v for k, v in schema.items() if k != "$schema"}, ["/$schema"]
-        if key == "outputSchema" and any(d in dialect for d in _OLD_DRAFTS):
+        old = key == "outputSchema" and any(d in dialect for d in _OLD_DRAFTS)
+        if old and ctx.client.needs("schema_dialect_draft"):
             translated, _ = map_schema(schema, _to_2020)
-            reasons.append(f"{key}: {dialect} translated to 2020-12")
-            return {k: v for k, v in translated.items() if k != "$schema"}, ["/$schema"]
+            reasons.append(f"{key}: {dialect} translated to 2020-12 (for 2020-12-only clients)")
+            new = {k: v for k, v in translated.items() if k != "$schema"}
+            kept[f"/{key}/$schema"] = dialect
+            faults.append("schema_dialect_draft")
+            if new != {k: v for k, v in schema.items() if k != "$schema"}:
+                kept[f"/{key}"] = schema  # keywords were translated: the whole schema as listed
+            return new, ["/$schema"]
         return schema, []
 
     out, touched = _with_schemas(tool, SCHEMA_KEYS, fix)
     if out is tool:
         return None
-    return out, Rewrite("schema_dialect", "made the schema 2020-12", tuple(touched), "; ".join(reasons))
+    out = with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY)
+    return out, Rewrite(
+        "schema_dialect", "made the schema 2020-12", tuple(touched), "; ".join(reasons), for_clients=faults[0]
+    )
 
 
 # -- date_time_format --------------------------------------------------------------------------
 
 
-def _unformat(node: JSONObject, path: Path) -> JSON:
+def _unformat(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
     form = node.get("format")
     if form not in _DATE_FORMATS:
         return node
+    kept[format_pointer(("outputSchema", *path, "format"))] = form
     note = f"{form} (RFC 3339; offset or parts may be missing)"
     description = node.get("description")
     text = f"{description} [{note}]" if isinstance(description, str) and description else note
@@ -304,12 +332,22 @@ def _unformat(node: JSONObject, path: Path) -> JSON:
 
 
 def _fix_date_formats(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
-    out, touched = _with_schemas(tool, ("outputSchema",), lambda schema, key: map_schema(schema, _unformat))
+    if not ctx.client.needs("format_date_time"):
+        return None
+    kept: dict[str, JSON] = {}
+    out, touched = _with_schemas(
+        tool, ("outputSchema",), lambda schema, key: map_schema(schema, lambda node, path: _unformat(node, path, kept))
+    )
     if out is tool:
         return None
-    reason = "servers emit date-times without offset; clients that check formats reject them"
+    out = with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY)
+    reason = "servers emit date-times without offset; clients that check formats reject them (for those clients)"
     return out, Rewrite(
-        "date_time_format", "moved date/time format assertions to the description", tuple(touched), reason
+        "date_time_format",
+        "moved date/time format assertions to the description",
+        tuple(touched),
+        reason,
+        for_clients="format_date_time",
     )
 
 

@@ -1,0 +1,151 @@
+"""A real FastMCP server (PyPI ``fastmcp``) behind the proxy, driven by the three strict clients.
+
+Its tools are what FastMCP users write: a Pydantic model with ``name: str = None`` (the common fault:
+the schema says ``string``, the value is ``null``), an ``Optional`` field, a ``datetime`` (schema
+``format: date-time``), a float that is NaN (Pydantic writes ``null`` for a required ``number``: no
+lossless repair), and an ``int`` return (FastMCP's ``x-fastmcp-wrap-result``). Through the proxy
+every result a repair exists for is accepted by every client; each change to the tool list is in
+the log, justified by a fault kind and the client it was made for."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import fastmcp
+import pydantic
+import pytest
+
+from proxy.demo.clients import run_node, run_python
+
+from .support import capture_rewrites, proxy_for, serve
+from .test_cli import EXE
+
+KEPT = "dev.mcp-normalizer/original-keywords"
+
+
+class Person(pydantic.BaseModel):
+    id: int
+    name: str = None  # type: ignore[assignment]  # the fault, as users write it
+    nick: str | None = None
+
+
+class Score(pydantic.BaseModel):
+    value: float
+    label: str
+
+
+class Event(pydantic.BaseModel):
+    when: datetime
+    title: str
+
+
+def app() -> Any:
+    server = fastmcp.FastMCP("fastmcp-fixture")
+
+    @server.tool
+    def lookup(id: int) -> Person:
+        """Find a person (no name known)."""
+        return Person(id=id)
+
+    @server.tool
+    def score(x: float) -> Score:
+        return Score(value=math.nan, label="ṅaṅ ✓")
+
+    @server.tool
+    def event() -> Event:
+        return Event(when=datetime(2026, 1, 2, 3, 4, 5, 120_000, tzinfo=UTC), title='12.5 € "q"')
+
+    @server.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    return server.http_app(path="/mcp")
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    with serve(app(), lifespan="on") as url:
+        yield url + "/mcp"
+
+
+CALLS: list[dict[str, Any]] = [
+    {"op": "callTool", "name": "lookup", "arguments": {"id": 9007199254740991}},
+    {"op": "callTool", "name": "event"},
+    {"op": "callTool", "name": "add", "arguments": {"a": -2, "b": 9007199254740991}},
+    {"op": "callTool", "name": "score", "arguments": {"x": 1.5e-7}},
+]
+STEPS: list[dict[str, Any]] = [{"op": "listTools"}, *CALLS]
+
+
+async def clients(url: str) -> dict[str, dict[str, Any]]:
+    session = [{"url": url, "steps": STEPS}]
+    return {
+        "ts-sdk-1": (await run_node("v1", session))[0],
+        "ts-client-2": (await run_node("v2", session))[0],
+        "python": await run_python(url, STEPS),
+    }
+
+
+def by_name(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {tool["name"]: tool for tool in record["steps"][0]["value"]["tools"]}
+
+
+@pytest.mark.anyio
+async def test_every_client_accepts_what_a_repair_exists_for_and_nothing_else_changes(upstream: str) -> None:
+    with proxy_for(upstream) as px, capture_rewrites() as log:
+        direct = await clients(upstream)
+        proxied = await clients(px + "/mcp")
+    for client, record in proxied.items():
+        listing, lookup, event, add, score = record["steps"]
+        assert listing["ok"] and lookup["ok"] and event["ok"] and add["ok"], (client, record)
+        assert lookup["value"]["structuredContent"] == {"id": 9007199254740991, "nick": None}
+        assert lookup["value"]["_meta"]["dev.mcp-normalizer/original-values"] == {"/name": None}
+        assert event["value"]["structuredContent"] == {"when": "2026-01-02T03:04:05.120000Z", "title": '12.5 € "q"'}
+        assert add["value"]["structuredContent"] == {"result": 9007199254740989}
+        # NaN became null for a required number: no lossless default (opt-in: the log's TOML)
+        assert not score["ok"] and not direct[client]["steps"][4]["ok"]
+        # the optional null is rejected directly by every strict client
+        assert not direct[client]["steps"][1]["ok"], client
+    # The Python SDK client (clientInfo "mcp") is known to accept every valid schema: its list is the server's.
+    assert by_name(proxied["python"]) == by_name(direct["python"])
+    # The TS clients name themselves otherwise (unknown): the format every Ajv-with-formats client checks
+    # is moved to the description for them, and kept in _meta.
+    for client in ("ts-sdk-1", "ts-client-2"):
+        tools, server = by_name(proxied[client]), by_name(direct[client])
+        assert set(tools) == set(server)
+        for name in ("lookup", "score", "add"):
+            assert tools[name] == server[name], (client, name)
+        when = tools["event"]["outputSchema"]["properties"]["when"]
+        assert "format" not in when and "date-time" in when["description"]
+        assert tools["event"]["_meta"][KEPT] == {"/outputSchema/properties/when/format": "date-time"}
+    listed = [line for line in log.lines if line["method"] == "tools/list"]
+    assert {(line["rule"], line["tool"], line["client"], line["client_fault"]) for line in listed} == {
+        ("date_time_format", "event", "mcp-normalizer-test", "format_date_time")
+    }
+    unrepaired = [line for line in log.lines if line["event"] == "unrepaired"]
+    assert unrepaired and all(line["tool"] == "score" for line in unrepaired)
+    assert all(line["fix"] == '[tools."score"]\nnullable = ["/value"]' for line in unrepaired)
+
+
+def run_check(url: str, *args: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run([EXE, "check", url, "--format", "json", *args], capture_output=True, text=True, timeout=120)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return done.returncode, report
+
+
+def test_check_reports_the_list_as_advisory_only_and_the_faults_of_the_results(upstream: str) -> None:
+    code, report = run_check(upstream)
+    assert code == 0 and report["clean"], report
+    assert [(f["rule"], f["advisory"]) for f in report["findings"]] == [("date_time_format", True)]
+    calls = [arg for call in CALLS[:3] for arg in ("--call", call["name"], json.dumps(call.get("arguments", {})))]
+    code, report = run_check(upstream, *calls)
+    assert code == 1  # lookup's null is a fault every strict client rejects
+    assert {f["rule"] for f in report["findings"] if not f["advisory"]} == {"null_optional_member"}
+    with proxy_for(upstream) as px:
+        code, report = run_check(px + "/mcp", *calls)
+    assert code == 0 and report["clean"], report  # through the proxy: repaired
