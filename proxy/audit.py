@@ -1,7 +1,8 @@
 """The rewrite log: one JSON line per rewrite, on the logger ``mcp_normalizer.rewrite`` (DESIGN section 4).
 
-Each line carries the time, rule, action, tool, JSON-RPC id, the hashed session/authorization scope,
-the era, the JSON pointers touched and a short reason (validator path and keyword). Payload values
+Each line carries the time, rule, the fault kind it repairs (``cases/faults.md``), action, tool,
+JSON-RPC id, the hashed session/authorization scope, the era, the client it was made for, the JSON
+pointers touched and a short reason (validator path and keyword). Payload values
 and header values are never written: the scope is a hash and reasons are built without values.
 """
 
@@ -11,9 +12,16 @@ import logging
 
 from .metrics import Metrics
 from .normalize import Record
+from .rules import RULES_BY_NAME
 from .types import JSON
 
 REWRITE_LOGGER = "mcp_normalizer.rewrite"
+
+
+def _kind(rule: str, event: str) -> str:
+    """The fault kind behind a log line: its rule's, or the event's (``unrepaired``, ``skipped``...)."""
+    found = RULES_BY_NAME.get(rule)
+    return found.kind if found is not None and event == "rewrite" else event
 
 
 class AuditLog:
@@ -52,6 +60,7 @@ class AuditLog:
         fields = {
             "event": record.event,
             "rule": rewrite.rule,
+            "kind": _kind(rewrite.rule, record.event),
             "action": rewrite.action,
             "applied": record.applied,
             "method": method,

@@ -346,7 +346,9 @@ class NormalizerMiddleware:
                     jsonrpc_id=request_id,
                     response={"jsonrpc": "2.0", "id": request_id, "result": result},
                 )
-            outcome = await run_sliced(self.normalizer.tools_list_steps(result, exchange.era, exchange.client))
+            outcome = await run_sliced(
+                self.normalizer.tools_list_steps(result, exchange.era, exchange.client, exchange.state.learned)
+            )
             exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
             fetch.entries.extend(outcome.entries)
             next_cursor = result.get("nextCursor")

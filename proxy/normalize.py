@@ -11,8 +11,9 @@ that cannot be made conforming is left as it is, and the reason is logged).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 import msgspec
@@ -34,17 +35,21 @@ from .rules import (
     ResultContext,
     Rewrite,
     ToolContext,
+    learned,
     lone_surrogates,
 )
 from .rules.base import Response, ResponseContext
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
+from .rules.learned import RULE as LEARN
+from .rules.learned import Learned
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
 from .schema import SchemaCompiler, SchemaUnusable
 from .steps import Steps, run_all
 from .types import JSON, JSONObject
 
+_NOTHING_LEARNED: Mapping[str, Learned] = MappingProxyType({})
 _GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
 #: Rules that validate a success result's structuredContent against its outputSchema.
 _VALIDATING = (*(rule.name for rule in _GROUP), "last_resort")
@@ -84,12 +89,15 @@ class Outcome:
         changed: whether ``result`` differs from the input.
         records: one per rewrite or finding, in rule order.
         entries: catalog entries of the advertised tools (``tools/list`` only).
+        learned: what an unrepaired ``tools/call`` result taught of its tool's schema
+            (:mod:`proxy.rules.learned`; ``None`` when nothing, or rule ``learn_schema`` is off).
     """
 
     result: JSONObject
     changed: bool = False
     records: list[Record] = field(default_factory=list)
     entries: list[ToolEntry] = field(default_factory=list)
+    learned: Learned | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +145,7 @@ class _Track:
     would: JSONObject
     real: JSONObject
     records: list[Record] = field(default_factory=list)
+    learned: Learned | None = None
 
     def run(self, config: NormalizerConfig, rules: Iterable[tuple[str, Hook]], ctx: Any, tool: str | None) -> None:
         self.run_planned([(name, hook, config.mode(name, tool)) for name, hook in rules], ctx, tool)
@@ -213,14 +222,21 @@ class Normalizer:
         :meth:`tools_list_steps` does it in slices)."""
         return run_all(self.tools_list_steps(result, era, client))
 
-    def tools_list_steps(self, result: JSONObject, era: str | None, client: ClientProfile = UNKNOWN) -> Steps[Outcome]:
+    def tools_list_steps(
+        self,
+        result: JSONObject,
+        era: str | None,
+        client: ClientProfile = UNKNOWN,
+        learned: Mapping[str, Learned] = _NOTHING_LEARNED,
+    ) -> Steps[Outcome]:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries, pausing after
         each tool (:mod:`proxy.steps`).
 
         The entries describe each tool as the proxy advertises it with every rule not ``off``
         applied, so report-only mode previews what the proxy would do. Members of ``tools`` that
         are not objects with a string ``name`` pass through untouched and are not learned.
-        ``client`` is who the list goes to (repairs only some clients need: :mod:`proxy.rules.clients`).
+        ``client`` is who the list goes to (repairs only some clients need: :mod:`proxy.rules.clients`);
+        ``learned``, what the scope learned of its tools' schemas (:mod:`proxy.rules.learned`).
         """
         tools = result.get("tools")
         outcome = Outcome(result=result)
@@ -228,7 +244,7 @@ class Normalizer:
             return outcome
         emitted = list(tools)
         for index, tool in enumerate(tools):
-            listing = self.list_tool(tool, index, era, client)
+            listing = self.list_tool(tool, index, era, client, learned)
             outcome.records += listing.records
             if listing.entry is not None:
                 outcome.entries.append(listing.entry)
@@ -240,7 +256,14 @@ class Normalizer:
             outcome.result = {**result, "tools": emitted}
         return outcome
 
-    def list_tool(self, tool: JSON, index: int, era: str | None, client: ClientProfile = UNKNOWN) -> Listing:
+    def list_tool(
+        self,
+        tool: JSON,
+        index: int,
+        era: str | None,
+        client: ClientProfile = UNKNOWN,
+        learned: Mapping[str, Learned] = _NOTHING_LEARNED,
+    ) -> Listing:
         """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``).
 
         A tool whose schemas are too deep or strange to work on passes untouched, learned as
@@ -254,13 +277,20 @@ class Normalizer:
             configured = self.config.nullable_for(name) if nullable_on else ()
             track = _Track(tool, tool)
             declared = self.config.tool(name)
+            relax, drop, declared_by = declared.relax, declared.drop_output_schema, "declared in config"
+            taught = learned.get(name)
+            if taught is not None:
+                relax = tuple({p.text: p for p in (*relax, *taught.relax)}.values())
+                drop = drop or taught.drop_output_schema
+                declared_by = "learned from this tool's results in this scope (rule learn_schema)"
             context = ToolContext(
                 era=era,
                 settings=self.config.settings,
                 nullable=configured,
-                relax=declared.relax,
-                drop_output_schema=declared.drop_output_schema,
+                relax=relax,
+                drop_output_schema=drop,
                 client=client,
+                declared_by=declared_by,
             )
             track.run(self.config, _TOOL_HOOKS, context, name)
             places = declared_places(tool, configured) if nullable_on else ()
@@ -277,7 +307,12 @@ class Normalizer:
         return Listing(track.real, tuple(track.records), entry)
 
     def list_tool_text(
-        self, text: bytes | Raw, index: int, era: str | None, client: ClientProfile = UNKNOWN
+        self,
+        text: bytes | Raw,
+        index: int,
+        era: str | None,
+        client: ClientProfile = UNKNOWN,
+        learned: Mapping[str, Learned] = _NOTHING_LEARNED,
     ) -> ListedTool:
         """:meth:`list_tool` on one tool given as JSON text; the answer for a text already listed
         (in the same era) is reused, so only new tools cost the rules.
@@ -288,6 +323,10 @@ class Normalizer:
         digest = hashlib.blake2b(digest_size=16)
         digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
         digest.update(dumps(sorted(client.accepts)))
+        if learned:  # a scope that learned lists its tools otherwise (each declaration in the key)
+            digest.update(
+                dumps(sorted((n, d.drop_output_schema, [p.text for p in d.relax]) for n, d in learned.items()))
+            )
         digest.update(text)
         key = digest.digest()
         found = self._listed.get(key)
@@ -295,7 +334,7 @@ class Normalizer:
             return found
         codec = Codec()
         tool = codec.loads(text)
-        listing = self.list_tool(tool, index, era, client)
+        listing = self.list_tool(tool, index, era, client, learned)
         new = codec.splice(listing.tool, tool) if listing.tool is not tool else None
         found = ListedTool(new, listing.records, listing.entry)
         if not listing.fault and _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
@@ -432,6 +471,7 @@ class Normalizer:
             else:
                 track.run_planned((step,), ctx, tool)
         outcome.records += track.records
+        outcome.learned = track.learned
         outcome.result = track.real
         outcome.changed = track.real is not result
         return outcome
@@ -466,6 +506,7 @@ class Normalizer:
             fix = suggest.for_missing_structured(tool)
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
+            self._learn(track, tool, learned.from_missing())
             return
         try:
             if entry.compiled.is_valid(result["structuredContent"]):
@@ -487,6 +528,7 @@ class Normalizer:
             fix = suggest.for_violations(tool, result["structuredContent"], every)
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
+            self._learn(track, tool, learned.from_violations(result["structuredContent"], every))
             return
         applied = any(record.applied for record in group.records)
         if applied and group.real is not group.would and not self._conforms(entry, group.real):
@@ -500,6 +542,18 @@ class Normalizer:
             return
         track.would, track.real = group.would, group.real
         track.records += group.records
+
+    def _learn(self, track: _Track, tool: str | None, found: Learned | None) -> None:
+        """Record what an unrepaired result teaches of its tool (rule ``learn_schema``)."""
+        mode = self.config.mode(LEARN.name, tool)
+        if found is None or tool is None or mode is Mode.OFF:
+            return
+        what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
+        reason = "the tool's results do not meet its outputSchema; later tools/list of this scope say so"
+        rewrite = Rewrite(LEARN.name, f"learned {what}; sent notifications/tools/list_changed", (), reason)
+        track.records.append(Record(rewrite, tool, mode is Mode.ON))
+        if mode is Mode.ON:
+            track.learned = found
 
     @staticmethod
     def _conforms(entry: ToolEntry, result: JSONObject) -> bool:

@@ -26,6 +26,10 @@ from typing import Generic, TypeVar
 from .catalog import CatalogPool, ToolCatalog
 from .jsonrpc import IdKey, PendingRequest
 from .rules.clients import UNKNOWN, ClientProfile
+from .rules.learned import Learned
+
+#: Tools whose schema one scope may learn (a bound on what one client's results can make it hold).
+MAX_LEARNED_TOOLS = 1_000
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -110,6 +114,18 @@ class ScopeState:
     names: dict[str, str] = field(default_factory=dict)
     #: The client of a legacy session, named by its ``initialize`` (2026-07-28 names it per request).
     client: ClientProfile = UNKNOWN
+    #: What the tools' results taught of their schemas (:mod:`proxy.rules.learned`), by tool name.
+    learned: dict[str, Learned] = field(default_factory=dict)
+
+    def learn(self, tool: str, found: Learned) -> bool:
+        """Add what a result of ``tool`` taught; ``True`` when the scope's tool list changes with it
+        (at most :data:`MAX_LEARNED_TOOLS` tools are learned per scope)."""
+        before = self.learned.get(tool)
+        merged = before.merged(found) if before is not None else found
+        if merged == before or (before is None and len(self.learned) >= MAX_LEARNED_TOOLS):
+            return False
+        self.learned[tool] = merged
+        return True
 
 
 @dataclass

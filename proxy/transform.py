@@ -58,6 +58,7 @@ from .rules import Rewrite
 from .rules.base import Response, ResponseContext, meta_of
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.jsonrpc_envelope import LIST_METHODS
+from .rules.learned import LIST_CHANGED
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
@@ -213,6 +214,7 @@ class ResponseTransformer:
         self.busy = False  # a message is half done: let the loop run, then call resume()
         self.oversize = False  # a body or event was too large to rewrite and passed through
         self._answered = False  # the POST's one request has had its response
+        self._announce = False  # a result taught the scope something: list_changed goes before it (SSE)
         self._answered_by_id = False  # the body (or event) being read answers it by id
         self._framing = normalizer.config.mode(SSE_FRAMING.name, None)
         self._framing_reported = False
@@ -375,7 +377,11 @@ class ResponseTransformer:
         if event.event != "message" or not event.data:
             return None
         new = yield from self._rewrite(event.data)
-        return None if new is None else replace_data(block, new)
+        out = None if new is None else replace_data(block, new)
+        if self._announce:  # before the response that taught it: the client re-lists (tools.mdx, List Changed)
+            self._announce = False
+            return _LIST_CHANGED_EVENT + (block if out is None else out)
+        return out
 
     def _skip(self, size: int) -> None:
         """Log that a result of ``size`` bytes passes unread (above ``max_validate_bytes``)."""
@@ -638,6 +644,8 @@ class ResponseTransformer:
             result = {key: result[key] for key in members}  # the server's member order
         codec.adopt(result, members)
         outcome = normalizer.tools_call(result, tool, entry, exchange.era, size, codec, exchange.client)
+        if outcome.learned is not None and tool is not None and exchange.state.learn(tool, outcome.learned):
+            self._announce = self.mode == "sse"  # a JSON body has no room for it: the next tools/list shows it
         return (codec.splice(outcome.result, result) if outcome.changed else None), outcome.records
 
     def _tools_list(
@@ -668,7 +676,9 @@ class ResponseTransformer:
             changed = False
             for index, part in enumerate(parts):
                 try:
-                    listed = self.normalizer.list_tool_text(part, index, self.exchange.era, self.exchange.client)
+                    listed = self.normalizer.list_tool_text(
+                        part, index, self.exchange.era, self.exchange.client, self.exchange.state.learned
+                    )
                 except DecodeError as exc:
                     reason = f"the tool cannot be read: {str(exc)[:120]}"
                     rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
@@ -865,6 +875,8 @@ def _charset(parameters: str) -> str | None:
 
 
 _BOM = b"\xef\xbb\xbf"
+#: The SSE event announcing a tool list the scope now advertises otherwise (:mod:`proxy.rules.learned`).
+_LIST_CHANGED_EVENT = b"event: message\ndata: " + LIST_CHANGED + b"\n\n"
 #: A new text this large is written in a slice of its own.
 _LARGE = 1 << 20
 #: Words that make an event worth parsing even when it answers no watched request.

@@ -11,14 +11,28 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from proxy import NormalizerConfig
+from proxy.demo.clients import run_node, run_python
 from proxy.errors import DecodeError
 from proxy.jsoncodec import loads
 
-from .support import capture_rewrites, conforms, contains_value, leaves, load_cases, proxy_for, serve
-from .test_cases_wire import case_server, replay
+from .support import (
+    HEADERS,
+    capture_rewrites,
+    conforms,
+    contains_value,
+    initialize,
+    leaves,
+    load_cases,
+    proxy_for,
+    rpc,
+    serve,
+)
+from .test_cases_wire import case_server, replay, steps
 
 #: The two public cases no rule can repair on its own: a tool that never returns the
 #: structuredContent it declares, and a const the upstream API outgrew.
@@ -107,6 +121,67 @@ async def test_with_the_defaults_only_the_unrepairable_cases_are_left_and_logged
     assert rejected == UNREPAIRABLE
     unrepaired = {line["tool"] for line in log.lines if line["event"] == "unrepaired"}
     assert {"Bash", "ASK_PERPLEXITY"} <= unrepaired
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse", "json"])
+async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_makes_them_conform(mode: str) -> None:
+    """Rule ``learn_schema``: the first result is rejected as the server sent it; the scope learns the
+    declaration an operator would write (said in the log), announces ``list_changed`` on an SSE stream,
+    and the session's next ``tools/list`` advertises the tool so that the same result is accepted."""
+    cases = [case for case in load_cases() if case["id"] in UNREPAIRABLE]
+
+    def twice(case: dict[str, Any]) -> list[dict[str, Any]]:
+        return [*steps(case), *steps(case)]
+
+    with serve(case_server(cases, mode)) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+        url = px + "/mcp"
+        sessions = [{"url": url, "headers": {"x-case": c["id"]}, "steps": twice(c)} for c in cases]
+        proxied = {
+            "ts-sdk-1": await run_node("v1", sessions),
+            "ts-client-2": await run_node("v2", sessions),
+            "python": [await run_python(url, twice(c), {"x-case": c["id"]}) for c in cases],
+        }
+    for client, records in proxied.items():
+        for case, record in zip(cases, records, strict=True):
+            first, relisted, second = record["steps"][1], record["steps"][2], record["steps"][3]
+            assert not first["ok"], (client, case["id"], first)  # as the server sent it: still rejected
+            assert relisted["ok"] and second["ok"], (client, case["id"], record["steps"])
+            tool = relisted["value"]["tools"][0]
+            assert tool["_meta"]["dev.mcp-normalizer/original-output-schema"] == case["tool"]["outputSchema"]
+            if case["id"] == "claude-code-serve-null-sc":
+                assert "outputSchema" not in tool
+            else:
+                assert conforms(second["value"]["structuredContent"], tool["outputSchema"])
+                assert tool["outputSchema"]["properties"]["raw"]["properties"]["object"] == {}
+            assert_values_kept(case["result"], second["value"], f"{case['id']} via {client}")
+    learned = {(line["tool"], line["action"]) for line in log.lines if line["rule"] == "learn_schema"}
+    assert learned == {
+        ("Bash", "learned drop_output_schema; sent notifications/tools/list_changed"),
+        ("ASK_PERPLEXITY", "learned relax /raw/object; sent notifications/tools/list_changed"),
+    }
+    reasons = {line["reason"] for line in log.lines if line["rule"] in ("relax", "drop_output_schema")}
+    assert reasons == {"learned from this tool's results in this scope (rule learn_schema)"}
+
+
+@pytest.mark.anyio
+async def test_list_changed_goes_once_on_the_stream_just_before_the_result_that_taught_it() -> None:
+    cases = [case for case in load_cases() if case["id"] == "decocms-const-mismatch"]
+    call = {"jsonrpc": "2.0", "id": "c-1", "method": "tools/call", "params": {"name": "ASK_PERPLEXITY"}}
+    with serve(case_server(cases, "sse")) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, px + "/mcp", **{"x-case": cases[0]["id"]})
+            await rpc(http, px + "/mcp", "tools/list", {}, 1, **session)
+            bodies = []
+            for _ in range(2):
+                response = await http.post(px + "/mcp", content=orjson.dumps(call), headers={**HEADERS, **session})
+                bodies.append(
+                    [orjson.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+                )
+    first, again = bodies
+    assert first[0] == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    assert first[1]["id"] == "c-1" and first[1]["result"] == cases[0]["result"]  # the result itself as it came
+    assert [message.get("id") for message in again] == ["c-1"]  # nothing new learned: no second notice
 
 
 @pytest.mark.anyio

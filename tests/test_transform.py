@@ -13,7 +13,6 @@ from proxy.audit import AuditLog
 from proxy.config import NormalizerConfig
 from proxy.jsonrpc import PendingRequest
 from proxy.normalize import Normalizer
-from proxy.rules.clients import UNKNOWN, ClientProfile
 from proxy.scopes import ScopeStore
 from proxy.transform import Exchange, ResponseTransformer
 
@@ -211,11 +210,11 @@ def test_a_tools_list_seen_before_is_answered_from_what_the_rules_made_of_it() -
     ruled: list[str] = []  # the tools the rules ran on
     list_tool = normalizer.list_tool
 
-    def counting(tool: Any, index: int, era: str | None, client: ClientProfile = UNKNOWN) -> Any:
+    def counting(tool: Any, *rest: Any) -> Any:
         ruled.append(tool["name"])
-        return list_tool(tool, index, era, client)
+        return list_tool(tool, *rest)
 
-    normalizer.list_tool = counting  # type: ignore[method-assign]
+    normalizer.list_tool = counting  # type: ignore[method-assign,assignment]
     body = many_tools(50)
     first, _, first_exchange, first_log = list_through(normalizer, body, math.inf)
     assert len(ruled) == 50

@@ -16,6 +16,7 @@ from . import (
     error_problem,
     input_combinator,
     last_resort,
+    learned,
     lone_surrogates,
     media_data,
     meta_keys,
@@ -76,8 +77,8 @@ RESULT_RULES: tuple[Rule, ...] = (
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
 RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR)
 #: Rules with no hook: the transformer applies them (the SSE framing, the message text before it is
-#: decoded, tool names across a page and the requests that use them).
-STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE)
+#: decoded, tool names across a page and the requests that use them, what a scope learned).
+STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE, learned.RULE)
 #: Every rule once (for names, config validation and the README's rule reference).
 RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*STREAM_RULES, *RESPONSE_RULES, *TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}

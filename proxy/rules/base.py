@@ -134,6 +134,7 @@ class ToolContext:
         relax: places whose values the config says may be anything.
         drop_output_schema: the config says to advertise the tool without its ``outputSchema``.
         client: the client the list goes to (:mod:`proxy.rules.clients`: repairs only some need).
+        declared_by: where ``relax``/``drop_output_schema`` come from (for the log line).
     """
 
     era: str | None
@@ -142,6 +143,7 @@ class ToolContext:
     relax: tuple[PointerPattern, ...] = ()
     drop_output_schema: bool = False
     client: ClientProfile = UNKNOWN
+    declared_by: str = "declared in config"
 
 
 @dataclass(frozen=True, slots=True)

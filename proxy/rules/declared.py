@@ -26,7 +26,7 @@ def _drop(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | No
     out = {k: v for k, v in tool.items() if k != "outputSchema"}
     out["_meta"] = kept
     return out, Rewrite(
-        "drop_output_schema", "advertised the tool without its outputSchema", ("/outputSchema",), "declared in config"
+        "drop_output_schema", "advertised the tool without its outputSchema", ("/outputSchema",), ctx.declared_by
     )
 
 
@@ -47,8 +47,9 @@ def _relax(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | N
             pointers.append(pattern.text)
     if new is schema:
         return None
-    return {**tool, "outputSchema": new}, Rewrite(
-        "relax", "advertised declared places as unconstrained", tuple(pointers), "declared in config"
+    kept = {**meta_of(tool), ORIGINAL_OUTPUT_SCHEMA_KEY: schema}  # what the places said: kept
+    return {**tool, "outputSchema": new, "_meta": kept}, Rewrite(
+        "relax", "advertised declared places as unconstrained", tuple(pointers), ctx.declared_by
     )
 
 

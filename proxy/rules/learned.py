@@ -1,0 +1,80 @@
+"""Rule ``learn_schema``: what a tool's results show its ``outputSchema`` gets wrong, learned and announced.
+
+Two faults of the corpus leave a success result no rule can make conform without changing it into
+an error (``cases/faults.md``): a tool that never returns the ``structuredContent`` its schema
+declares (``missing_structured_content``: Claude Code's ``Bash`` under ``claude mcp serve``) and a
+value outside a ``const``/``enum`` the upstream outgrew (``enum_mismatch``: ``ASK_PERPLEXITY``).
+Their lossless default is to fix the *schema*, not the value: after such a result the scope (one
+session and authorization) learns the declaration an operator would write (``drop_output_schema``,
+``relax`` at the failing places), the proxy sends ``notifications/tools/list_changed`` (on the
+result's SSE stream, just before it), and every later ``tools/list`` of that scope advertises the
+tool so that its results conform, the listed schema kept in the tool's ``_meta``. The result that
+taught it passes unchanged: a strict client still rejects that one (``last_resort`` turns it into an
+error, opt-in). A ``null`` where the schema wants a value is not learned (``nullable`` stays an
+operator's choice for a required member), nor is a wrong type (a contract change, not an outgrown
+constant). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..jsoncodec import Raw, loads
+from ..pointer import PointerPattern, format_pointer, resolve
+from ..schema import Violation
+from ..types import JSON
+from .base import Mode, Rule
+
+#: Places relaxed per tool at most (a result failing at more is left to the operator).
+MAX_PLACES = 20
+#: The notification announcing a changed tool list (``server/tools.mdx``, List Changed Notification).
+LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """Declarations learned for one tool of one scope (the shape of ``[tools."X"]`` in the config).
+
+    Attributes:
+        drop_output_schema: advertise the tool without its ``outputSchema``.
+        relax: places advertised unconstrained (instance pointers, ``*`` for any array item).
+    """
+
+    drop_output_schema: bool = False
+    relax: tuple[PointerPattern, ...] = ()
+
+    def merged(self, other: Learned) -> Learned:
+        """Both declarations together (places in first-learned order, no repeats)."""
+        places = {place.text: place for place in (*self.relax, *other.relax)}
+        return Learned(self.drop_output_schema or other.drop_output_schema, tuple(places.values())[:MAX_PLACES])
+
+
+def from_missing() -> Learned:
+    """What a success result without ``structuredContent`` (none could be supplied) teaches."""
+    return Learned(drop_output_schema=True)
+
+
+def from_violations(structured: JSON | Raw, violations: Sequence[Violation]) -> Learned | None:
+    """What ``violations`` of ``structured`` teach: ``relax`` at each failing ``const``/``enum``
+    (array indexes as ``*``), or ``None`` when any violation is of another kind or at a ``null``."""
+    if not violations or len(violations) > MAX_PLACES:
+        return None
+    if isinstance(structured, Raw):
+        structured = loads(structured)
+    places: dict[str, PointerPattern] = {}
+    for violation in violations:
+        found, value = resolve(structured, violation.path)
+        if violation.keyword not in ("const", "enum") or not found or value is None or not violation.path:
+            return None
+        text = format_pointer(tuple("*" if isinstance(step, int) else step for step in violation.path))
+        places[text] = PointerPattern.parse(text)
+    return Learned(relax=tuple(places.values()))
+
+
+RULE = Rule(
+    "learn_schema",
+    "unrepaired",  # the fault kind of check's finding: what no rule repairs (missing_structured_content, enum_mismatch)
+    "After a result no rule could repair: drop_output_schema or relax learned for the scope, list_changed sent.",
+    default=Mode.ON,
+)
