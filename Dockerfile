@@ -24,10 +24,10 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # package and its dependencies only.
 RUN python -m venv --without-pip /opt/venv
 WORKDIR /src
-# pyproject.toml names README.md; proxy/normalizer.toml is a symlink to config/normalizer.toml.
+# pyproject.toml names README.md; mcp_normalizer/normalizer.toml is a symlink to config/normalizer.toml.
 COPY pyproject.toml README.md ./
 COPY config/normalizer.toml config/
-COPY proxy/ proxy/
+COPY mcp_normalizer/ mcp_normalizer/
 RUN pip --python /opt/venv/bin/python install --no-cache-dir .
 
 FROM python:3.12-slim-bookworm

@@ -1,6 +1,6 @@
 """The fixture upstream, in its own process: ``python -m bench.upstream [--port 0]``.
 
-Two :class:`~proxy.demo.upstream.ScriptedServer` instances behind a router: a ``tools/call`` of a
+Two :class:`~mcp_normalizer.demo.upstream.ScriptedServer` instances behind a router: a ``tools/call`` of a
 tool in :data:`bench.fixture.SSE_TOOLS` is answered by the SSE one, everything else by the JSON
 one (``ScriptedServer`` keeps no session state, so either may answer any session). The process
 binds its socket, prints the port on one line of stdout (the parent's signal that it accepts
@@ -21,8 +21,8 @@ import anyio
 import orjson
 import uvicorn
 
-from proxy.demo.upstream import ScriptedServer, ToolCall, ToolSpec
-from proxy.types import JSONObject, Message, Receive, Scope, Send
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
+from mcp_normalizer.types import JSONObject, Message, Receive, Scope, Send
 
 from . import fixture
 
@@ -160,7 +160,7 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket with ``TCP_NODELAY`` for every accepted connection.
 
     Created with ``IPPROTO_TCP`` (asyncio sets ``TCP_NODELAY`` only on sockets whose ``proto`` says
-    TCP; a ``proto`` 0 listener, as ``proxy.cli.bind`` makes, leaves Nagle's algorithm on) and the
+    TCP; a ``proto`` 0 listener, as ``mcp_normalizer.cli.bind`` makes, leaves Nagle's algorithm on) and the
     option set on the listener too (Linux copies it to accepted sockets).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

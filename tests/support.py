@@ -24,13 +24,13 @@ import referencing
 import uvicorn
 from hypothesis import strategies as st
 
-from proxy import NormalizerConfig, Settings, create_app
-from proxy.audit import REWRITE_LOGGER
-from proxy.config import ProxyConfig
-from proxy.demo.clients import run_node, run_python
-from proxy.server import HttpParser, bind, uvicorn_config
-from proxy.transform import ResponseTransformer
-from proxy.types import ASGIApp, Message, Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig, Settings, create_app
+from mcp_normalizer.audit import REWRITE_LOGGER
+from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.server import HttpParser, bind, uvicorn_config
+from mcp_normalizer.transform import ResponseTransformer
+from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The team's shared folder (fault cases, conformance tools): ``../shared`` next to the checkout.
@@ -59,7 +59,7 @@ def serve(
 ) -> Iterator[str]:
     """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``.
 
-    With ``proxy``, uvicorn runs as the proxy's command does (:func:`proxy.server.uvicorn_config`:
+    With ``proxy``, uvicorn runs as the proxy's command does (:func:`mcp_normalizer.server.uvicorn_config`:
     httptools with the connection guards, uvloop); without, as uvicorn's defaults (a test upstream).
     """
     sock = bind("127.0.0.1", port)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from proxy.demo.clients import run_node, run_python
-from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .support import capture_rewrites, conforms, contains_value, leaves, load_cases, proxy_for, serve
 

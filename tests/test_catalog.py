@@ -11,8 +11,8 @@ import httpx
 import orjson
 import pytest
 
-from proxy.demo.clients import run_node
-from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
 
 from .support import ResponseMode, initialize, listed_session, proxy_for, read_body, rpc, serve
 
@@ -187,8 +187,8 @@ async def test_one_unreadable_schema_does_not_spoil_the_rest_of_the_list() -> No
 
 
 def test_scopes_share_entries_and_nothing_is_compiled_before_a_call() -> None:
-    from proxy import NormalizerConfig
-    from proxy.normalize import Normalizer
+    from mcp_normalizer import NormalizerConfig
+    from mcp_normalizer.normalize import Normalizer
 
     normalizer = Normalizer(NormalizerConfig())
     many = {
@@ -213,9 +213,9 @@ def _tools(prefix: str, count: int) -> list[dict[str, Any]]:
 
 
 def test_scopes_that_list_the_same_tools_share_one_catalog_and_the_bytes_are_bounded() -> None:
-    from proxy import NormalizerConfig
-    from proxy.normalize import Normalizer
-    from proxy.scopes import Limits, ScopeStore
+    from mcp_normalizer import NormalizerConfig
+    from mcp_normalizer.normalize import Normalizer
+    from mcp_normalizer.scopes import Limits, ScopeStore
 
     normalizer = Normalizer(NormalizerConfig())
     same = normalizer.tools_list({"tools": _tools("t", 2000)}, None).entries
@@ -272,8 +272,8 @@ def test_listing_tools_leaves_no_garbage_for_the_cycle_collector() -> None:
         }
         for i in range(200)
     ]
-    from proxy import NormalizerConfig
-    from proxy.normalize import Normalizer
+    from mcp_normalizer import NormalizerConfig
+    from mcp_normalizer.normalize import Normalizer
 
     config = NormalizerConfig.from_mapping({"tools": {"t1": {"nullable": ["/s"]}}})
     normalizer = Normalizer(config)
@@ -284,7 +284,9 @@ def test_listing_tools_leaves_no_garbage_for_the_cycle_collector() -> None:
         outcome = normalizer.tools_list({"tools": tools}, "2025-11-25")
         gc.collect()
         # Only what the proxy made (other tests' server threads may leave garbage of their own).
-        ours = [o for o in gc.garbage if f"{getattr(o, '__module__', '')}.{type(o).__module__}".startswith("proxy")]
+        ours = [
+            o for o in gc.garbage if f"{getattr(o, '__module__', '')}.{type(o).__module__}".startswith("mcp_normalizer")
+        ]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()

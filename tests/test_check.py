@@ -14,13 +14,13 @@ import anyio
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.check import audit_capture, audit_server
-from proxy.check.faults import KINDS
-from proxy.config import ProxyConfig
-from proxy.demo.clients import run_node
-from proxy.demo.upstream import protean_server
-from proxy.rules import RULES
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.check import audit_capture, audit_server
+from mcp_normalizer.check.faults import KINDS
+from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.demo.upstream import protean_server
+from mcp_normalizer.rules import RULES
 
 from .support import load_cases, proxy_for, read_body, serve
 from .test_cases_wire import case_server

@@ -18,10 +18,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy.demo.clients import run_node
-from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
-from proxy.server import bind
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
+from mcp_normalizer.server import bind
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, ROOT, serve
 
@@ -96,7 +96,7 @@ async def test_python_m_proxy_reads_its_settings_from_the_environment() -> None:
     port = free_port()
     with serve(protean_server("json")) as up:
         env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_PORT": str(port)}
-        with running([sys.executable, "-m", "proxy"], port, env):
+        with running([sys.executable, "-m", "mcp_normalizer"], port, env):
             proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)
 
@@ -105,7 +105,7 @@ async def test_python_m_proxy_reads_its_settings_from_the_environment() -> None:
 async def test_uvicorn_factory_command_from_the_readme() -> None:
     port = free_port()
     with serve(protean_server()) as up:
-        argv = [sys.executable, "-m", "uvicorn", "proxy.app:create_app", "--factory", "--port", str(port)]
+        argv = [sys.executable, "-m", "uvicorn", "mcp_normalizer.app:create_app", "--factory", "--port", str(port)]
         with running(argv, port, {"MCP_NORMALIZER_UPSTREAM": up + "/mcp"}) as log:
             proxied = (await run_node("v2", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)
@@ -237,7 +237,7 @@ def test_a_setting_that_cannot_work_is_one_line_and_exit_2(
 
 def test_admin_endpoints_beside_a_root_mcp_path_are_accepted() -> None:
     """With the MCP endpoint at ``/``, the default admin prefix does not hide it: the proxy starts."""
-    from proxy.config import Settings
+    from mcp_normalizer.config import Settings
 
     config = Settings.from_env({}, upstream="http://127.0.0.1:9/").load_config()
     assert config.proxy.admin_prefix == "/.mcp-normalizer" and config.path == "/"

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from proxy.demo.clients import run_python
-from proxy.demo.upstream import ScriptedServer, ToolCall, ToolSpec
+from mcp_normalizer.demo.clients import run_python
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
 
 from .support import proxy_for, serve
 

@@ -15,10 +15,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.demo.clients import run_node, run_python
-from proxy.errors import DecodeError
-from proxy.jsoncodec import loads
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.errors import DecodeError
+from mcp_normalizer.jsoncodec import loads
 
 from .support import (
     HEADERS,
@@ -436,7 +436,7 @@ async def test_new_cases_of_every_kind_are_accepted_with_the_defaults(mode: str)
 
 def test_the_rules_touch_only_what_needs_it() -> None:
     """A conforming tool and result pass untouched (no rewrite) through the whole ladder."""
-    from proxy.normalize import Normalizer
+    from mcp_normalizer.normalize import Normalizer
 
     normalizer = Normalizer(NormalizerConfig())
     good = tool("fine", {**OBJ, "properties": {"n": {"type": "integer"}}, "required": ["n"]})

@@ -18,9 +18,9 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.demo.clients import run_node, run_python
-from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .support import capture_rewrites, conforms, initialize, proxy_for, serve
 

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.audit import AuditLog
-from proxy.config import NormalizerConfig
-from proxy.jsonrpc import PendingRequest, inspect_request
-from proxy.normalize import Normalizer
-from proxy.rules import Mode
-from proxy.scopes import ScopeStore
-from proxy.sse import SSESplitter, parse_event
-from proxy.transform import Exchange, ResponseTransformer
+from mcp_normalizer.audit import AuditLog
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.jsonrpc import PendingRequest, inspect_request
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.rules import Mode
+from mcp_normalizer.scopes import ScopeStore
+from mcp_normalizer.sse import SSESplitter, parse_event
+from mcp_normalizer.transform import Exchange, ResponseTransformer
 
 from .support import capture_rewrites, feed_all, pump
 from .test_properties import PROPERTY, VALUES

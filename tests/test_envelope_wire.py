@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .support import (
     Mangle,

@@ -13,9 +13,9 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.demo.upstream import FORBIDDEN, ScriptedServer, protean_server, protean_tools
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, protean_server, protean_tools
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, ResponseMode, initialize, listed_session, proxy_for, read_body, replay_body, rpc, serve
 
@@ -197,7 +197,7 @@ def resuming_upstream() -> tuple[ASGI, list[dict[str, Any]]]:
         if message.get("method") != "tools/call":
             await tools(scope, replay_body(body, receive), send)
             return
-        from proxy.demo.upstream import ToolCall
+        from mcp_normalizer.demo.upstream import ToolCall
 
         result = await results[message["params"]["name"]](ToolCall(message["params"]["name"], {}, headers))
         held.append({"jsonrpc": "2.0", "id": message["id"], "result": result})

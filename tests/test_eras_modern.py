@@ -13,10 +13,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.demo.clients import run_python
-from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolCall, ToolSpec, protean_tools, returning
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.demo.clients import run_python
+from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolCall, ToolSpec, protean_tools, returning
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, initialize, proxy_for, read_body, replay_body, rpc, serve
 from .test_eras_legacy import fetches

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from proxy.demo.clients import run_node, run_python
+from mcp_normalizer.demo.clients import run_node, run_python
 
 from .support import ROOT, capture_rewrites, need_shared, proxy_for
 from .test_cli import EXE, free_port, running

@@ -20,7 +20,7 @@ import fastmcp
 import pydantic
 import pytest
 
-from proxy.demo.clients import run_node, run_python
+from mcp_normalizer.demo.clients import run_node, run_python
 
 from .support import capture_rewrites, proxy_for, serve
 from .test_cli import EXE

@@ -13,8 +13,8 @@ import httpx
 import orjson
 import pytest
 
-from proxy.forward import Forwarder
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer.forward import Forwarder
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import RawUpstream, proxy_for, read_body, read_request, serve, serving
 from .test_cli import free_port
@@ -365,9 +365,9 @@ async def test_an_injected_session_is_the_callers_and_a_closed_forwarder_answers
 async def test_with_every_rule_off_the_proxy_reads_nothing_and_changes_nothing() -> None:
     """A pass-through config (every rule ``off``) makes the proxy a plain reverse proxy: no request
     is parsed, no ``tools/list`` fetched for an unknown tool, every response byte-identical."""
-    from proxy import NormalizerConfig
-    from proxy.demo.upstream import protean_server
-    from proxy.rules import RULES
+    from mcp_normalizer import NormalizerConfig
+    from mcp_normalizer.demo.upstream import protean_server
+    from mcp_normalizer.rules import RULES
 
     off = NormalizerConfig.from_mapping({"rules": {rule.name: "off" for rule in RULES}})
     upstream = protean_server("json")

@@ -17,10 +17,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.config import ProxyConfig
-from proxy.hosts import HostPolicy
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.hosts import HostPolicy
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, RawUpstream, capture_rewrites, proxy_for, read_request, serve, serving
 from .test_forwarding import raw_request

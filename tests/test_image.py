@@ -40,12 +40,20 @@ import orjson
 import pytest
 import yaml
 
-from proxy import config as proxy_config
-from proxy.config import NormalizerConfig, Settings
-from proxy.demo.clients import run_node, run_python
-from proxy.demo.upstream import FORBIDDEN, RUNTIMES, ScriptedServer, ToolCall, ToolSpec, protean_server, protean_tools
-from proxy.hosts import HostPolicy
-from proxy.types import JSONObject
+from mcp_normalizer import config as proxy_config
+from mcp_normalizer.config import NormalizerConfig, Settings
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import (
+    FORBIDDEN,
+    RUNTIMES,
+    ScriptedServer,
+    ToolCall,
+    ToolSpec,
+    protean_server,
+    protean_tools,
+)
+from mcp_normalizer.hosts import HostPolicy
+from mcp_normalizer.types import JSONObject
 
 from .support import HEADERS, ROOT, serve
 from .test_cli import free_port, listening

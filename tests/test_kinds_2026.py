@@ -16,14 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.config import NormalizerConfig
-from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
-from proxy.jsonrpc import inspect_request
-from proxy.normalize import Normalizer
-from proxy.request_rewrite import rename_calls
-from proxy.rules import lone_surrogates
-from proxy.rules.media_data import is_base64
-from proxy.rules.tool_names import VALID, renames
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
+from mcp_normalizer.jsonrpc import inspect_request
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.request_rewrite import rename_calls
+from mcp_normalizer.rules import lone_surrogates
+from mcp_normalizer.rules.media_data import is_base64
+from mcp_normalizer.rules.tool_names import VALID, renames
 
 from .support import Mangled, capture_rewrites, contains_value, feed_all, proxy_for, serve, three_clients
 from .test_envelope import FIELD_RESULT, transformer

@@ -14,9 +14,9 @@ import orjson
 import pytest
 from mcp.server.lowlevel import Server
 
-from proxy import JSONFormatter, NormalizerMiddleware
-from proxy.demo.clients import run_node, run_python
-from proxy.demo.upstream import FORBIDDEN, RUNTIMES, protean_tools
+from mcp_normalizer import JSONFormatter, NormalizerMiddleware
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_tools
 
 from .support import capture_rewrites, serve
 

@@ -21,12 +21,12 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
-from proxy import NormalizerConfig
-from proxy.config import ProxyConfig
-from proxy.demo.clients import run_node
-from proxy.forwarded import ForwardingPolicy, parse_networks
-from proxy.public import rewrite_document, rewrite_www_authenticate
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.forwarded import ForwardingPolicy, parse_networks
+from mcp_normalizer.public import rewrite_document, rewrite_www_authenticate
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, proxy_for, serve
 from .test_cli import free_port

@@ -12,11 +12,11 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.config import ProxyConfig
-from proxy.demo.clients import run_node
-from proxy.demo.upstream import protean_server
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.demo.upstream import protean_server
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, capture_rewrites, initialize, proxy_for, read_body, rpc, serve
 from .test_cli import free_port
@@ -265,7 +265,7 @@ async def test_hundreds_of_aborted_streams_leave_nothing_open() -> None:
 @pytest.mark.anyio
 async def test_a_tool_name_with_control_characters_is_counted_as_invalid() -> None:
     """A client (or upstream) controls tool names: an ESC or a CR must not reach the exposition."""
-    from proxy.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, returning
+    from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, returning
 
     name = "evil\x1b[31m\rtool"
     problem = {"isError": True, "content": [{"type": "text", "text": "no"}], "structuredContent": FORBIDDEN}

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from proxy.audit import AuditLog
-from proxy.config import NormalizerConfig
-from proxy.errors import DecodeError
-from proxy.jsoncodec import dumps, loads
-from proxy.jsonrpc import IdKey, PendingRequest, inspect_request
-from proxy.normalize import Normalizer
-from proxy.scopes import ScopeStore
-from proxy.sse import SSESplitter, parse_event
-from proxy.transform import Exchange, ResponseTransformer
+from mcp_normalizer.audit import AuditLog
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.errors import DecodeError
+from mcp_normalizer.jsoncodec import dumps, loads
+from mcp_normalizer.jsonrpc import IdKey, PendingRequest, inspect_request
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.scopes import ScopeStore
+from mcp_normalizer.sse import SSESplitter, parse_event
+from mcp_normalizer.transform import Exchange, ResponseTransformer
 
 from .support import conforms, contains_value, leaves, object_schemas, pump
 
@@ -359,8 +359,8 @@ def test_an_undecoded_structured_content_changes_nothing_a_rule_would_do(
 ) -> None:
     """Where ``reads_structured`` says no rule may read ``structuredContent``, handing the rules its
     undecoded text gives the same output and the same records as decoding it."""
-    from proxy.jsoncodec import Codec, Raw
-    from proxy.rules import RuleSettings
+    from mcp_normalizer.jsoncodec import Codec, Raw
+    from mcp_normalizer.rules import RuleSettings
 
     result = data.draw(results(schema))
     if "structuredContent" not in result:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from proxy.demo.clients import run_node, run_python
-from proxy.demo.upstream import FORBIDDEN, GATE_FAILED, RUNTIMES, protean_server
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import FORBIDDEN, GATE_FAILED, RUNTIMES, protean_server
 
 from .support import ResponseMode, capture_rewrites, proxy_for, serve
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.rules import RULES
+from mcp_normalizer.rules import RULES
 
 from .support import ROOT
 

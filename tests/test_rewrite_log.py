@@ -11,11 +11,11 @@ import httpx
 import orjson
 import pytest
 
-from proxy import NormalizerConfig
-from proxy.demo.clients import run_node
-from proxy.demo.upstream import protean_server
-from proxy.logs import JSONFormatter
-from proxy.rules import RESULT_RULES, Rule
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.demo.upstream import protean_server
+from mcp_normalizer.logs import JSONFormatter
+from mcp_normalizer.rules import RESULT_RULES, Rule
 
 from .support import ResponseMode, capture_rewrites, proxy_for, serve
 
@@ -96,7 +96,7 @@ async def test_a_rule_that_raises_forwards_the_original_response_and_logs_the_fa
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     buggy = Rule(name="text_mirror", kind="test", summary="raises", on_result=_raising)
-    monkeypatch.setattr("proxy.normalize.RESULT_RULES", (*RESULT_RULES[:-1], buggy))
+    monkeypatch.setattr("mcp_normalizer.normalize.RESULT_RULES", (*RESULT_RULES[:-1], buggy))
     with serve(protean_server()) as up, proxy_for(up + "/mcp") as px:
         direct = await raw_session(up + "/mcp")
         with capture_rewrites("mcp_normalizer.transform") as errors:

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.sse import SSESplitter, parse_event, replace_data
+from mcp_normalizer.sse import SSESplitter, parse_event, replace_data
 
 EOLS = [b"\n", b"\r\n", b"\r"]
 LINES = st.sampled_from(

@@ -12,11 +12,11 @@ import httpx
 import orjson
 import pytest
 
-from proxy.demo.clients import run_node
-from proxy.demo.upstream import ScriptedServer, ToolCall, ToolSpec
-from proxy.jsoncodec import loads
-from proxy.sse import SSESplitter, parse_event
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer.demo.clients import run_node
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
+from mcp_normalizer.jsoncodec import loads
+from mcp_normalizer.sse import SSESplitter, parse_event
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import capture_rewrites, proxy_for, read_body, serve
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.audit import AuditLog
-from proxy.config import NormalizerConfig
-from proxy.normalize import Normalizer, Outcome
-from proxy.rules import RULES
+from mcp_normalizer.audit import AuditLog
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.normalize import Normalizer, Outcome
+from mcp_normalizer.rules import RULES
 
 from .support import capture_rewrites
 from .test_properties import PROPERTY
@@ -54,7 +54,7 @@ def call(config: NormalizerConfig, tool: dict[str, Any], result: dict[str, Any])
 
 def with_fix(fix: str) -> NormalizerConfig:
     """The shipped config with ``fix`` added, as an operator would paste it into the file."""
-    shipped = tomllib.loads(resources.files("proxy").joinpath("normalizer.toml").read_text(encoding="utf-8"))
+    shipped = tomllib.loads(resources.files("mcp_normalizer").joinpath("normalizer.toml").read_text(encoding="utf-8"))
     added = tomllib.loads(fix)
     tools = {**shipped.get("tools", {}), **added["tools"]}
     return NormalizerConfig.from_mapping({**shipped, "tools": tools}, source="test")

@@ -9,12 +9,12 @@ from typing import Any
 
 import orjson
 
-from proxy.audit import AuditLog
-from proxy.config import NormalizerConfig
-from proxy.jsonrpc import PendingRequest
-from proxy.normalize import Normalizer
-from proxy.scopes import ScopeStore
-from proxy.transform import Exchange, ResponseTransformer
+from mcp_normalizer.audit import AuditLog
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.jsonrpc import PendingRequest
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.scopes import ScopeStore
+from mcp_normalizer.transform import Exchange, ResponseTransformer
 
 from .support import capture_rewrites, feed_all, pump
 

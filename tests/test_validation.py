@@ -14,11 +14,11 @@ import orjson
 import pytest
 import referencing
 
-from proxy import NormalizerConfig
-from proxy.demo.upstream import ScriptedServer, ToolSpec, returning
-from proxy.normalize import Normalizer
-from proxy.schema import SchemaCompiler, SchemaUnusable
-from proxy.types import Receive, Scope, Send
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.schema import SchemaCompiler, SchemaUnusable
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, capture_rewrites, initialize, load_cases, proxy_for, read_body, rpc, serve
 from .test_corpus import NEW_CASES

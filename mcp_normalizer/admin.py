@@ -1,0 +1,62 @@
+"""``Admin``: the proxy's own endpoints under a prefix no upstream path uses.
+
+- ``{prefix}/livez``: 200 while the process serves (a liveness probe).
+- ``{prefix}/readyz``: 200 when the upstream accepts connections, else 503 (a readiness probe; the
+  check is cached for a second so probes cannot load the upstream).
+- ``{prefix}/metrics``: the Prometheus metrics (:mod:`mcp_normalizer.metrics`).
+
+The prefix is ``/.mcp-normalizer`` by default (``[proxy] admin_prefix``).
+:class:`~mcp_normalizer.front.FrontDoor` routes the prefix here, after its ``Host``/``Origin`` check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from .metrics import Metrics
+from .types import Send
+
+
+class Admin:
+    """The admin endpoints.
+
+    Args:
+        prefix: path prefix of the admin endpoints.
+        metrics: the metrics to expose.
+        ready: an async check that the upstream can be reached.
+    """
+
+    def __init__(self, *, prefix: str, metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> None:
+        self.prefix = prefix
+        self.metrics = metrics
+        self._ready = ready
+        self._checked_at = 0.0
+        self._was_ready = False
+
+    async def answer(self, name: str, send: Send) -> None:
+        """Answer the endpoint ``name`` (the path after ``{prefix}/``); 404 for an unknown one."""
+        if name == "livez":
+            await _answer(send, 200, b"ok\n", b"text/plain")
+        elif name == "readyz":
+            ready = await self._upstream_ready()
+            await _answer(
+                send, 200 if ready else 503, b"ready\n" if ready else b"upstream unreachable\n", b"text/plain"
+            )
+        elif name == "metrics":
+            await _answer(send, 200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
+        else:
+            await _answer(send, 404, b"not found\n", b"text/plain")
+
+    async def _upstream_ready(self) -> bool:
+        now = time.monotonic()
+        if now - self._checked_at >= 1.0:
+            self._was_ready = await self._ready()
+            self._checked_at = time.monotonic()
+        return self._was_ready
+
+
+async def _answer(send: Send, status: int, body: bytes, content_type: bytes) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

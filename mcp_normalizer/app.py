@@ -1,0 +1,65 @@
+"""``create_app``: the standalone proxy as one ASGI app (``uvicorn 'mcp_normalizer.app:create_app' --factory``).
+
+The app is :class:`~mcp_normalizer.middleware.NormalizerMiddleware` around a
+:class:`~mcp_normalizer.forward.Forwarder` to the configured upstream: the rules never know which mode they
+run in. Settings come from the argument or, when it is ``None``, from ``MCP_NORMALIZER_*``
+environment variables.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .admin import Admin
+from .config import NormalizerConfig, Settings
+from .forward import Forwarder
+from .forwarded import ForwardingPolicy, parse_networks
+from .front import FrontDoor
+from .hosts import HostPolicy
+from .logs import configure_logging
+from .metrics import Metrics
+from .middleware import NormalizerMiddleware
+from .observe import RequestRecord
+from .server import upstream_connection_limit
+
+
+def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> FrontDoor:
+    """Build the standalone proxy app.
+
+    Args:
+        settings: process settings; ``None`` reads them from the environment.
+        config: the rule configuration; ``None`` loads the one ``settings`` select.
+
+    Returns:
+        The ASGI app, outermost first: the front door (request metrics and access log, the
+        request-head limit, the ``Host``/``Origin`` check, the admin endpoints ``livez``,
+        ``readyz``, ``metrics``), the normalizer middleware, and the forwarder. Lifespan passes
+        through to the forwarder, which closes the upstream client.
+
+    Raises:
+        ConfigError: the settings or the rule file are invalid.
+    """
+    settings = settings if settings is not None else Settings.from_env()
+    config = config if config is not None else settings.load_config()
+    if not logging.getLogger("mcp_normalizer").handlers:
+        configure_logging(settings.log_level)
+    limits = config.proxy
+    metrics = Metrics()
+    forwarder = Forwarder(
+        settings.upstream,
+        connect_timeout=limits.connect_timeout,
+        first_byte_timeout=limits.first_byte_timeout,
+        idle_timeout=limits.idle_timeout,
+        max_body_bytes=limits.max_request_bytes,
+        metrics=metrics,
+        forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),
+        public_url=limits.public_url,
+        max_connections=upstream_connection_limit(limits.max_connections),
+    )
+    return FrontDoor(
+        NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics),
+        admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready),
+        hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
+        record=RequestRecord(metrics, access_log=limits.access_log),
+        max_header_bytes=limits.max_header_bytes,
+    )

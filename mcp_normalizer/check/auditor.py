@@ -1,0 +1,231 @@
+"""The audit: the proxy's rules in report-only mode over tool lists and tool results (pure, no I/O).
+
+:class:`Auditor` is fed what a server sent (``tools/list`` pages and ``tools/call`` results, live or
+from a capture) and collects one :class:`Finding` per fault: the rule that would repair it, where,
+why, what it breaks and what the proxy does about it. It uses the same
+:class:`~mcp_normalizer.normalize.Normalizer` as the proxy, with every rule's changes previewed and none
+applied, so a finding is exactly a rewrite the proxy would make (or a result it could not repair).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..catalog import ToolEntry
+from ..config import NormalizerConfig
+from ..errors import DecodeError
+from ..jsoncodec import dumps
+from ..normalize import Normalizer, Record
+from ..rules.clients import CLIENT_FAULTS
+from ..types import JSONObject
+from .advisories import advisories
+from .faults import KINDS, FaultKind, kind_of
+
+#: What the proxy does about a finding that no rule repairs.
+NOT_REPAIRED = "none: the proxy passes it through unchanged and logs it (clients still reject it)"
+
+
+@dataclass(slots=True)
+class Finding:
+    """One fault of one tool, possibly seen many times.
+
+    Attributes:
+        tool: the tool's name (``None`` when a result could not be tied to a tool).
+        where: ``tools/list`` (the tool's definition) or ``tools/call`` (a result).
+        rule: the rule that repairs it (``conformance`` when none can; ``tool`` for an unreadable tool).
+        pointers: JSON pointers of what is wrong, into the tool or the result.
+        reason: what is wrong (validator path and keyword, never a payload value).
+        kind: the fault kind, with the spec rule it breaks and the clients it breaks.
+        repair: what the proxy does about it.
+        count: how many times it was seen.
+        fix: for a fault no default repair handles, the TOML that would repair it (else ``""``).
+        for_clients: the :data:`~mcp_normalizer.rules.clients.CLIENT_FAULTS` key when only some clients
+            reject it (the server's message is valid), else ``""``.
+    """
+
+    tool: str | None
+    where: str
+    rule: str
+    pointers: tuple[str, ...]
+    reason: str
+    kind: FaultKind
+    repair: str
+    count: int = 1
+    fix: str = ""
+    for_clients: str = ""
+
+    @property
+    def advisory(self) -> bool:
+        """True when no supported client rejects it: a SHOULD-level kind, or a fault only some other
+        clients reject (``check`` exits 0 for those unless ``--strict``)."""
+        return self.kind.advisory or (bool(self.for_clients) and not CLIENT_FAULTS[self.for_clients].supported)
+
+    @property
+    def clients(self) -> tuple[str, ...]:
+        """The clients it breaks: the fault kind's, or for a client-specific fault the table's row."""
+        return (CLIENT_FAULTS[self.for_clients].breaks,) if self.for_clients else self.kind.clients
+
+    def as_json(self) -> JSONObject:
+        """The finding as JSON (the ``--format json`` shape)."""
+        kind = self.kind
+        return {
+            "tool": self.tool,
+            "where": self.where,
+            "rule": self.rule,
+            "kind": kind.name,
+            "pointers": list(self.pointers),
+            "reason": self.reason,
+            "spec": {"rule": kind.spec, "section": kind.section},
+            "clients": list(self.clients),
+            "advisory": self.advisory,
+            "repair": self.repair,
+            "fix": self.fix,
+            "count": self.count,
+        }
+
+
+@dataclass(slots=True)
+class Audit:
+    """Everything an audit saw.
+
+    Attributes:
+        findings: the faults, in the order first seen.
+        tools: names of the tools listed, in the order first seen.
+        calls: results audited.
+        eras: the protocol versions of what was audited, in the order first seen.
+        notes: what was not audited and why (a call that failed, a result too large, lines skipped).
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    calls: int = 0
+    eras: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class Auditor:
+    """Runs the rules in report-only mode and collects findings.
+
+    Args:
+        config: the rule configuration (the proxy's; its ``report_only`` is forced on).
+
+    The live check feeds it with :meth:`tools_list` and :meth:`tools_call`; the replay of a capture
+    runs the proxy's own transformer over the captured responses and feeds it the transformer's
+    records (:meth:`add`) plus :meth:`list_shape` and :meth:`advise`.
+    """
+
+    def __init__(self, config: NormalizerConfig) -> None:
+        self.normalizer = Normalizer(dataclasses.replace(config, report_only=True))
+        self.audit = Audit()
+        self._catalogs: dict[str, dict[str, ToolEntry]] = {}
+        self._index: dict[tuple[str | None, str, str, tuple[str, ...], str], Finding] = {}
+        self._tools: set[str] = set()
+        self._listing: dict[str, set[str]] = {}  # names in the current listing (all pages) per scope
+
+    def era(self, era: str | None) -> None:
+        """Note the protocol version of what is audited."""
+        if era is not None and era not in self.audit.eras:
+            self.audit.eras.append(era)
+
+    def tools_list(self, result: JSONObject, era: str | None, scope: str = "", *, first_page: bool = True) -> None:
+        """Audit one ``tools/list`` result page and learn its tools (for later calls in ``scope``)."""
+        self.era(era)
+        self.list_shape(result, scope, first_page=first_page)
+        outcome = self.normalizer.tools_list(result, era)
+        catalog = self._catalogs.setdefault(scope, {})
+        for entry in outcome.entries:
+            catalog[entry.name] = entry
+        for record in outcome.records:
+            self.add(record, "tools/list")
+
+    def list_shape(self, result: JSONObject, scope: str = "", *, first_page: bool = True) -> None:
+        """Check what the rules take for granted in a ``tools/list`` page: ``tools`` is a list of
+        tools with string names, unique in the listing (a strict client drops the whole list)."""
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            self._list_fault(None, ("/tools",), f"tools is {type(tools).__name__}, not an array")
+            return
+        listed = self._listing.setdefault(scope, set())
+        if first_page:
+            listed.clear()
+        for index, tool in enumerate(tools):
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if not isinstance(name, str):
+                self._list_fault(None, (f"/tools/{index}",), "a tool without a string name")
+                continue
+            if name in listed:
+                self._list_fault(name, (f"/tools/{index}/name",), "the name is listed twice")
+            listed.add(name)
+            if name not in self._tools:
+                self._tools.add(name)
+                self.audit.tools.append(name)
+
+    def paging(self, problem: str) -> None:
+        """Report a ``tools/list`` paging fault (a repeating cursor)."""
+        self._list_fault(None, ("/nextCursor",), problem)
+
+    def tools_call(self, tool: str | None, result: JSONObject, era: str | None, scope: str = "") -> None:
+        """Audit one ``CallToolResult`` of ``tool`` (its schema as listed in ``scope``, if it was)."""
+        self.era(era)
+        try:
+            size = len(dumps(result))
+        except DecodeError:
+            self.audit.notes.append(f"a result of {tool!r} cannot be written as JSON: not audited")
+            return
+        entry = self._catalogs.get(scope, {}).get(tool) if tool is not None else None
+        outcome = self.normalizer.tools_call(result, tool, entry, era, size)
+        for record in outcome.records:
+            self.add(record, "tools/call")
+        self.advise(tool, result, entry)
+
+    def advise(self, tool: str | None, result: JSONObject, entry: ToolEntry | None) -> None:
+        """Count one audited result and report the faults no rule repairs by default."""
+        self.audit.calls += 1
+        for found in advisories(result, entry):
+            self._note(tool, "tools/call", found.name, found.pointers, found.reason, KINDS[found.name], found.repair)
+
+    def add(self, record: Record, where: str) -> None:
+        """Report one record of the rule engine (``where``: ``tools/list`` or ``tools/call``)."""
+        rewrite = record.rewrite
+        if record.event == "skipped":
+            self.audit.notes.append(f"{record.tool!r}: {rewrite.reason}; not validated")
+            return
+        repair = rewrite.action if record.event == "rewrite" else NOT_REPAIRED
+        kind = kind_of(rewrite.rule, record.event)
+        self._note(
+            record.tool,
+            where,
+            rewrite.rule,
+            rewrite.pointers,
+            rewrite.reason,
+            kind,
+            repair,
+            rewrite.fix,
+            rewrite.for_clients,
+        )
+
+    def _list_fault(self, tool: str | None, pointers: tuple[str, ...], reason: str) -> None:
+        self._note(tool, "tools/list", "tools_list", pointers, reason, KINDS["invalid_tools_list"], NOT_REPAIRED)
+
+    def _note(
+        self,
+        tool: str | None,
+        where: str,
+        rule: str,
+        pointers: tuple[str, ...],
+        reason: str,
+        kind: FaultKind,
+        repair: str,
+        fix: str = "",
+        for_clients: str = "",
+    ) -> None:
+        """Record a finding, or count it again when the same fault was seen before."""
+        key = (tool, where, rule, pointers, kind.name)
+        found = self._index.get(key)
+        if found is not None:
+            found.count += 1
+            return
+        finding = Finding(tool, where, rule, pointers, reason, kind, repair, fix=fix, for_clients=for_clients)
+        self._index[key] = finding
+        self.audit.findings.append(finding)

@@ -1,0 +1,267 @@
+"""``mcp-normalizer check``: audit a live MCP server, or a capture of its traffic, and report every
+fault the proxy would repair, changing nothing.
+
+::
+
+    mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL ['{json args}'] ...]
+                             [--calls FILE] [--format table|json] [--config FILE] [--era auto|legacy|VERSION]
+                             [--timeout S]
+    mcp-normalizer check --capture FILE [--format table|json] [--config FILE]
+
+It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
+effects). Exit codes: 0 clean (advisories only: SHOULD-level faults no supported client rejects;
+``--strict`` makes them 1), 1 faults found, 2 usage, configuration or connection errors.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import httpx
+
+from ..cli import Parser
+from ..config import NormalizerConfig, redact_url
+from ..errors import CheckError, ConfigError, DecodeError
+from ..jsoncodec import dumps, loads
+from ..jsonrpc import MODERN_ERA
+from ..types import JSONObject
+from .auditor import Audit, Auditor
+from .client import McpClient
+from .replay import replay
+from .report import as_json, as_table
+
+Call = tuple[str, JSONObject]
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 section 5.6.2
+_FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
+
+
+def _parser() -> Parser:
+    parser = Parser(
+        prog="mcp-normalizer check",
+        description="Report every fault the proxy would repair in a server's tools and results. Exit 0 clean "
+        "(or advisories only), 1 faults, 2 errors.",
+    )
+    parser.add_argument("url", nargs="?", help="the server's MCP endpoint (Streamable HTTP)")
+    parser.add_argument("--capture", help="audit a capture file (JSON lines) offline instead of a live server")
+    parser.add_argument(
+        "--header", action="append", default=[], metavar="'NAME: VALUE'", help="request header (repeatable)"
+    )
+    parser.add_argument(
+        "--call",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar=("TOOL", "ARGS"),
+        help="call TOOL with the JSON object ARGS (default {}) and audit the result (repeatable)",
+    )
+    parser.add_argument("--calls", help='file of calls: a JSON array (or JSON lines) of {"name", "arguments"}')
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--config", help="rule file (default: the shipped config/normalizer.toml)")
+    parser.add_argument(
+        "--era",
+        default="auto",
+        help="auto (the newest the server speaks; default), legacy (the initialize handshake, 2025-11-25 offered)"
+        " or a legacy version to offer",
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 for advisories too (SHOULD-level faults no supported client rejects)",
+    )
+    return parser
+
+
+def _arguments(text: str, where: str) -> JSONObject:
+    try:
+        value = loads(text)
+    except DecodeError:
+        raise CheckError(f"{where}: arguments are not JSON: {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise CheckError(f"{where}: arguments must be a JSON object")
+    return value
+
+
+def _call(name: str, arguments: JSONObject, where: str) -> Call:
+    """A call whose tool name and arguments can be sent (UTF-8, no lone surrogates).
+
+    Raises:
+        CheckError: they cannot.
+    """
+    try:
+        name.encode()
+        dumps(arguments)
+    except (UnicodeEncodeError, DecodeError):
+        raise CheckError(f"{where}: the tool name or arguments are not valid UTF-8 text") from None
+    return name, arguments
+
+
+def _calls(flags: list[list[str]], file: str | None) -> list[Call]:
+    """The calls asked for, from ``--call`` flags and the ``--calls`` file, in that order.
+
+    Raises:
+        CheckError: a call is malformed or the file cannot be read.
+    """
+    calls: list[Call] = []
+    for flag in flags:
+        if len(flag) > 2:
+            raise CheckError(f"--call takes a tool name and one JSON object, got {len(flag)} values")
+        where = f"--call {flag[0]!r}"
+        calls.append(_call(flag[0], _arguments(flag[1], where) if len(flag) == 2 else {}, where))
+    if file is None:
+        return calls
+    try:
+        text = Path(file).read_bytes()
+    except OSError as exc:
+        raise CheckError(f"cannot read --calls {file}: {exc.strerror or exc}") from None
+    try:
+        decoded = loads(text)
+        entries = decoded if isinstance(decoded, list) else [decoded]
+    except DecodeError:
+        try:
+            entries = [loads(line) for line in text.splitlines() if line.strip()]
+        except DecodeError:
+            raise CheckError(f"--calls {file}: neither a JSON array nor JSON lines") from None
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise CheckError(f'--calls {file}: every call must be an object with a string "name"')
+        arguments = entry.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise CheckError(f"--calls {file}: the arguments of {entry['name']} must be a JSON object")
+        calls.append(_call(entry["name"], arguments, f"--calls {file}"))
+    return calls
+
+
+def _headers(flags: list[str]) -> dict[str, str]:
+    """``--header`` flags as a mapping. A value is never shown in a message (it may be a secret).
+
+    Raises:
+        CheckError: a flag is not ``Name: value``, the name is not an RFC 9110 token, or the
+            value holds anything but visible ASCII, spaces and tabs.
+    """
+    headers: dict[str, str] = {}
+    for flag in flags:
+        name, colon, value = flag.partition(":")
+        name, value = name.strip(), value.strip()
+        if not colon or not _TOKEN.fullmatch(name):
+            raise CheckError(f"--header: expected 'Name: value' with a token for a name (got name {name[:40]!r})")
+        if not _FIELD_VALUE.fullmatch(value):
+            raise CheckError(f"--header {name!r}: the value must be visible ASCII (no control characters)")
+        headers[name.lower()] = value
+    return headers
+
+
+def _url(text: str) -> str:
+    """``text`` if it is an ``http``/``https`` URL with a host and a valid port.
+
+    Raises:
+        CheckError: it is not.
+    """
+    try:
+        url = httpx.URL(text)
+        port = url.port
+    except (httpx.InvalidURL, ValueError):
+        raise CheckError(f"not a valid URL: {redact_url(text)[:200]!r}") from None
+    if url.scheme not in ("http", "https") or not url.host or (port is not None and not 0 < port < 65536):
+        raise CheckError(f"not an http(s) URL with a host and a valid port: {redact_url(text)[:200]!r}")
+    return text
+
+
+async def audit_server(
+    url: str,
+    calls: Sequence[Call],
+    config: NormalizerConfig,
+    headers: dict[str, str],
+    *,
+    era: str = "auto",
+    timeout: float = 30.0,
+) -> tuple[Audit, str]:
+    """Connect to ``url`` (``era`` as :meth:`McpClient.connect` takes it), list every tool, make
+    ``calls`` and audit it all.
+
+    Returns:
+        The audit and the era the server speaks.
+
+    Raises:
+        CheckError: the server cannot be reached or does not answer with JSON-RPC.
+    """
+    auditor = Auditor(config)
+    async with McpClient(url, headers, timeout) as client:
+        used = await client.connect(era)
+        legacy = [version for version in client.supported if version < MODERN_ERA]
+        if legacy:
+            auditor.audit.notes.append(
+                f"the server also speaks {', '.join(legacy)}: run with --era legacy to audit what legacy clients"
+                " (TS SDK 1.x, most hosts today) get"
+            )
+        pages, paging = await client.list_tools()
+        for index, page in enumerate(pages):
+            auditor.tools_list(page, used, first_page=index == 0)
+        if paging is not None:
+            auditor.paging(paging)
+        for name, arguments in calls:
+            answer = await client.call_tool(name, arguments)
+            result = answer.get("result")
+            if not isinstance(result, dict):
+                error = answer.get("error")
+                message = error.get("message") if isinstance(error, dict) else None
+                auditor.audit.notes.append(f"call {name}: JSON-RPC error {message!r}; nothing to audit")
+            elif result.get("resultType", "complete") != "complete" or "task" in result:
+                auditor.audit.notes.append(f"call {name}: resultType {result.get('resultType')!r}; not audited")
+            else:
+                auditor.tools_call(name, result, used)
+    return auditor.audit, used
+
+
+def audit_capture(path: str, config: NormalizerConfig) -> Audit:
+    """Audit a capture file offline (see :mod:`mcp_normalizer.check.replay`).
+
+    Raises:
+        CheckError: the file cannot be read.
+    """
+    auditor = Auditor(config)
+    try:
+        with Path(path).open("rb") as lines:
+            replay(lines, auditor)
+    except OSError as exc:
+        raise CheckError(f"cannot read --capture {path}: {exc.strerror or exc}") from None
+    return auditor.audit
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``check`` with ``argv`` (the arguments after ``check``); returns the exit code."""
+    args = _parser().parse_args(list(argv))
+    if args.url is None and any("://" in value for flag in args.call for value in flag[1:]):
+        return _fail("the server URL was read as --call arguments: give the URL before the options")
+    if (args.url is None) == (args.capture is None):
+        return _fail("give either a server URL or --capture FILE")
+    if not 0 < args.timeout < math.inf:
+        return _fail(f"--timeout must be a positive number of seconds, not {args.timeout}")
+    try:
+        config = NormalizerConfig.from_file(args.config) if args.config else NormalizerConfig.shipped()
+        if args.capture is not None:
+            if args.call or args.calls or args.header:
+                return _fail("--capture audits a file: --call, --calls and --header do not apply")
+            audit, source = audit_capture(args.capture, config), args.capture
+            era = ", ".join(audit.eras) or None
+        else:
+            url, calls, headers = _url(args.url), _calls(args.call, args.calls), _headers(args.header)
+            run = functools.partial(audit_server, era=args.era, timeout=args.timeout)
+            audit, era = anyio.run(run, url, calls, config, headers)
+            source = redact_url(url)
+    except (CheckError, ConfigError) as exc:
+        return _fail(str(exc))
+    print(as_json(audit, source, era) if args.format == "json" else as_table(audit, source, era))
+    blocking = [finding for finding in audit.findings if args.strict or not finding.advisory]
+    return 1 if blocking else 0
+
+
+def _fail(message: str) -> int:
+    print(f"mcp-normalizer check: error: {message}", file=sys.stderr)
+    return 2

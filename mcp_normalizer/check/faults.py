@@ -1,0 +1,290 @@
+"""What each kind of fault breaks: the spec rule (with its section) and the real clients that fail.
+
+Sources: the MCP specification (``docs/specification/<version>/...`` of
+``modelcontextprotocol/modelcontextprotocol``; sections named as in the spec) and the corpus of
+public bug reports the project keeps (``cases/faults.md``, "Strict (rejecting) vs lenient"). One
+entry per fault kind; every rule names its kind (:attr:`mcp_normalizer.rules.Rule.kind`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..rules import RULES_BY_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class FaultKind:
+    """A kind of fault and what it breaks.
+
+    Attributes:
+        name: the kind's name (``error_result_validated``, ...).
+        spec: the rule of the spec the fault breaks, paraphrased.
+        section: where that rule is (spec version and page, section).
+        clients: real clients that reject or mishandle it, and how.
+        advisory: the rule broken is a SHOULD and no supported client (TS SDK 1.x and 2.x, the
+            Python SDK) rejects the message: ``check`` reports it and exits 0 (1 with ``--strict``).
+    """
+
+    name: str
+    spec: str
+    section: str
+    clients: tuple[str, ...]
+    advisory: bool = False
+
+
+_CONFORM = "If an output schema is provided, servers MUST provide structured results that conform to it"
+_CONFORM_AT = "MCP 2025-06-18+ server/tools.mdx, Output Schema"
+_VALIDATORS = (
+    "TS SDK Client 1.x and 2.x (-32602: structured content does not match the tool's output schema)",
+    "Python SDK client (raises on the validation error)",
+    "Claude Code, Cursor, Gemini CLI, OpenCode, MCP Inspector (all embed the TS SDK Client)",
+)
+
+KINDS: dict[str, FaultKind] = {
+    kind.name: kind
+    for kind in (
+        FaultKind(
+            "error_result_validated",
+            "Errors raised by a tool are results with isError: true; the output-schema rule has no isError carve-out"
+            " in any released version, so 1.x clients validate error results too (SEP-2200 proposes to stop that)",
+            "MCP 2025-06-18+ server/tools.mdx, Error Handling and Output Schema",
+            (
+                "TS SDK Client 1.x (throws -32602 'Structured content does not match the tool's output schema';"
+                " the real error is lost)",
+                "Vercel AI SDK (threw on isError results of tools with an outputSchema, before vercel/ai#13964)",
+                "OpenAI Agents SDK (structuredContent replaced the error text, before #4224)",
+            ),
+        ),
+        FaultKind("null_for_non_nullable", _CONFORM, _CONFORM_AT, _VALIDATORS),
+        FaultKind("enum_mismatch", _CONFORM, _CONFORM_AT, _VALIDATORS),
+        FaultKind("type_mismatch", _CONFORM, _CONFORM_AT, _VALIDATORS),
+        FaultKind("additional_properties", _CONFORM, _CONFORM_AT, _VALIDATORS),
+        FaultKind(
+            "wrapped_result",
+            _CONFORM,
+            _CONFORM_AT,
+            (*_VALIDATORS[:1], "Codex (shows the escaped {result} wrapper to the model)"),
+        ),
+        FaultKind(
+            "missing_structured_content",
+            _CONFORM + "; a success result of such a tool must carry structuredContent",
+            _CONFORM_AT,
+            (
+                "TS SDK Client 1.x and 2.x (-32600: tool has an output schema but did not return structured content)",
+                "Python SDK client (raises)",
+                "Claude Desktop and claude.ai ('Tool execution failed'), Claude Code, Cursor",
+            ),
+        ),
+        FaultKind(
+            "spurious_output_schema",
+            _CONFORM + "; a schema the tool can never satisfy makes every success result fail",
+            _CONFORM_AT,
+            ("TS SDK Client 1.x and 2.x (-32600 or -32602)", "Claude Desktop and claude.ai"),
+        ),
+        FaultKind(
+            "error_not_flagged",
+            "Errors that originate in the tool SHOULD be reported in the result with isError: true",
+            "MCP 2025-06-18+ schema.ts CallToolResult.isError; server/tools.mdx, Error Handling",
+            ("TS SDK Client (-32600: a 'success' without the structuredContent its schema requires)",),
+        ),
+        FaultKind(
+            "non_object_structured_content",
+            "structuredContent is a JSON object (any JSON value only from 2026-07-28)",
+            "MCP 2025-06-18 and 2025-11-25 schema.ts CallToolResult.structuredContent",
+            (
+                "TS SDK Client (Zod: structuredContent must be a record)",
+                "ChatGPT connector, LiteLLM (require a dict)",
+                "Claude Desktop and claude.ai",
+            ),
+        ),
+        FaultKind(
+            "non_object_output_schema",
+            "outputSchema has type: object at its root (any 2020-12 schema only from 2026-07-28)",
+            "MCP 2025-06-18 and 2025-11-25 schema.ts Tool.outputSchema",
+            ("TS SDK Client (rejects the whole tools/list)", "Claude Code (drops every tool of the server)"),
+        ),
+        FaultKind(
+            "schema_ref_unresolvable",
+            "Schemas MUST be valid for their dialect; a $ref that resolves to a network URI MUST NOT be fetched",
+            "MCP 2025-11-25 basic/index.mdx, JSON Schema Usage; 2026-07-28 basic/index.mdx, $ref Resolution",
+            ("TS SDK Client (Ajv: can't resolve reference; the tool or the whole list fails)",),
+        ),
+        FaultKind(
+            "schema_dialect",
+            "Schemas without $schema are JSON Schema 2020-12; implementations MUST support 2020-12",
+            "MCP 2025-11-25 basic/index.mdx, JSON Schema Usage (SEP-1613)",
+            (
+                "@modelcontextprotocol/client 2.x before PR #2534 ('supports JSON Schema 2020-12 only') in Claude"
+                " Desktop (Cowork), claude.ai connectors, pi-mcp-adapter",
+                "VS Code GitHub Copilot (rejects an explicit 2020-12 $schema)",
+            ),
+        ),
+        FaultKind(
+            "invalid_schema_shape",
+            "inputSchema and outputSchema MUST be valid JSON Schema objects (properties an object, required an"
+            " array, not null)",
+            "MCP 2025-11-25 server/tools.mdx, Tool; JSON Schema 2020-12 core and validation vocabularies",
+            (
+                "VS Code GitHub Copilot (array schemas need items; one bad tool breaks the session)",
+                "OpenAI function calling (400 on properties: [])",
+            ),
+        ),
+        FaultKind(
+            "format_date_time",
+            _CONFORM + " (format: date-time is RFC 3339 date-time, with a time-zone offset)",
+            _CONFORM_AT + "; RFC 3339 section 5.6",
+            ("Clients validating formats (Ajv with ajv-formats): -32602",),
+        ),
+        FaultKind(
+            "missing_text_content",
+            "A tool that returns structured content SHOULD also return the serialized JSON in a TextContent block",
+            "MCP 2025-06-18+ server/tools.mdx, Structured Content",
+            (
+                "claude.ai and Claude Desktop (read only content: show nothing)",
+                "VS Code GitHub Copilot (crashes on results with only structuredContent)",
+                "Kiro",
+            ),
+            advisory=True,
+        ),
+        FaultKind(
+            "invalid_content_block",
+            "content is a list of content blocks (text, image, audio, resource_link, resource); text is a string",
+            "MCP 2025-06-18+ schema.ts CallToolResult.content, ContentBlock",
+            ("TS SDK Client (Zod rejects the result)", "Cline and Roo Code (the legacy toolResult shape)"),
+        ),
+        FaultKind(
+            "null_optional_fields",
+            "Optional members are omitted, not null (_meta and annotations are objects when present)",
+            "MCP schema.ts Result._meta, Annotations, CallToolResult",
+            ("TS SDK Client (Zod rejects the result)",),
+        ),
+        FaultKind(
+            "meta_key_invalid",
+            "_meta keys are an optional reverse-DNS prefix and a name that begins and ends with an alphanumeric",
+            "MCP 2025-06-18+ basic/index.mdx, General fields: _meta",
+            ("tower-mcp (rejects the whole response)",),
+        ),
+        FaultKind(
+            "empty_structured_content",
+            "structuredContent is the tool's output per its outputSchema; an empty one on a tool with no schema"
+            " says nothing",
+            "MCP 2025-06-18+ server/tools.mdx, Structured Content",
+            ("Claude Code and Codex (show {} to the model instead of the text)",),
+            advisory=True,
+        ),
+        FaultKind(
+            "double_encoded_json",
+            "structuredContent carries the tool's output as JSON values; a JSON document inside a string is not"
+            " structured",
+            "MCP 2025-06-18+ server/tools.mdx, Structured Content",
+            (
+                "Claude Code, Claude Desktop, Codex (the model reads escaped JSON: 30-50% more tokens,"
+                " skwallace36/Pepper#527)",
+            ),
+            advisory=True,
+        ),
+        FaultKind(
+            "summary_only_content",
+            "A tool that returns structured content SHOULD also return the serialized JSON in a TextContent block",
+            "MCP 2025-06-18+ server/tools.mdx, Structured Content",
+            ("claude.ai and Claude Desktop (read only content: the model never sees the data)",),
+            advisory=True,
+        ),
+        FaultKind(
+            "invalid_tools_list",
+            "tools/list answers {tools: Tool[]}; every Tool has a string name, unique within the server; cursors"
+            " are opaque and the last page has no nextCursor",
+            "MCP schema.ts ListToolsResult and Tool; server/tools.mdx, Tool Names; server/utilities/pagination.mdx",
+            (
+                "TS SDK Client (Zod rejects the whole list: every tool is lost)",
+                "clients that page (a repeating cursor never ends)",
+            ),
+        ),
+        FaultKind(
+            "jsonrpc_batch_response",
+            "A single request gets a single response object, and a response has result or error, never both",
+            "JSON-RPC 2.0 sections 5 and 6; MCP basic/index.mdx, Responses",
+            (
+                "TS SDK Client 1.x and 2.x (ZodError unrecognized_keys ['error']; over SSE the request never settles)",
+                "n8n-nodes-mcp (Zod rejects the array)",
+            ),
+        ),
+        FaultKind(
+            "jsonrpc_id_mismatch",
+            "A response MUST include the same ID as the request it corresponds to",
+            "MCP basic/index.mdx, Responses; JSON-RPC 2.0 section 5",
+            (
+                "Copilot Studio, OpenCode (the response is never matched: the call hangs until its timeout)",
+                "TS SDK Client and Python SDK client (an unknown id is dropped; the request times out)",
+            ),
+        ),
+        FaultKind(
+            "sse_framing",
+            "An SSE event is dispatched at the blank line that ends it; a server sends each JSON-RPC message as"
+            " one complete event",
+            "WHATWG HTML section 9.2.6 (dispatch at a blank line); MCP basic/transports.mdx, Streamable HTTP",
+            ("Vercel AI SDK createMCPClient (hangs on initialize)", "any SSE client (the last message never arrives)"),
+        ),
+        FaultKind(
+            "invalid_media_data",
+            "ImageContent.data and AudioContent.data are base64-encoded (a data: URI is not base64)",
+            "MCP 2025-06-18+ schema.ts ImageContent, AudioContent",
+            ("TS SDK Client 1.x and 2.x (-32602 Invalid Base64 string: the whole result is rejected)",),
+        ),
+        FaultKind(
+            "invalid_unicode",
+            "JSON text is Unicode: a string with an unpaired UTF-16 surrogate escape has unpredictable behaviour",
+            "RFC 8259 section 8.2; MCP basic/index.mdx (JSON-RPC messages are UTF-8 JSON)",
+            (
+                "Python SDK client (invalid JSON: the message is rejected)",
+                "Anthropic and OpenAI model APIs (every later turn of the conversation rejected)",
+            ),
+        ),
+        FaultKind(
+            "input_schema_root_combinator",
+            "inputSchema is a JSON Schema object with type: object at its root",
+            "MCP 2025-06-18+ schema.ts Tool.inputSchema",
+            (
+                "TS SDK Client (rejects the whole tools/list when the root has no type: object)",
+                "Anthropic and OpenAI tool APIs (400 for a root anyOf/oneOf/allOf, on every turn)",
+            ),
+        ),
+        FaultKind(
+            "tool_name_invalid",
+            "Tool names SHOULD be 1 to 128 characters of A-Z, a-z, 0-9, underscore, hyphen and dot",
+            "MCP 2025-11-25 server/tools.mdx, Tool names",
+            (
+                "Claude Desktop and claude.ai (refuse every tool of the server for one name outside"
+                " ^[a-zA-Z0-9_-]{1,64}$)",
+                "Anthropic API (400 on such a tool name)",
+            ),
+        ),
+        FaultKind(
+            "unrepaired",
+            _CONFORM,
+            _CONFORM_AT,
+            _VALIDATORS,
+        ),
+        FaultKind(
+            "unreadable_tool",
+            "A tool's schemas MUST be valid JSON Schema the client can compile",
+            "MCP 2025-11-25 basic/index.mdx, JSON Schema Usage",
+            ("Any validating client (the tool, or the whole list, is rejected)",),
+        ),
+    )
+}
+#: Kinds of the proxy's own findings that are not rules.
+_EVENT_KINDS = {"unrepaired": "unrepaired", "fault": "unreadable_tool"}
+
+
+def kind_of(rule: str, event: str = "rewrite") -> FaultKind:
+    """The fault kind behind a rewrite record (its rule's kind; ``unrepaired``/``fault`` events have
+    their own). Rules whose kind has no entry (the opt-in last resort) get the conformance rule.
+
+    Raises:
+        KeyError: ``rule`` is not a rule name and ``event`` is a plain ``rewrite``.
+    """
+    if event in _EVENT_KINDS:
+        return KINDS[_EVENT_KINDS[event]]
+    return KINDS.get(RULES_BY_NAME[rule].kind, KINDS["unrepaired"])

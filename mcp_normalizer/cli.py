@@ -1,0 +1,171 @@
+"""The ``mcp-normalizer`` command.
+
+::
+
+    mcp-normalizer --upstream URL [--host 127.0.0.1] [--port 8765] [--config FILE]
+                   [--report-only] [--log-level LEVEL]
+    mcp-normalizer demo [--port 8765] [--upstream-port 8766] [--response-mode sse|json] [--once]
+    mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL '{json args}' ...] [--calls FILE]
+                             [--format table|json] [--config FILE]     (see mcp_normalizer.check.command)
+    mcp-normalizer check --capture FILE [--format table|json] [--config FILE]
+
+Every flag of the first form can also come from ``MCP_NORMALIZER_<FLAG>`` (flags win). A bad flag,
+an unreadable config file or an invalid rule prints one line naming the problem and exits with 2
+before anything listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn, cast
+
+from .app import create_app
+from .config import NormalizerConfig, Settings
+from .errors import ConfigError
+from .logs import configure_logging
+from .server import HttpParser, bind, serve, serve_workers, uvicorn_config
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``mcp-normalizer: error: ...``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _proxy_parser() -> Parser:
+    parser = Parser(
+        prog="mcp-normalizer",
+        description="Normalizing reverse proxy for MCP servers (Streamable HTTP). Subcommands: demo, check.",
+    )
+    parser.add_argument("--upstream", help="upstream MCP endpoint URL (env MCP_NORMALIZER_UPSTREAM)")
+    parser.add_argument("--host", help="interface to listen on (default 127.0.0.1; env MCP_NORMALIZER_HOST)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8765; env MCP_NORMALIZER_PORT)")
+    parser.add_argument("--config", dest="config_file", help="TOML rule file (env MCP_NORMALIZER_CONFIG)")
+    parser.add_argument(
+        "--report-only",
+        action="store_const",
+        const=True,
+        help="log every rewrite that would happen, change nothing (env MCP_NORMALIZER_REPORT_ONLY)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="processes serving the port, each with its own state (default 1; env MCP_NORMALIZER_WORKERS)",
+    )
+    parser.add_argument(
+        "--http", choices=("httptools", "h11"), help="HTTP/1.1 parser (default httptools; env MCP_NORMALIZER_HTTP)"
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        help="critical, error, warning, info (default) or debug (env MCP_NORMALIZER_LOG_LEVEL)",
+    )
+    return parser
+
+
+def _demo_parser() -> Parser:
+    parser = Parser(
+        prog="mcp-normalizer demo",
+        description="Run a legacy Protean-style upstream with the proxy in front and show what strict clients get.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="proxy port (default 8765)")
+    parser.add_argument("--upstream-port", type=int, default=8766, help="legacy upstream port (default 8766)")
+    parser.add_argument("--response-mode", choices=("sse", "json"), default="sse", help="how the upstream answers")
+    parser.add_argument("--once", action="store_true", help="print the comparison and exit instead of serving")
+    return parser
+
+
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def _fail(message: str) -> int:
+    print(f"mcp-normalizer: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``mcp-normalizer`` and ``python -m mcp_normalizer``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "check":
+        from .check import main as check
+
+        return check(args[1:])
+    if args and args[0] == "demo":
+        from .demo import run_demo
+
+        demo = _demo_parser().parse_args(args[1:])
+        return run_demo(
+            host=demo.host,
+            port=demo.port,
+            upstream_port=demo.upstream_port,
+            response_mode=demo.response_mode,
+            once=demo.once,
+        )
+    ns = _proxy_parser().parse_args(args)
+    # Ctrl-C from now on ends the proxy with 130, also in a process started with SIGINT ignored
+    # (nohup, background jobs) and also before uvicorn has installed its own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _main(ns)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(ns: argparse.Namespace) -> int:
+    try:
+        settings = Settings.from_env(
+            upstream=ns.upstream,
+            host=ns.host,
+            port=ns.port,
+            config_file=ns.config_file,
+            report_only=ns.report_only,
+            log_level=ns.log_level,
+        )
+        config = settings.load_config()
+        overrides = {"workers": ns.workers, "http": ns.http}
+        config = config.with_proxy({k: v for k, v in overrides.items() if v is not None})
+    except ConfigError as exc:
+        return _fail(str(exc))
+    configure_logging(settings.log_level)
+    # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
+    # to stop a service, so it ends the process with 0 (as PID 1 in a container it would anyway).
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    workers = config.proxy.workers
+    try:
+        if workers > 1:
+            return serve_workers(workers, lambda sock: _run(settings, config, sock), settings.host, settings.port)
+        sock = bind(settings.host, settings.port)
+    except OSError as exc:
+        return _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
+    return _run(settings, config, sock)
+
+
+def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
+    """Serve the proxy on ``sock`` (in this process); the exit code."""
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    app = create_app(settings, config=config)
+    host, port = sock.getsockname()[:2]
+    logging.getLogger("mcp_normalizer").info(
+        "listening on http://%s:%s%s, upstream %s%s",
+        f"[{host}]" if ":" in host else host,  # an IPv6 address in a URL is bracketed (RFC 3986 3.2.2)
+        port,
+        settings.mcp_path,
+        settings.upstream_label,
+        " (report-only)" if config.report_only else "",
+    )
+    proxy = config.proxy
+    try:
+        return serve(
+            uvicorn_config(app, proxy, log_level=settings.log_level, parser=cast(HttpParser, proxy.http)), [sock]
+        )
+    except SystemExit as exc:  # SIGTERM
+        return int(exc.code or 0)

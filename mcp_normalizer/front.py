@@ -1,0 +1,88 @@
+"""``FrontDoor``: the proxy's outermost ASGI layer, everything a request meets before the normalizer.
+
+One layer, one ``send`` wrapper per request, doing in order:
+
+1. **the head-size bound**: a request head over ``max_header_bytes`` gets 431 (RFC 6585 section 5);
+2. **the Host and Origin check** (:mod:`mcp_normalizer.hosts`): 421 or 403, for the admin endpoints too;
+3. **the admin endpoints** under their prefix (:mod:`mcp_normalizer.admin`), not counted;
+4. **counting** every other request (refused ones too) by HTTP method, JSON-RPC method and outcome
+   (its status, or ``aborted`` when no response started), and the access log line when it is on
+   (:mod:`mcp_normalizer.observe`);
+5. everything else goes to the wrapped app (the normalizer middleware around the forwarder).
+
+Refusals carry a JSON-RPC error body (``id: null``: the request was not read) and never reach
+the upstream.
+"""
+
+from __future__ import annotations
+
+from .admin import Admin
+from .heads import head_size
+from .hosts import HostPolicy, Refusal
+from .jsonrpc import refusal_body
+from .observe import RequestRecord
+from .types import ASGIApp, Receive, Scope, Send
+
+
+class FrontDoor:
+    """The outermost ASGI layer of the standalone proxy.
+
+    Args:
+        app: the wrapped app.
+        admin: the admin endpoints.
+        hosts: the ``Host``/``Origin`` policy.
+        record: counts requests and writes the access log.
+        max_header_bytes: the largest request head accepted (``[proxy] max_header_bytes``).
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, admin: Admin, hosts: HostPolicy, record: RequestRecord, max_header_bytes: int
+    ) -> None:
+        self.app = app
+        self.admin = admin
+        self.hosts = hosts
+        self.record = record
+        self.max_header_bytes = max_header_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        path: str = scope["path"]
+        prefix = self.admin.prefix
+        if refusal is None and path.startswith(prefix) and path[len(prefix) : len(prefix) + 1] == "/":
+            await self.admin.answer(path[len(prefix) + 1 :], send)  # probes and scrapes are not counted
+            return
+        observed = self.record.start(scope, send)
+        try:
+            if refusal is not None:
+                await _refuse(observed.send, refusal.status, refusal.message)
+            else:
+                await self.app(scope, receive, observed.send)
+        finally:
+            observed.done()
+
+    def _refusal(self, scope: Scope) -> Refusal | None:
+        """Why the request may not pass (head too large, ``Host`` or ``Origin`` not allowed), or ``None``."""
+        if head_size(scope) > self.max_header_bytes:
+            return Refusal(431, f"request header fields larger than {self.max_header_bytes} bytes")
+        host = origin = None
+        for key, value in scope["headers"]:
+            if key == b"host":
+                if host is not None:  # RFC 9112 section 3.2: which one would the check have read?
+                    return Refusal(400, "more than one Host header")
+                host = value.decode("latin-1")
+            elif key == b"origin":
+                if origin is not None:
+                    return Refusal(400, "more than one Origin header")
+                origin = value.decode("latin-1")
+        server = scope.get("server")
+        return self.hosts.check(host, origin, server[0] if server else None)
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = refusal_body(message)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,5 +1,0 @@
-"""``python -m proxy``: the same as the ``mcp-normalizer`` command."""
-
-from .cli import main
-
-raise SystemExit(main())
