@@ -12,6 +12,8 @@ Public API:
 
 from __future__ import annotations
 
+from importlib import metadata
+
 from .app import create_app
 from .config import NormalizerConfig, Settings
 from .errors import ConfigError, NormalizerError
@@ -28,4 +30,4 @@ __all__ = [
     "configure_logging",
     "create_app",
 ]
-__version__ = "0.1.0"
+__version__ = metadata.version("mcp-normalizer")  # defined once: pyproject.toml [project] version

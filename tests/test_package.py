@@ -27,3 +27,15 @@ def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(tmp_path: Pa
     assert shipped == (ROOT / "config" / "normalizer.toml").read_text(encoding="utf-8")  # the file, not a link
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
     assert "mcp-normalizer = mcp_normalizer.cli:main" in entry_points
+    assert f"{info}/licenses/LICENSE" in names
+    metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
+    assert "License-Expression: MIT" in metadata and "Classifier: Typing :: Typed" in metadata
+
+
+def test_the_version_is_defined_once() -> None:
+    import tomllib
+
+    import mcp_normalizer
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert mcp_normalizer.__version__ == declared
