@@ -90,12 +90,6 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
                     self.problem = str(exc)
         return self.compiled_schema
 
-    @property
-    def schema_problem(self) -> str | None:
-        """Why the schema cannot be used to validate, if it cannot."""
-        _ = self.compiled
-        return self.problem
-
     def without_validation(self, reason: str) -> ToolEntry:
         """This entry with validation switched off (for a result too large to validate)."""
         return ToolEntry(self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason)

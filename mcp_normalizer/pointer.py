@@ -60,10 +60,6 @@ class PointerPattern(msgspec.Struct, frozen=True, gc=False):
                 raise ValueError(f"JSON pointer {text!r} has an invalid '~' escape")
         return cls(text, tuple(_unescape(segment) for segment in raw))
 
-    def matches(self, path: Sequence[str | int]) -> bool:
-        """True when ``path`` is exactly a location this pattern names."""
-        return len(path) == len(self.segments) and self._prefix_matches(path)
-
     def _prefix_matches(self, path: Sequence[str | int]) -> bool:
         return all(seg == WILDCARD or seg == str(step) for seg, step in zip(self.segments, path, strict=False))
 

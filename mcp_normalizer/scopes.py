@@ -39,7 +39,6 @@ class BoundedMap(Mapping[K, V], Generic[K, V]):
     """A map with at most ``max_entries`` entries, each kept ``ttl`` seconds.
 
     Putting a new key beyond the bound drops the oldest entry; an expired entry reads as absent.
-    ``dropped`` counts entries lost to the bound (not to expiry).
     """
 
     def __init__(self, max_entries: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -47,7 +46,6 @@ class BoundedMap(Mapping[K, V], Generic[K, V]):
         self._max = max_entries
         self._ttl = ttl
         self._clock = clock
-        self.dropped = 0
 
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key`` (renewing its time to live)."""
@@ -55,7 +53,6 @@ class BoundedMap(Mapping[K, V], Generic[K, V]):
         self._items[key] = (self._clock() + self._ttl, value)
         while len(self._items) > self._max:
             self._items.popitem(last=False)
-            self.dropped += 1
 
     def __getitem__(self, key: K) -> V:
         found = self._items.get(key)
