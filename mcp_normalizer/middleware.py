@@ -179,7 +179,10 @@ class NormalizerMiddleware:
             for id_key, request in pending.items():
                 if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
                     state.pending.put(id_key, request)  # its response may come on a later GET
-        exchange = Exchange(pending, info.era, key, state, self.scopes.public, sole=info.sole, client=client)
+        private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
+        exchange = Exchange(
+            pending, info.era, key, state, self.scopes.public, sole=info.sole, client=client, private=private
+        )
         needed = {tool for tool in map(exchange.tool_of, pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
         await self._exchange(scope, replayed, send, exchange, info, unknown)

@@ -11,9 +11,8 @@ that cannot be made conforming is left as it is, and the reason is logged).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 import msgspec
@@ -40,16 +39,17 @@ from .rules import (
 )
 from .rules.base import Response, ResponseContext
 from .rules.clients import UNKNOWN, ClientProfile
+from .rules.declared import unconstrained
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
+from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
-from .rules.learned import Learned
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
+from .rules.schemas import widen_at
 from .schema import SchemaCompiler, SchemaUnusable
 from .steps import Steps, run_all
 from .types import JSON, JSONObject
 
-_NOTHING_LEARNED: Mapping[str, Learned] = MappingProxyType({})
 _GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
 #: Rules that validate a success result's structuredContent against its outputSchema.
 _VALIDATING = (*(rule.name for rule in _GROUP), "last_resort")
@@ -227,7 +227,7 @@ class Normalizer:
         result: JSONObject,
         era: str | None,
         client: ClientProfile = UNKNOWN,
-        learned: Mapping[str, Learned] = _NOTHING_LEARNED,
+        learned: LearnedTools = NOTHING_LEARNED,
     ) -> Steps[Outcome]:
         """Repair the tools of a ``ListToolsResult`` and build their catalog entries, pausing after
         each tool (:mod:`mcp_normalizer.steps`).
@@ -262,7 +262,7 @@ class Normalizer:
         index: int,
         era: str | None,
         client: ClientProfile = UNKNOWN,
-        learned: Mapping[str, Learned] = _NOTHING_LEARNED,
+        learned: LearnedTools = NOTHING_LEARNED,
     ) -> Listing:
         """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``).
 
@@ -312,7 +312,7 @@ class Normalizer:
         index: int,
         era: str | None,
         client: ClientProfile = UNKNOWN,
-        learned: Mapping[str, Learned] = _NOTHING_LEARNED,
+        learned: LearnedTools = NOTHING_LEARNED,
     ) -> ListedTool:
         """:meth:`list_tool` on one tool given as JSON text; the answer for a text already listed
         (in the same era) is reused, so only new tools cost the rules.
@@ -323,10 +323,7 @@ class Normalizer:
         digest = hashlib.blake2b(digest_size=16)
         digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
         digest.update(dumps(sorted(client.accepts)))
-        if learned:  # a scope that learned lists its tools otherwise (each declaration in the key)
-            digest.update(
-                dumps(sorted((n, d.drop_output_schema, [p.text for p in d.relax]) for n, d in learned.items()))
-            )
+        digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
         digest.update(text)
         key = digest.digest()
         found = self._listed.get(key)
@@ -522,13 +519,14 @@ class Normalizer:
         if remaining:
             reason = "structuredContent still fails outputSchema at " + ", ".join(v.describe() for v in remaining)
             try:
-                every = entry.compiled.violations(result["structuredContent"], limit=20)
+                every = entry.compiled.violations(result["structuredContent"], limit=learned.MAX_PLACES + 1)
             except SchemaUnusable:
                 every = remaining
             fix = suggest.for_violations(tool, result["structuredContent"], every)
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
-            self._learn(track, tool, learned.from_violations(result["structuredContent"], every))
+            taught = learned.from_violations(result["structuredContent"], every)
+            self._learn(track, tool, self._relaxing(entry, result["structuredContent"], taught))
             return
         applied = any(record.applied for record in group.records)
         if applied and group.real is not group.would and not self._conforms(entry, group.real):
@@ -544,16 +542,35 @@ class Normalizer:
         track.records += group.records
 
     def _learn(self, track: _Track, tool: str | None, found: Learned | None) -> None:
-        """Record what an unrepaired result teaches of its tool (rule ``learn_schema``)."""
+        """Hand on what an unrepaired result teaches of its tool (rule ``learn_schema``): in mode
+        ``on`` as :attr:`Outcome.learned` (the transformer keeps it for the scope and logs it); in
+        ``report`` as a record of what would be learned."""
         mode = self.config.mode(LEARN.name, tool)
         if found is None or tool is None or mode is Mode.OFF:
             return
-        what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
-        reason = "the tool's results do not meet its outputSchema; later tools/list of this scope say so"
-        rewrite = Rewrite(LEARN.name, f"learned {what}; sent notifications/tools/list_changed", (), reason)
-        track.records.append(Record(rewrite, tool, mode is Mode.ON))
         if mode is Mode.ON:
             track.learned = found
+            return
+        what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
+        reason = "the tool's results do not meet its outputSchema; a scope would be told with list_changed"
+        track.records.append(Record(Rewrite(LEARN.name, f"would learn {what}", (), reason), tool, False))
+
+    def _relaxing(self, entry: ToolEntry, structured: JSON, found: Learned | None) -> Learned | None:
+        """``found`` if relaxing its places widens the schema at each and makes ``structured``
+        conform, else ``None`` (a place only a ``patternProperties`` or a branch reaches, or more
+        faults than were learned: the relaxed list would announce a change that changes nothing)."""
+        schema = entry.output_schema
+        if found is None or not isinstance(schema, dict):
+            return None
+        relaxed: JSON = schema
+        for place in found.relax:
+            relaxed, count = widen_at(relaxed, place.segments, unconstrained)
+            if not count:
+                return None
+        try:
+            return found if self.compiler.compile(relaxed).is_valid(structured) else None
+        except SchemaUnusable:
+            return None
 
     @staticmethod
     def _conforms(entry: ToolEntry, result: JSONObject) -> bool:

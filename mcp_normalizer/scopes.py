@@ -26,10 +26,12 @@ from typing import Generic, TypeVar
 from .catalog import CatalogPool, ToolCatalog
 from .jsonrpc import IdKey, PendingRequest
 from .rules.clients import UNKNOWN, ClientProfile
-from .rules.learned import Learned
+from .rules.learned import Learned, LearnedTools
 
 #: Tools whose schema one scope may learn (a bound on what one client's results can make it hold).
-MAX_LEARNED_TOOLS = 1_000
+MAX_LEARNED_TOOLS = 200
+#: Bytes of tool names and places one scope may learn (its state stays small: 10,000 scopes, 80 MB at most).
+MAX_LEARNED_BYTES = 8192
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -112,7 +114,7 @@ class ScopeState:
     #: The client of a legacy session, named by its ``initialize`` (2026-07-28 names it per request).
     client: ClientProfile = UNKNOWN
     #: What the tools' results taught of their schemas (:mod:`mcp_normalizer.rules.learned`), by tool name.
-    learned: dict[str, Learned] = field(default_factory=dict)
+    learned: LearnedTools = field(default_factory=LearnedTools)
 
     def learn(self, tool: str, found: Learned) -> bool:
         """Add what a result of ``tool`` taught; ``True`` when the scope's tool list changes with it
@@ -120,6 +122,9 @@ class ScopeState:
         before = self.learned.get(tool)
         merged = before.merged(found) if before is not None else found
         if merged == before or (before is None and len(self.learned) >= MAX_LEARNED_TOOLS):
+            return False
+        size = len(tool) + sum(len(place.text) for place in merged.relax)
+        if self.learned.size - self.learned.size_of(tool) + size > MAX_LEARNED_BYTES:
             return False
         self.learned[tool] = merged
         return True

@@ -58,7 +58,8 @@ from .rules import Rewrite
 from .rules.base import Response, ResponseContext, meta_of
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.jsonrpc_envelope import LIST_METHODS
-from .rules.learned import LIST_CHANGED
+from .rules.learned import LIST_CHANGED, Learned
+from .rules.learned import RULE as LEARN_RULE
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
@@ -99,6 +100,8 @@ class Exchange:
         sole: the id key of the POST's one request when it carried one (not a batch, not a ``GET``
             stream): a response on its stream with another id answers it all the same.
         client: who the responses go to (:mod:`mcp_normalizer.rules.clients`), :data:`UNKNOWN` if unnamed.
+        private: the scope is one client's (a session or a credential names it): only such a scope
+            learns from results (:mod:`mcp_normalizer.rules.learned`).
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -111,6 +114,7 @@ class Exchange:
     lists_expire: bool = True
     sole: IdKey | None = None
     client: ClientProfile = UNKNOWN
+    private: bool = True
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
@@ -141,7 +145,8 @@ class Exchange:
                 else 0.0
             )
         self.state.catalog.learn(entries, first_page=first_page, ttl=ttl)
-        if result.get("cacheScope") == "public":
+        if result.get("cacheScope") == "public" and not self.state.learned:
+            # (a scope's learned declarations are its own: its entries never serve another scope)
             self.public.learn(entries, first_page=first_page, ttl=ttl)
         self.learned.append(entries if isinstance(entries, ToolSet) else {entry.name: entry for entry in entries})
 
@@ -380,7 +385,10 @@ class ResponseTransformer:
         out = None if new is None else replace_data(block, new)
         if self._announce:  # before the response that taught it: the client re-lists (tools.mdx, List Changed)
             self._announce = False
-            return _LIST_CHANGED_EVENT + (block if out is None else out)
+            new = block if out is None else out
+            if new.startswith(_BOM):  # a BOM is read only at the stream's start: it stays first
+                return _BOM + _LIST_CHANGED_EVENT + new[len(_BOM) :]
+            return _LIST_CHANGED_EVENT + new
         return out
 
     def _skip(self, size: int) -> None:
@@ -644,9 +652,28 @@ class ResponseTransformer:
             result = {key: result[key] for key in members}  # the server's member order
         codec.adopt(result, members)
         outcome = normalizer.tools_call(result, tool, entry, exchange.era, size, codec, exchange.client)
-        if outcome.learned is not None and tool is not None and exchange.state.learn(tool, outcome.learned):
-            self._announce = self.mode == "sse"  # a JSON body has no room for it: the next tools/list shows it
+        if outcome.learned is not None and tool is not None:
+            outcome.records.append(self._learned(tool, outcome.learned))
         return (codec.splice(outcome.result, result) if outcome.changed else None), outcome.records
+
+    def _learned(self, tool: str, found: Learned) -> Record:
+        """Keep what a result of ``tool`` taught (rule ``learn_schema``) and say so. A scope many
+        clients share (no session, no credential) learns nothing: one client's call would change
+        every client's list. The notice goes before the result on a legacy SSE stream only (on
+        2026-07-28 ``list_changed`` belongs to ``subscriptions/listen`` streams; a JSON body has no
+        room for it): elsewhere the scope's next ``tools/list`` shows it."""
+        exchange = self.exchange
+        what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
+        if not exchange.private:
+            reason = "not learned: the scope has no session and no credential, so every client shares it"
+            return Record(Rewrite(LEARN_RULE.name, "left unchanged", (), reason), tool, False, "unrepaired")
+        if not exchange.state.learn(tool, found):
+            reason = "learned before; the client has not listed the tools since"
+            return Record(Rewrite(LEARN_RULE.name, f"already learned {what}", (), reason), tool, False, "unrepaired")
+        self._announce = self.mode == "sse" and object_only(exchange.era)
+        sent = "; sent notifications/tools/list_changed" if self._announce else ""
+        reason = "the tool's results do not meet its outputSchema; later tools/list of this scope say so"
+        return Record(Rewrite(LEARN_RULE.name, f"learned {what}{sent}", (), reason), tool, True)
 
     def _tools_list(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec

@@ -30,7 +30,8 @@ def _drop(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | No
     )
 
 
-def _unconstrained(node: JSON) -> JSON:
+def unconstrained(node: JSON) -> JSON:
+    """The schema ``relax`` puts at a place: nothing but its ``title`` and ``description``."""
     if not isinstance(node, dict):
         return {}
     return {k: v for k, v in node.items() if k in _KEEP}
@@ -42,7 +43,7 @@ def _relax(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | N
         return None
     new, pointers = schema, []
     for pattern in sorted(ctx.relax, key=lambda p: len(p.segments), reverse=True):
-        new, count = widen_at(new, pattern.segments, _unconstrained)
+        new, count = widen_at(new, pattern.segments, unconstrained)
         if count:
             pointers.append(pattern.text)
     if new is schema:

@@ -20,14 +20,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..jsoncodec import Raw, loads
-from ..pointer import PointerPattern, format_pointer, resolve
+from ..jsoncodec import Raw, dumps, loads
+from ..pointer import WILDCARD, PointerPattern, format_pointer, resolve
 from ..schema import Violation
 from ..types import JSON
 from .base import Mode, Rule
 
 #: Places relaxed per tool at most (a result failing at more is left to the operator).
 MAX_PLACES = 20
+#: Longest place learned, in characters (a scope's learned state stays small whatever the server names).
+MAX_POINTER = 256
+#: Schema keywords whose members are names (``properties: {"const": ...}`` is a member, not a keyword).
+_NAMING = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+#: Keywords under which relaxing a place would change what other branches accept.
+_BRANCHES = frozenset({"oneOf", "not", "if", "then", "else", "contains", "patternProperties"})  # anyOf only widens
 #: The notification announcing a changed tool list (``server/tools.mdx``, List Changed Notification).
 LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
 
@@ -50,6 +56,40 @@ class Learned:
         return Learned(self.drop_output_schema or other.drop_output_schema, tuple(places.values())[:MAX_PLACES])
 
 
+class LearnedTools(dict[str, Learned]):
+    """What one scope learned, by tool name, with its :attr:`key` (part of a listed tool's cache
+    key: made once per change, not once per listed tool) and its :attr:`size` in bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._key: bytes | None = None
+
+    def __setitem__(self, name: str, learned: Learned) -> None:
+        super().__setitem__(name, learned)
+        self._key = None
+
+    @property
+    def key(self) -> bytes:
+        """The declarations as JSON bytes, sorted by tool (``b""`` when nothing was learned)."""
+        if self._key is None:
+            taught = sorted((name, d.drop_output_schema, [p.text for p in d.relax]) for name, d in self.items())
+            self._key = dumps(taught) if taught else b""
+        return self._key
+
+    def size_of(self, name: str) -> int:
+        """The bytes learned for tool ``name``: its name and places (0 when nothing)."""
+        found = self.get(name)
+        return len(name) + sum(len(place.text) for place in found.relax) if found is not None else 0
+
+    @property
+    def size(self) -> int:
+        """The bytes learned for every tool."""
+        return sum(self.size_of(name) for name in self)
+
+
+NOTHING_LEARNED = LearnedTools()
+
+
 def from_missing() -> Learned:
     """What a success result without ``structuredContent`` (none could be supplied) teaches."""
     return Learned(drop_output_schema=True)
@@ -67,7 +107,15 @@ def from_violations(structured: JSON | Raw, violations: Sequence[Violation]) -> 
         found, value = resolve(structured, violation.path)
         if violation.keyword not in ("const", "enum") or not found or value is None or not violation.path:
             return None
-        text = format_pointer(tuple("*" if isinstance(step, int) else step for step in violation.path))
+        if len(violation.schema_path) > 1 and violation.schema_path[-2] in _NAMING:
+            return None  # a member named const or enum: not the keyword
+        if any(step in _BRANCHES for step in violation.schema_path):
+            return None  # relaxing the place would widen every branch: valid results could then fail
+        if any(step == WILDCARD for step in violation.path):
+            return None  # a member named *: the pattern would be every member
+        text = format_pointer(tuple(WILDCARD if isinstance(step, int) else step for step in violation.path))
+        if len(text) > MAX_POINTER:
+            return None
         places[text] = PointerPattern.parse(text)
     return Learned(relax=tuple(places.values()))
 
