@@ -734,7 +734,13 @@ class ResponseTransformer:
         unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
         if not all(_utf8(bytes(text)) for text in unread):
             return None, []  # the message cannot be rewritten: nor is anything logged
-        return {**members, "tools": new_tools}, records  # written with the message, in one pass
+        out: dict[str, Raw | list[Raw]] = {**members, "tools": new_tools}
+        exchange = self.exchange
+        if result.get("cacheScope") == "public" and (exchange.client is not UNKNOWN or exchange.state.learned):
+            # Made for this client or scope (fewer repairs, learned declarations): no shared cache
+            # may hand it to another (2026-07-28 server/utilities/caching.mdx, cacheScope).
+            out["cacheScope"] = Raw(b'"private"')
+        return out, records  # written with the message, in one pass
 
     def _rename(self, texts: list[Raw], named: list[tuple[int, str]], records: list[Record], codec: Codec) -> bool:
         """Rule ``tool_names`` on one page: tools whose names clients refuse are advertised under

@@ -12,6 +12,7 @@ from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.jsonrpc import PendingRequest
 from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.rules.clients import UNKNOWN, profile_for
 from mcp_normalizer.rules.learned import LIST_CHANGED, MAX_PLACES
 from mcp_normalizer.scopes import ScopeStore
 from mcp_normalizer.transform import Exchange, ResponseTransformer
@@ -147,3 +148,18 @@ def test_what_one_scope_may_learn_is_bounded() -> None:
         feed_all(t, answer({"k" * 250: 2}))
         learned = len(state.learned)
     assert 0 < learned < 100 and state.learned.size <= 8192
+
+
+def test_a_public_page_made_for_one_client_or_scope_goes_out_private() -> None:
+    dangling = {"type": "object", "properties": {"n": {"$ref": "#/$defs/gone"}}}  # repaired for every client
+    tool = {"name": "t", "inputSchema": {"type": "object"}, "outputSchema": dangling}
+    page = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool], "cacheScope": "public", "ttlMs": 1}})
+    seen = {}
+    for name, client in (("unknown", UNKNOWN), ("python", profile_for({"name": "mcp"}))):
+        store = ScopeStore()
+        request = PendingRequest("tools/list")
+        exchange = Exchange({("n", 1): request}, "2026-07-28", "s", store.state("s"), store.public, client=client)
+        t = ResponseTransformer(exchange, Normalizer(NormalizerConfig()), AuditLog("test"))
+        t.start(200, [(b"content-type", b"application/json")])
+        seen[name] = orjson.loads(feed_all(t, page))["result"]["cacheScope"]
+    assert seen == {"unknown": "public", "python": "private"}  # what every unknown client gets may be shared
