@@ -23,20 +23,15 @@ import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import NoReturn, cast
+from typing import cast
 
 from .app import create_app
+from .check import main as check
 from .config import NormalizerConfig, Settings
+from .demo import run_demo
 from .errors import ConfigError
 from .logs import configure_logging
-from .server import HttpParser, bind, serve, serve_workers, uvicorn_config
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``mcp-normalizer: error: ...``) and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+from .server import HttpParser, Parser, bind, serve, serve_workers, uvicorn_config
 
 
 def _proxy_parser() -> Parser:
@@ -96,12 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mcp-normalizer`` and ``python -m mcp_normalizer``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "check":
-        from .check import main as check
-
         return check(args[1:])
     if args and args[0] == "demo":
-        from .demo import run_demo
-
         demo = _demo_parser().parse_args(args[1:])
         return run_demo(
             host=demo.host,

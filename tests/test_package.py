@@ -39,3 +39,39 @@ def test_the_version_is_defined_once() -> None:
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert mcp_normalizer.__version__ == declared
+
+
+def test_no_module_of_the_package_imports_another_that_imports_it_back() -> None:
+    """The package's import graph (top-level ``from .x import y`` statements; imports inside
+    functions count too, so that no cycle hides behind a lazy import) has no cycle."""
+    import ast
+
+    package = ROOT / "mcp_normalizer"
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                candidates = ([target] if node.module else []) + [f"{target}.{alias.name}" for alias in node.names]
+                graph[name] |= {c for c in candidates if c in modules and c != name}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph[node])
+        return False
+
+    cycles = sorted((a, b) for a in graph for b in graph[a] if reaches(b, a))
+    # the package's __init__ re-exports its API: a module importing a sibling by "from . import x" is not a cycle
+    assert [(a, b) for a, b in cycles if "mcp_normalizer" not in (a, b)] == []
