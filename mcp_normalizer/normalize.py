@@ -322,7 +322,7 @@ class Normalizer:
         """
         digest = hashlib.blake2b(digest_size=16)
         digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
-        digest.update(dumps(sorted(client.accepts)))
+        digest.update(client.key)
         digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
         digest.update(text)
         key = digest.digest()

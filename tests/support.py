@@ -389,6 +389,17 @@ class Mangled:
                     pass
 
 
+async def each_client(url: str, steps: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One session of ``steps`` with each strict client (TS SDK 1.x, TS client 2.x, Python ``mcp``):
+    its record by client."""
+    session = [{"url": url, "steps": list(steps)}]
+    return {
+        "ts-sdk-1": (await run_node("v1", session))[0],
+        "ts-client-2": (await run_node("v2", session))[0],
+        "python": await run_python(url, steps),
+    }
+
+
 async def three_clients(
     url: str, faults: Sequence[str], steps: Sequence[Mapping[str, Any]], request_timeout: float
 ) -> dict[str, list[dict[str, Any]]]:

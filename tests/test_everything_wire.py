@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcp_normalizer.demo.clients import run_node, run_python
-
-from .support import ROOT, capture_rewrites, need_shared, proxy_for
+from .support import ROOT, capture_rewrites, each_client, need_shared, proxy_for
 from .test_cli import EXE, free_port, running
 
 EVERYTHING = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
@@ -47,15 +45,6 @@ def upstream() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-async def clients(url: str) -> dict[str, dict[str, Any]]:
-    session = [{"url": url, "steps": STEPS}]
-    return {
-        "ts-sdk-1": (await run_node("v1", session))[0],
-        "ts-client-2": (await run_node("v2", session))[0],
-        "python": await run_python(url, STEPS),
-    }
-
-
 def answers(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The call steps of a client's record without the Node client's timestamps (``at``) and the
     one answer that holds the time it was made (a resource created "at 12:06:18 PM")."""
@@ -68,8 +57,8 @@ async def test_every_tool_answers_every_client_as_directly_and_the_list_changes_
     upstream: str,
 ) -> None:
     with proxy_for(upstream) as px, capture_rewrites() as log:
-        direct = await clients(upstream)
-        proxied = await clients(px + "/mcp")
+        direct = await each_client(upstream, STEPS)
+        proxied = await each_client(px + "/mcp", STEPS)
     for client, record in proxied.items():
         assert all(step["ok"] for step in record["steps"]), (client, record)
         assert answers(record) == answers(direct[client]), client  # every result as the server sent it

@@ -20,9 +20,7 @@ import fastmcp
 import pydantic
 import pytest
 
-from mcp_normalizer.demo.clients import run_node, run_python
-
-from .support import capture_rewrites, proxy_for, serve
+from .support import capture_rewrites, each_client, proxy_for, serve
 from .test_cli import EXE
 
 KEPT = "dev.mcp-normalizer/original-keywords"
@@ -82,15 +80,6 @@ CALLS: list[dict[str, Any]] = [
 STEPS: list[dict[str, Any]] = [{"op": "listTools"}, *CALLS]
 
 
-async def clients(url: str) -> dict[str, dict[str, Any]]:
-    session = [{"url": url, "steps": STEPS}]
-    return {
-        "ts-sdk-1": (await run_node("v1", session))[0],
-        "ts-client-2": (await run_node("v2", session))[0],
-        "python": await run_python(url, STEPS),
-    }
-
-
 def by_name(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {tool["name"]: tool for tool in record["steps"][0]["value"]["tools"]}
 
@@ -98,8 +87,8 @@ def by_name(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.mark.anyio
 async def test_every_client_accepts_what_a_repair_exists_for_and_nothing_else_changes(upstream: str) -> None:
     with proxy_for(upstream) as px, capture_rewrites() as log:
-        direct = await clients(upstream)
-        proxied = await clients(px + "/mcp")
+        direct = await each_client(upstream, STEPS)
+        proxied = await each_client(px + "/mcp", STEPS)
     for client, record in proxied.items():
         listing, lookup, event, add, score = record["steps"]
         assert listing["ok"] and lookup["ok"] and event["ok"] and add["ok"], (client, record)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from ..audit import AuditLog
 from ..errors import DecodeError
@@ -39,17 +40,7 @@ class _Records(AuditLog):
         super().__init__("capture", logging.getLogger("mcp_normalizer.check"))
         self.auditor = auditor
 
-    def emit(
-        self,
-        record: Record,
-        *,
-        method: str,
-        jsonrpc_id: JSON,
-        scope: str,
-        era: str | None,
-        listed: bool = True,
-        client: str = "unknown",
-    ) -> None:
+    def emit(self, record: Record, *, method: str, **line: Any) -> None:
         self.auditor.add(record, "tools/list" if method == TOOLS_LIST else "tools/call")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..jsoncodec import dumps
 from ..types import JSON
 
 PYTHON_SDK = "mcp"  # the Python SDK client's default clientInfo name
@@ -72,10 +73,13 @@ class ClientProfile:
     Attributes:
         name: its ``clientInfo`` name, ``None`` when it sent none.
         accepts: the faults of :data:`CLIENT_FAULTS` it is known to accept.
+        key: ``accepts`` as JSON bytes, sorted (part of a listed tool's cache key: made once per
+            client, not once per listed tool).
     """
 
     name: str | None = None
     accepts: frozenset[str] = frozenset()
+    key: bytes = b"[]"
 
     def needs(self, fault: str) -> bool:
         """True when the repair of ``fault`` (a key of :data:`CLIENT_FAULTS`) is applied for this client."""
@@ -98,4 +102,4 @@ def profile_for(client_info: JSON) -> ClientProfile:
         return UNKNOWN
     name = client_info["name"][:128]
     accepts = frozenset(fault for fault, row in CLIENT_FAULTS.items() if name in row.accepted_by)
-    return ClientProfile(name, accepts)
+    return ClientProfile(name, accepts, dumps(sorted(accepts)))
