@@ -9,23 +9,21 @@ websocket and every request the proxy does not watch go straight to the inner ap
 ``send``. For a POST carrying ``tools/call`` or ``tools/list`` requests, the body is read once and
 replayed to the inner app, and the response is driven through a
 :class:`~mcp_normalizer.transform.ResponseTransformer`. When a call names a tool the proxy has not seen in
-this scope, it fetches ``tools/list`` through the inner app itself (same authorization and session
-headers, all pages), concurrently with the call.
+this scope, it fetches ``tools/list`` through the inner app itself, concurrently with the call
+(:mod:`mcp_normalizer.tools_fetch`).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 import anyio
 
 from .audit import AuditLog
 from .body import buffer_body, replay
 from .capture import Capture
-from .catalog import ToolEntry, scope_key
+from .catalog import scope_key
 from .config import NormalizerConfig
 from .errors import ClientDisconnect, UpstreamError
 from .jsoncodec import dumps
@@ -38,28 +36,19 @@ from .jsonrpc import (
     RequestInfo,
     header,
     inspect_request,
-    object_only,
-    response_to,
 )
 from .metrics import Metrics
 from .normalize import Normalizer, Record
 from .observe import RPC_METHOD_KEY, metric_method
+from .relay import TransformingSend
 from .request_rewrite import REWRITE, rename_calls
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .scopes import Limits, ScopeStore
-from .sse import SSESplitter, parse_event
-from .steps import run_sliced
+from .tools_fetch import ToolsFetcher
 from .transform import Exchange, ResponseTransformer
-from .types import JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
+from .types import JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
-
-#: Request headers copied onto the proxy's own ``tools/list`` requests.
-_FETCH_HEADERS = frozenset(
-    {b"host", b"authorization", b"cookie", b"mcp-session-id", b"mcp-protocol-version", b"origin", b"user-agent"}
-)
-_FETCH_ID = itertools.count(1)
-_MAX_PAGES = 100
 
 
 class NormalizerMiddleware:
@@ -102,7 +91,13 @@ class NormalizerMiddleware:
         self.metrics = metrics
         self.upstream = upstream
         self.max_body_bytes = max_body_bytes
-        self._inflight: dict[str, _Fetch] = {}
+        self.fetcher = ToolsFetcher(
+            app,
+            self.normalizer,
+            timeout=config.fetch_timeout,
+            max_bytes=config.proxy.max_rewrite_bytes,
+            capture=self.capture,
+        )
         # Every rule off and nothing to capture: no request is read, no response inspected.
         self._idle = self.normalizer.idle and self.capture is None
 
@@ -219,14 +214,14 @@ class NormalizerMiddleware:
             self._forget_on_404(exchange.scope) if header(scope["headers"], b"mcp-session-id") is not None else None
         )
         oversize = self.metrics.oversize.inc if self.metrics is not None else None
-        wrapped = _TransformingSend(send, transformer, fetched, on_404, oversize)
+        wrapped = TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
         try:
             if fetch:
                 assert info is not None and fetched is not None
                 async with anyio.create_task_group() as tg:  # the fetch runs beside the call
                     exchange.fetching |= unknown
-                    tg.start_soon(self._fetch_for, scope, info, exchange, unknown, fetched)
+                    tg.start_soon(self.fetcher.fetch_for, scope, info, exchange, unknown, fetched)
                     try:
                         await self.app(scope, receive, wrapped)
                     except UpstreamError as exc:
@@ -288,258 +283,6 @@ class NormalizerMiddleware:
             await send(message)
 
         return watched
-
-    async def _fetch_for(
-        self, scope: Scope, info: RequestInfo, exchange: Exchange, unknown: set[str], fetched: anyio.Event
-    ) -> None:
-        """Learn the scope's tools (one fetch per scope at a time), then release the waiting response."""
-        try:
-            running = self._inflight.get(exchange.scope)
-            if running is not None:
-                await running.done.wait()
-                exchange.learned.append({entry.name: entry for entry in running.entries})
-                return
-            catalog = exchange.state.catalog
-            if all(exchange.tool(t) is not None or catalog.known_absent(t) for t in unknown):
-                return  # a fetch that ended after this exchange looked has learned them
-            fetch = self._inflight[exchange.scope] = _Fetch()
-            try:
-                with anyio.move_on_after(self.config.fetch_timeout) as timer:
-                    if await self._learn_tools(scope, info, exchange, fetch):  # the whole list came:
-                        exchange.state.catalog.absent |= {t for t in unknown if exchange.tool(t) is None}
-                if timer.cancelled_caught:
-                    logger.warning(
-                        "tools/list fetch timed out after %ss (scope %s)", self.config.fetch_timeout, exchange.scope
-                    )
-            except Exception:
-                logger.warning("tools/list fetch failed (scope %s)", exchange.scope, exc_info=True)
-            finally:
-                fetch.done.set()
-                del self._inflight[exchange.scope]
-        finally:
-            exchange.fetching -= unknown
-            fetched.set()
-
-    async def _learn_tools(self, scope: Scope, info: RequestInfo, exchange: Exchange, fetch: _Fetch) -> bool:
-        """Fetch every ``tools/list`` page through the inner app and learn it for the exchange's scope.
-
-        Returns:
-            True when every page arrived (what the list lacks is then known to be absent).
-        """
-        call_meta = next((p.meta for p in info.pending.values() if p.meta), {})
-        protocol_meta = {k: v for k, v in call_meta.items() if k.startswith("io.modelcontextprotocol/")}
-        modern = not object_only(exchange.era)
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            params: JSONObject = {}
-            if modern:
-                params["_meta"] = protocol_meta
-            if cursor is not None:
-                params["cursor"] = cursor
-            request_id = f"mcp-normalizer-tools-list-{next(_FETCH_ID)}"
-            body = dumps({"jsonrpc": "2.0", "id": request_id, "method": TOOLS_LIST, "params": params})
-            result = await self._inner_request(scope, body, request_id, modern)
-            if result is None:
-                return False
-            if self.capture is not None:
-                self.capture.exchange(
-                    scope=exchange.scope,
-                    era=exchange.era,
-                    request=PendingRequest(TOOLS_LIST, cursor=cursor),
-                    jsonrpc_id=request_id,
-                    response={"jsonrpc": "2.0", "id": request_id, "result": result},
-                )
-            outcome = await run_sliced(
-                self.normalizer.tools_list_steps(result, exchange.era, exchange.client, exchange.state.learned)
-            )
-            exchange.learn_tools(result, outcome.entries, first_page=cursor is None)
-            fetch.entries.extend(outcome.entries)
-            next_cursor = result.get("nextCursor")
-            if not isinstance(next_cursor, str) or not next_cursor:
-                return True
-            cursor = next_cursor
-        return False
-
-    async def _inner_request(self, scope: Scope, body: bytes, request_id: str, modern: bool) -> JSONObject | None:
-        """POST one JSON-RPC request to the inner app, as the client would; return its result.
-
-        Reading stops as soon as the response is there: an SSE stream that stays open after it
-        (or never ends) does not hold the caller up.
-        """
-        headers: RawHeaders = [(k, v) for k, v in scope["headers"] if k in _FETCH_HEADERS]
-        headers += [
-            (b"content-type", b"application/json"),
-            (b"accept", b"application/json, text/event-stream"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        if modern:
-            headers.append((b"mcp-method", TOOLS_LIST.encode()))
-        sub_scope = {**scope, "method": "POST", "headers": headers}
-        answered = anyio.Event()
-        delivered = False
-        found: list[JSONObject] = []
-        reader = _ResponseReader(request_id)
-
-        async def receive() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await answered.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            result = reader.read(message)
-            if result is not None:
-                found.append(result)
-            if reader.done:
-                answered.set()
-
-        async with anyio.create_task_group() as tg:
-
-            async def run() -> None:
-                try:
-                    await self.app(sub_scope, receive, send)
-                finally:
-                    answered.set()
-
-            tg.start_soon(run)
-            await answered.wait()
-            tg.cancel_scope.cancel()  # the answer is in: stop the inner app (it sees the client leave)
-        if reader.status != 200:
-            logger.warning("tools/list fetch answered HTTP %s", reader.status)
-        return found[0] if found else None
-
-
-class _ResponseReader:
-    """Finds the result of one JSON-RPC response in an ASGI response, JSON or SSE, as it streams."""
-
-    def __init__(self, request_id: str) -> None:
-        self.request_id = request_id
-        self.status = 0
-        self.done = False
-        self._sse = False
-        self._splitter = SSESplitter()
-        self._parts: list[bytes] = []
-
-    def read(self, message: Message) -> JSONObject | None:
-        """Take one ``send`` message; return the result once it is complete (``done`` is then set)."""
-        if message["type"] == "http.response.start":
-            self.status = message["status"]
-            content_type = (header(list(message.get("headers", [])), b"content-type") or "").lower()
-            self._sse = content_type.startswith("text/event-stream")
-            self.done = self.status != 200
-            return None
-        if message["type"] != "http.response.body" or self.done:
-            return None
-        chunk = message.get("body", b"")
-        final = not message.get("more_body", False)
-        if self._sse:
-            for block in self._splitter.feed(chunk):
-                result = self._result_in(parse_event(block).data)
-                if result is not None:
-                    self.done = True
-                    return result
-        else:
-            self._parts.append(chunk)
-            if final:
-                self.done = True
-                return self._result_in(b"".join(self._parts))
-        self.done = final
-        return None
-
-    def _result_in(self, data: bytes | None) -> JSONObject | None:
-        message = response_to(data, self.request_id)
-        result = message.get("result") if message is not None else None
-        return result if isinstance(result, dict) else None
-
-
-@dataclass(slots=True)
-class _Fetch:
-    """A ``tools/list`` fetch in flight for one scope; later exchanges wait for it."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    entries: list[ToolEntry] = field(default_factory=list)
-
-
-#: The largest body piece sent at once.
-_PIECE = 256 * 1024
-
-
-class _TransformingSend:
-    """The ``send`` handed to the inner app: runs the response through the transformer."""
-
-    __slots__ = ("_counted", "_fetched", "_on_status", "_oversize", "_send", "_start", "_t", "started")
-
-    def __init__(
-        self,
-        send: Send,
-        transformer: ResponseTransformer,
-        fetched: anyio.Event | None,
-        on_status: Callable[[int], None] | None = None,
-        oversize: Callable[[], None] | None = None,
-    ) -> None:
-        self._send = send
-        self._t = transformer
-        self._fetched = fetched
-        self._on_status = on_status
-        self._oversize = oversize
-        self._counted = False
-        self._start: Message | None = None
-        self.started = False  # has the response start gone to the client?
-
-    async def __call__(self, message: Message) -> None:
-        kind = message["type"]
-        t = self._t
-        if kind == "http.response.start":
-            if self._on_status is not None:
-                self._on_status(message["status"])
-            t.start(message["status"], list(message.get("headers", [])))
-            self._start = message
-            if not t.hold_start:
-                await self._send_start()
-            return
-        if kind != "http.response.body":
-            await self._send(message)
-            return
-        more = bool(message.get("more_body", False))
-        out = t.feed(message.get("body", b""))
-        if not more:
-            out += t.finish()
-        while t.stalled or t.busy:
-            if t.stalled:
-                if self._fetched is not None:  # else no fetch runs: nothing to wait for
-                    await self._fetched.wait()
-            else:
-                await anyio.lowlevel.checkpoint()  # a long message: let other sessions run between slices
-            out += t.resume()
-        if self._start is not None and not t.hold_start:
-            await self._send_start()
-        if not more:
-            self.count_oversize()  # before the client has it all, so a scrape after it sees the count
-        if self._start is None and (out or not more):
-            # A huge rewritten body goes out in pieces: the server copies each piece into its
-            # buffers, and other sessions run between them (one 16 MiB copy holds them all).
-            if len(out) > _PIECE:
-                view = memoryview(out)
-                for start in range(0, len(out) - _PIECE, _PIECE):
-                    piece = bytes(view[start : start + _PIECE])
-                    await self._send({"type": "http.response.body", "body": piece, "more_body": True})
-                out = bytes(view[start + _PIECE :])
-            await self._send({"type": "http.response.body", "body": out, "more_body": more})
-
-    def count_oversize(self) -> None:
-        """Count, once, a response passed through unrewritten for its size."""
-        if self._t.oversize and not self._counted and self._oversize is not None:
-            self._counted = True
-            self._oversize()
-
-    async def _send_start(self) -> None:
-        assert self._start is not None
-        start = {**self._start, "headers": self._t.headers}
-        self._start = None
-        self.started = True
-        await self._send(start)
 
 
 def _with_length(headers: RawHeaders, length: int) -> RawHeaders:

@@ -102,6 +102,8 @@ class Exchange:
         client: who the responses go to (:mod:`mcp_normalizer.rules.clients`), :data:`UNKNOWN` if unnamed.
         private: the scope is one client's (a session or a credential names it): only such a scope
             learns from results (:mod:`mcp_normalizer.rules.learned`).
+        listed: the members other than ``tools`` of the last ``tools/list`` page learned (the
+            proxy's own fetch reads its ``nextCursor`` there), ``None`` before one.
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -115,6 +117,7 @@ class Exchange:
     sole: IdKey | None = None
     client: ClientProfile = UNKNOWN
     private: bool = True
+    listed: JSONObject | None = None
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
@@ -149,6 +152,7 @@ class Exchange:
             # (a scope's learned declarations are its own: its entries never serve another scope)
             self.public.learn(entries, first_page=first_page, ttl=ttl)
         self.learned.append(entries if isinstance(entries, ToolSet) else {entry.name: entry for entry in entries})
+        self.listed = result
 
     def forget_tools(self) -> None:
         """The upstream said its tool list changed: forget what was learned."""

@@ -1,0 +1,104 @@
+"""The ``send`` that drives one HTTP response through a transformer, for the middleware and for its
+own ``tools/list`` fetch (ASGI ``http.response.start``/``http.response.body`` messages in, the same
+out, rewritten where the transformer says)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from .transform import ResponseTransformer
+from .types import Message, Send
+
+#: The largest body piece sent at once.
+_PIECE = 256 * 1024
+
+
+class TransformingSend:
+    """The ASGI ``send`` handed to the inner app: runs its response through a
+    :class:`~mcp_normalizer.transform.ResponseTransformer` and sends what comes out to ``send``.
+
+    Args:
+        send: the client's ``send``.
+        transformer: the response's transformer.
+        fetched: set when the ``tools/list`` fetch the response may wait for has ended (``None``:
+            no fetch runs, nothing waits).
+        on_status: called with the response status as the start passes.
+        oversize: called once when the response passed through unrewritten for its size.
+
+    The start is held while the transformer says so (a JSON body: its ``content-length`` may
+    change); a long message is worked on in slices with the event loop running between them.
+    """
+
+    __slots__ = ("_counted", "_fetched", "_on_status", "_oversize", "_send", "_start", "_t", "started")
+
+    def __init__(
+        self,
+        send: Send,
+        transformer: ResponseTransformer,
+        fetched: anyio.Event | None,
+        on_status: Callable[[int], None] | None = None,
+        oversize: Callable[[], None] | None = None,
+    ) -> None:
+        self._send = send
+        self._t = transformer
+        self._fetched = fetched
+        self._on_status = on_status
+        self._oversize = oversize
+        self._counted = False
+        self._start: Message | None = None
+        self.started = False  # has the response start gone to the client?
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        t = self._t
+        if kind == "http.response.start":
+            if self._on_status is not None:
+                self._on_status(message["status"])
+            t.start(message["status"], list(message.get("headers", [])))
+            self._start = message
+            if not t.hold_start:
+                await self._send_start()
+            return
+        if kind != "http.response.body":
+            await self._send(message)
+            return
+        more = bool(message.get("more_body", False))
+        out = t.feed(message.get("body", b""))
+        if not more:
+            out += t.finish()
+        while t.stalled or t.busy:
+            if t.stalled:
+                if self._fetched is not None:  # else no fetch runs: nothing to wait for
+                    await self._fetched.wait()
+            else:
+                await anyio.lowlevel.checkpoint()  # a long message: let other sessions run between slices
+            out += t.resume()
+        if self._start is not None and not t.hold_start:
+            await self._send_start()
+        if not more:
+            self.count_oversize()  # before the client has it all, so a scrape after it sees the count
+        if self._start is None and (out or not more):
+            # A huge rewritten body goes out in pieces: the server copies each piece into its
+            # buffers, and other sessions run between them (one 16 MiB copy holds them all).
+            if len(out) > _PIECE:
+                view = memoryview(out)
+                for start in range(0, len(out) - _PIECE, _PIECE):
+                    piece = bytes(view[start : start + _PIECE])
+                    await self._send({"type": "http.response.body", "body": piece, "more_body": True})
+                out = bytes(view[start + _PIECE :])
+            await self._send({"type": "http.response.body", "body": out, "more_body": more})
+
+    def count_oversize(self) -> None:
+        """Count, once, a response passed through unrewritten for its size."""
+        if self._t.oversize and not self._counted and self._oversize is not None:
+            self._counted = True
+            self._oversize()
+
+    async def _send_start(self) -> None:
+        assert self._start is not None
+        start = {**self._start, "headers": self._t.headers}
+        self._start = None
+        self.started = True
+        await self._send(start)
