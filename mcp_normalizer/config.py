@@ -24,7 +24,6 @@ Everything is validated when loaded, so a bad value stops the process before it 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -35,6 +34,7 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigError
 from .forwarded import parse_networks
+from .keys import KEY, Key, documented, from_env, only, read, setting, spec
 from .pointer import PointerPattern
 from .rules import RULES_BY_NAME, Mode, RuleSettings
 from .rules.base import is_meta_key
@@ -60,66 +60,90 @@ class ToolConfig:
     rules: Mapping[str, Mode] = field(default_factory=dict)
 
 
+@documented
 @dataclass(frozen=True, slots=True)
 class ProxyConfig:
     """How the standalone proxy serves: limits, time limits, security, operations (``[proxy]``).
 
     Every key can also be set as ``MCP_NORMALIZER_<KEY>`` (upper case; lists comma-separated),
     which wins over the file.
-
-    Attributes:
-        max_request_bytes: largest request body relayed; a larger one gets 413.
-        max_rewrite_bytes: a JSON response body or an SSE event larger than this is passed through
-            without rewriting (logged).
-        connect_timeout: seconds to connect to the upstream (then 504).
-        first_byte_timeout: seconds from sending a request to the upstream's response headers (504).
-        idle_timeout: seconds a response body may stay silent (SSE keep-alive comments count);
-            0 disables. The stream is then broken off.
-        allowed_hosts: ``Host`` patterns accepted (``name``, ``name:port``, ``name:*``, ``*``); a
-            request with another gets 421. Empty: loopback hosts on a loopback listener, any elsewhere
-            (:mod:`mcp_normalizer.hosts`).
-        allowed_origins: ``Origin`` patterns accepted; a request with another gets 403. Empty:
-            loopback origins on a loopback listener, any elsewhere.
-        admin_prefix: path prefix of the proxy's own endpoints (``livez``, ``readyz``, ``metrics``).
-        access_log: log one JSON line per request.
-        graceful_shutdown: seconds open streams get to finish on SIGTERM.
-        max_header_bytes: largest request head (request line and headers) accepted.
-        capture_file: when set, watched requests and the upstream's responses to them are appended
-            to this file (JSON lines, see :mod:`mcp_normalizer.capture`) for ``mcp-normalizer check --capture``.
-        head_timeout: seconds a connection has to deliver a whole request head (then 408).
-        body_timeout: seconds allowed between two reads of a request body (then 408).
-        max_connections: open client connections allowed (then 503); 0: a third of the descriptor
-            limit, less 64 (upstream connections are bounded at twice it).
-        http: the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).
-        workers: processes serving the port (``SO_REUSEPORT``); each has its own state.
-        forwarded_headers: add ``X-Forwarded-For/Proto/Host`` and RFC 7239 ``Forwarded`` to every
-            request (:mod:`mcp_normalizer.forwarded`).
-        trusted_proxies: addresses or networks of proxies in front of this one, whose forwarding
-            headers are kept (everyone else's are dropped).
-        public_url: the origin clients dial (``https://mcp.example.com``); the upstream's OAuth
-            metadata URLs are moved to it (:mod:`mcp_normalizer.public`). Empty: nothing is rewritten.
     """
 
-    max_request_bytes: int = 16 * 1024 * 1024
-    max_rewrite_bytes: int = 16 * 1024 * 1024
-    connect_timeout: float = 5.0
-    first_byte_timeout: float = 300.0
-    idle_timeout: float = 300.0
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    admin_prefix: str = "/.mcp-normalizer"
-    access_log: bool = False
-    graceful_shutdown: float = 10.0
-    max_header_bytes: int = 16 * 1024
-    capture_file: str = ""
-    head_timeout: float = 30.0
-    body_timeout: float = 30.0
-    max_connections: int = 0
-    http: str = "httptools"
-    workers: int = 1
-    forwarded_headers: bool = False
-    trusted_proxies: tuple[str, ...] = ()
-    public_url: str = ""
+    max_request_bytes: int = setting(16 * 1024 * 1024, "largest request body relayed; a larger one gets 413.")
+    max_rewrite_bytes: int = setting(
+        16 * 1024 * 1024,
+        "a JSON response body or an SSE event larger than this is passed through without rewriting (logged).",
+    )
+    connect_timeout: float = setting(5.0, "seconds to connect to the upstream (then 504).", exclusive=True)
+    first_byte_timeout: float = setting(
+        300.0,
+        "seconds from sending a request to the upstream's response headers (504).",
+        exclusive=True,
+    )
+    idle_timeout: float = setting(
+        300.0,
+        "seconds a response body may stay silent (SSE keep-alive comments count); 0 disables. The stream "
+        "is then broken off.",
+    )
+    allowed_hosts: tuple[str, ...] = setting(
+        (),
+        "``Host`` patterns accepted (``name``, ``name:port``, ``name:*``, ``*``); a request with another "
+        "gets 421. Empty: loopback hosts on a loopback listener, any elsewhere "
+        "(:mod:`mcp_normalizer.hosts`).",
+    )
+    allowed_origins: tuple[str, ...] = setting(
+        (),
+        "``Origin`` patterns accepted; a request with another gets 403. Empty: loopback origins on a "
+        "loopback listener, any elsewhere.",
+    )
+    admin_prefix: str = setting(
+        "/.mcp-normalizer",
+        "path prefix of the proxy's own endpoints (``livez``, ``readyz``, ``metrics``).",
+    )
+    access_log: bool = setting(False, "log one JSON line per request.")
+    graceful_shutdown: float = setting(10.0, "seconds open streams get to finish on SIGTERM.")
+    max_header_bytes: int = setting(
+        16 * 1024,
+        "largest request head (request line and headers) accepted.",
+        minimum=1024,
+    )
+    capture_file: str = setting(
+        "",
+        "when set, watched requests and the upstream's responses to them are appended to this file (JSON "
+        "lines, see :mod:`mcp_normalizer.capture`) for ``mcp-normalizer check --capture``.",
+    )
+    head_timeout: float = setting(
+        30.0,
+        "seconds a connection has to deliver a whole request head (then 408).",
+        exclusive=True,
+    )
+    body_timeout: float = setting(
+        30.0,
+        "seconds allowed between two reads of a request body (then 408).",
+        exclusive=True,
+    )
+    max_connections: int = setting(
+        0,
+        "open client connections allowed (then 503); 0: a third of the descriptor limit, less 64 "
+        "(upstream connections are bounded at twice it).",
+    )
+    http: str = setting("httptools", "the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).")
+    workers: int = setting(1, "processes serving the port (``SO_REUSEPORT``); each has its own state.", minimum=1)
+    forwarded_headers: bool = setting(
+        False,
+        "add ``X-Forwarded-For/Proto/Host`` and RFC 7239 ``Forwarded`` to every request "
+        "(:mod:`mcp_normalizer.forwarded`).",
+    )
+    trusted_proxies: tuple[str, ...] = setting(
+        (),
+        "addresses or networks of proxies in front of this one, whose forwarding headers are kept "
+        "(everyone else's are dropped).",
+    )
+    public_url: str = setting(
+        "",
+        "the origin clients dial (``https://mcp.example.com``); the upstream's OAuth metadata URLs are "
+        "moved to it (:mod:`mcp_normalizer.public`). Empty: nothing is rewritten.",
+    )
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
@@ -128,15 +152,12 @@ class ProxyConfig:
         Raises:
             ConfigError: unknown key, wrong type, out-of-range value, bad prefix.
         """
-        values = _read(table, _PROXY_KEYS, where)
+        values = read(table, _PROXY_KEYS, where)
         prefix = values.get("admin_prefix", "/.mcp-normalizer")
         if not prefix.startswith("/") or prefix.endswith("/") or len(prefix) < 2:
             raise ConfigError(f"{where} admin_prefix {prefix!r} must start with '/' and not end with one")
         if values.get("http", "httptools") not in ("httptools", "h11"):
             raise ConfigError(f"{where} http must be 'httptools' or 'h11', not {values['http']!r}")
-        for key in ("allowed_hosts", "allowed_origins", "trusted_proxies"):
-            if key in values:
-                values[key] = tuple(values[key])
         try:
             parse_networks(values.get("trusted_proxies", ()))
         except ValueError as exc:
@@ -150,41 +171,44 @@ class ProxyConfig:
         return cls(**values)
 
 
+@documented
 @dataclass(frozen=True, slots=True)
 class NormalizerConfig:
     """The rule configuration shared by the middleware and the proxy.
 
+    The keys of ``[normalizer]`` are the settings below and those of
+    :class:`~mcp_normalizer.rules.base.RuleSettings` (``problem_meta_key``, ``mirror_max_bytes``).
+
     Attributes:
         rules: global rule modes by rule name (rules not named run in their default mode).
         tools: per-tool declarations by tool name.
-        report_only: log every rewrite, change no byte.
         settings: knobs the rules read (problem key, mirror size).
-        max_validate_bytes: ``tools/call`` results larger than this pass on unread (not validated,
-            not repaired; streamed when the upstream sends a ``content-length``).
-        fetch_tools_list: fetch ``tools/list`` from the upstream when a call names an unknown tool.
-        fetch_timeout: seconds allowed for that fetch (all pages).
-        path: the MCP endpoint path the middleware watches; ``None`` watches every path.
-        max_scopes: how many sessions/authorizations to remember tool catalogs for.
-        max_catalog_bytes: bytes the distinct tool catalogs may hold (scopes listing the same tools
-            share one); least recently used scopes are forgotten past it.
-        max_pending: unanswered ``tools/call`` requests remembered per legacy session (resumption).
-        pending_ttl: seconds such a request is remembered.
         proxy: how the standalone proxy serves (``[proxy]``).
     """
 
     rules: Mapping[str, Mode] = field(default_factory=dict)
     tools: Mapping[str, ToolConfig] = field(default_factory=dict)
-    report_only: bool = False
     settings: RuleSettings = field(default_factory=RuleSettings)
-    max_validate_bytes: int = 4 * 1024 * 1024
-    fetch_tools_list: bool = True
-    fetch_timeout: float = 10.0
-    path: str | None = None
-    max_scopes: int = 10_000
-    max_catalog_bytes: int = 256 * 1024 * 1024
-    max_pending: int = 1_000
-    pending_ttl: float = 600.0
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    report_only: bool = setting(False, "log every rewrite, change no byte.")
+    max_validate_bytes: int = setting(
+        4 * 1024 * 1024,
+        "``tools/call`` results larger than this pass on unread (not validated, not repaired; "
+        "streamed when the upstream sends a ``content-length``).",
+    )
+    fetch_tools_list: bool = setting(True, "fetch ``tools/list`` from the upstream when a call names an unknown tool.")
+    fetch_timeout: float = setting(10.0, "seconds allowed for that fetch (all pages).", exclusive=True)
+    path: str | None = setting(
+        None, "the MCP endpoint path the middleware watches; ``None`` watches every path.", kind="str"
+    )
+    max_scopes: int = setting(10_000, "how many sessions/authorizations to remember tool catalogs for.")
+    max_catalog_bytes: int = setting(
+        256 * 1024 * 1024,
+        "bytes the distinct tool catalogs may hold (scopes listing the same tools share one); least "
+        "recently used scopes are forgotten past it.",
+    )
+    max_pending: int = setting(1_000, "unanswered ``tools/call`` requests remembered per legacy session (resumption).")
+    pending_ttl: float = setting(600.0, "seconds such a request is remembered.")
 
     def with_proxy(self, changes: Mapping[str, Any], where: str = "command line:") -> NormalizerConfig:
         """This config with ``[proxy]`` keys changed (the environment over the file, flags over both),
@@ -230,8 +254,8 @@ class NormalizerConfig:
         Raises:
             ConfigError: unknown section, key or rule, bad mode, bad pointer, bad ``_meta`` key.
         """
-        _only(data, {"normalizer", "rules", "tools", "proxy"}, source)
-        values = _read(_table(data, "normalizer", source), _NORMALIZER_KEYS, f"{source} [normalizer]")
+        only(data, {"normalizer", "rules", "tools", "proxy"}, source)
+        values = read(_table(data, "normalizer", source), _NORMALIZER_KEYS, f"{source} [normalizer]")
         problem_key = values.pop("problem_meta_key", _DEFAULTS.problem_meta_key)
         if not is_meta_key(problem_key):
             raise ConfigError(f"{source}: [normalizer] problem_meta_key {problem_key!r} is not a valid _meta key")
@@ -241,7 +265,7 @@ class NormalizerConfig:
             where = f"{source} [tools.{name!r}]"
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{where} must be a table")
-            _only(table, {"nullable", "relax", "drop_output_schema", "rules"}, where)
+            only(table, {"nullable", "relax", "drop_output_schema", "rules"}, where)
             drop = table.get("drop_output_schema", False)
             if not isinstance(drop, bool):
                 raise ConfigError(f"{where} drop_output_schema must be true or false")
@@ -284,121 +308,8 @@ class NormalizerConfig:
         return cls.from_mapping(tomllib.loads(text), source="shipped config/normalizer.toml")
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
-    """How a flat config key is read: its kind and its smallest allowed value."""
-
-    kind: str  # "bool" | "int" | "float" | "str" | "strlist"
-    minimum: float | None = 0.0
-    exclusive: bool = False  # the minimum itself is not allowed
-
-
-_NORMALIZER_KEYS: dict[str, _Key] = {
-    "problem_meta_key": _Key("str"),
-    "report_only": _Key("bool"),
-    "mirror_max_bytes": _Key("int"),
-    "max_validate_bytes": _Key("int"),
-    "fetch_tools_list": _Key("bool"),
-    "fetch_timeout": _Key("float", exclusive=True),
-    "path": _Key("str"),
-    "max_scopes": _Key("int"),
-    "max_catalog_bytes": _Key("int"),
-    "max_pending": _Key("int"),
-    "pending_ttl": _Key("float"),
-}
-_PROXY_KEYS: dict[str, _Key] = {
-    "max_request_bytes": _Key("int"),
-    "max_rewrite_bytes": _Key("int"),
-    "connect_timeout": _Key("float", exclusive=True),
-    "first_byte_timeout": _Key("float", exclusive=True),
-    "idle_timeout": _Key("float"),
-    "allowed_hosts": _Key("strlist"),
-    "allowed_origins": _Key("strlist"),
-    "admin_prefix": _Key("str"),
-    "access_log": _Key("bool"),
-    "graceful_shutdown": _Key("float"),
-    "max_header_bytes": _Key("int", minimum=1024),
-    "capture_file": _Key("str"),
-    "head_timeout": _Key("float", exclusive=True),
-    "body_timeout": _Key("float", exclusive=True),
-    "max_connections": _Key("int"),
-    "http": _Key("str"),
-    "workers": _Key("int", minimum=1),
-    "forwarded_headers": _Key("bool"),
-    "trusted_proxies": _Key("strlist"),
-    "public_url": _Key("str"),
-}
-_KIND_NAMES = {
-    "bool": "true or false",
-    "int": "an integer",
-    "float": "a number",
-    "str": "a string",
-    "strlist": "a list of strings",
-}
-
-
-def _read(table: Mapping[str, Any], spec: Mapping[str, _Key], where: str) -> dict[str, Any]:
-    """The keys of a flat table, checked against ``spec`` (numbers converted, ranges checked).
-
-    Raises:
-        ConfigError: an unknown key, a value of the wrong type or below its minimum.
-    """
-    _only(table, set(spec), where)
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        values[key] = _checked(value, spec[key], f"{where} {key}")
-    return values
-
-
-def _checked(value: Any, key: _Key, where: str) -> Any:
-    kind_ok = {
-        "bool": isinstance(value, bool),
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "float": isinstance(value, int | float) and not isinstance(value, bool),
-        "str": isinstance(value, str),
-        "strlist": isinstance(value, list) and all(isinstance(v, str) for v in value),
-    }[key.kind]
-    if not kind_ok:
-        raise ConfigError(f"{where} must be {_KIND_NAMES[key.kind]}")
-    if key.kind == "float":
-        value = float(value)
-        if not math.isfinite(value):
-            raise ConfigError(f"{where} must be a finite number")
-    if key.kind in ("int", "float") and key.minimum is not None:
-        if value < key.minimum or (key.exclusive and value == key.minimum):
-            bound = "greater than" if key.exclusive else "at least"
-            raise ConfigError(f"{where} must be {bound} {key.minimum:g}")
-    return value
-
-
-def _from_env(env: Mapping[str, str], spec: Mapping[str, _Key]) -> dict[str, Any]:
-    """``MCP_NORMALIZER_<KEY>`` values for the keys of ``spec``, parsed like the file's.
-
-    Raises:
-        ConfigError: a value that does not parse or is out of range.
-    """
-    values: dict[str, Any] = {}
-    for name, key in spec.items():
-        variable = "MCP_NORMALIZER_" + name.upper()
-        raw = env.get(variable)
-        if raw is None or raw == "":
-            continue
-        parsed: Any = raw
-        try:
-            if key.kind == "bool":
-                if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                    raise ValueError
-                parsed = raw.lower() in ("1", "true", "yes", "on")
-            elif key.kind == "int":
-                parsed = int(raw)
-            elif key.kind == "float":
-                parsed = float(raw)
-            elif key.kind == "strlist":
-                parsed = [part.strip() for part in raw.split(",") if part.strip()]
-        except ValueError:
-            raise ConfigError(f"{variable}={raw!r} must be {_KIND_NAMES[key.kind]}") from None
-        values[name] = _checked(parsed, key, variable)
-    return values
+_PROXY_KEYS = spec(ProxyConfig)
+_NORMALIZER_KEYS = {**spec(RuleSettings), **spec(NormalizerConfig)}
 
 
 _NO_TOOL = ToolConfig()
@@ -412,12 +323,6 @@ def _pointers(table: Mapping[str, Any], key: str, where: str) -> tuple[PointerPa
         return tuple(PointerPattern.parse(p) for p in pointers)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-
-
-def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
 
 
 def _table(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
@@ -441,28 +346,30 @@ def _modes(table: object, where: str) -> dict[str, Mode]:
     return modes
 
 
+@documented
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Process settings of the standalone proxy (CLI flags, or ``MCP_NORMALIZER_*`` variables).
-
-    Attributes:
-        upstream: the upstream MCP endpoint URL (``http`` or ``https``); the proxy serves the MCP
-            endpoint at the same path.
-        host: interface to listen on.
-        port: TCP port to listen on.
-        config_file: a TOML rule file replacing the shipped one, or ``None``.
-        report_only: log rewrites, change nothing (overrides the rule file).
-        log_level: ``critical``, ``error``, ``warning``, ``info`` or ``debug``.
-        environ: where ``MCP_NORMALIZER_*`` overrides of the ``[proxy]`` keys are read (``None``:
-            the process environment).
+    """Process settings of the standalone proxy (CLI flags, or the ``MCP_NORMALIZER_*`` variables
+    named after them; ``config_file`` is ``MCP_NORMALIZER_CONFIG``). ``environ`` is where the
+    variables are read, also the ``[proxy]`` keys' (``None``: the process environment).
     """
 
-    upstream: str
-    host: str = "127.0.0.1"
-    port: int = 8765
-    config_file: str | None = None
-    report_only: bool = False
-    log_level: str = "info"
+    upstream: str = field(
+        metadata={
+            KEY: Key(
+                "str",
+                "the upstream MCP endpoint URL (``http`` or ``https``); the proxy serves the MCP "
+                "endpoint at the same path.",
+            )
+        }
+    )
+    host: str = setting("127.0.0.1", "interface to listen on.")
+    port: int = setting(8765, "TCP port to listen on.")
+    config_file: str | None = setting(
+        None, "a TOML rule file replacing the shipped one, or ``None``.", kind="str", env="MCP_NORMALIZER_CONFIG"
+    )
+    report_only: bool = setting(False, "log rewrites, change nothing (overrides the rule file).")
+    log_level: str = setting("info", "``critical``, ``error``, ``warning``, ``info`` or ``debug``.")
     environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -504,22 +411,10 @@ class Settings:
             ConfigError: a value is missing or invalid.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for name, key in _ENV.items():
-            raw = env.get(key)
-            if raw is None or raw == "" or overrides.get(name) is not None:
-                continue  # a flag wins, even over a variable that would not parse
-            if name == "port":
-                try:
-                    values[name] = int(raw)
-                except ValueError:
-                    raise ConfigError(f"{key}={raw!r} is not a port number") from None
-            elif name == "report_only":
-                if raw.lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                    raise ConfigError(f"{key}={raw!r} must be true or false")
-                values[name] = raw.lower() in ("1", "true", "yes", "on")
-            else:
-                values[name] = raw.lower() if name == "log_level" else raw
+        flags = frozenset(name for name, value in overrides.items() if value is not None)
+        values = from_env(env, _SETTINGS_KEYS, skip=flags)  # a flag wins, even over a variable that would not parse
+        if "log_level" in values:
+            values["log_level"] = values["log_level"].lower()
         values.update({k: v for k, v in overrides.items() if v is not None})
         if "upstream" not in values:
             raise ConfigError("no upstream: pass --upstream URL or set MCP_NORMALIZER_UPSTREAM")
@@ -532,7 +427,7 @@ class Settings:
             ConfigError: the rule file cannot be read or is invalid.
         """
         config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
-        overrides = _from_env(os.environ if self.environ is None else self.environ, _PROXY_KEYS)
+        overrides = from_env(os.environ if self.environ is None else self.environ, _PROXY_KEYS)
         proxy = config.with_proxy(overrides, "environment:").proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):
@@ -554,11 +449,4 @@ def redact_url(url: str) -> str:
     return parts.geturl()
 
 
-_ENV = {
-    "upstream": "MCP_NORMALIZER_UPSTREAM",
-    "host": "MCP_NORMALIZER_HOST",
-    "port": "MCP_NORMALIZER_PORT",
-    "config_file": "MCP_NORMALIZER_CONFIG",
-    "report_only": "MCP_NORMALIZER_REPORT_ONLY",
-    "log_level": "MCP_NORMALIZER_LOG_LEVEL",
-}
+_SETTINGS_KEYS = spec(Settings)

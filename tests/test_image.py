@@ -40,8 +40,7 @@ import orjson
 import pytest
 import yaml
 
-from mcp_normalizer import config as proxy_config
-from mcp_normalizer.config import NormalizerConfig, Settings
+from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import (
     FORBIDDEN,
@@ -53,6 +52,7 @@ from mcp_normalizer.demo.upstream import (
     protean_tools,
 )
 from mcp_normalizer.hosts import HostPolicy
+from mcp_normalizer.keys import variables
 from mcp_normalizer.types import JSONObject
 
 from .support import HEADERS, ROOT, serve
@@ -498,7 +498,7 @@ def test_sigterm_cuts_a_stream_that_outlasts_graceful_shutdown_and_the_process_s
 
 def known_variables() -> set[str]:
     """Every ``MCP_NORMALIZER_*`` variable the proxy reads (process settings and ``[proxy]`` keys)."""
-    return set(proxy_config._ENV.values()) | {f"MCP_NORMALIZER_{key.upper()}" for key in proxy_config._PROXY_KEYS}
+    return variables(Settings, ProxyConfig)
 
 
 def everything_server() -> tuple[str, str, int]:

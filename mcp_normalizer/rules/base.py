@@ -18,6 +18,7 @@ import msgspec
 
 from ..jsoncodec import Codec, Raw
 from ..jsonrpc import IdKey
+from ..keys import documented, setting
 from ..pointer import PointerPattern, format_pointer, resolve
 from ..types import JSON, JSONObject
 from .clients import UNKNOWN, ClientProfile
@@ -110,17 +111,18 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
     for_clients: str = ""
 
 
+@documented
 @dataclass(frozen=True, slots=True)
 class RuleSettings:
-    """Global knobs rules read.
+    """Global knobs rules read (keys of the rule file's ``[normalizer]``)."""
 
-    Attributes:
-        problem_meta_key: ``_meta`` key of the RFC 9457 problem (default ``org.htcom.protean/problem``).
-        mirror_max_bytes: largest serialized ``structuredContent`` the text mirror copies into ``content``.
-    """
-
-    problem_meta_key: str = "org.htcom.protean/problem"
-    mirror_max_bytes: int = 64 * 1024
+    problem_meta_key: str = setting(
+        "org.htcom.protean/problem",
+        "``_meta`` key of the RFC 9457 problem (the Protean contract).",
+    )
+    mirror_max_bytes: int = setting(
+        64 * 1024, "largest serialized ``structuredContent`` the text mirror copies into ``content``."
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,188 @@
+"""Settings declared once: a dataclass field made with :func:`setting` carries its default, its
+kind, its lower bound and its one-line doc. From that one declaration come the key list the TOML
+reader checks (:func:`read`), the ``MCP_NORMALIZER_<KEY>`` reader (:func:`from_env`: one parser for
+every variable, with one set of boolean words) and the class's ``Attributes`` docs (:func:`documented`).
+
+Kinds: ``bool``, ``int``, ``float``, ``str`` and ``strlist`` (a TOML list of strings; in a variable,
+comma-separated).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from .errors import ConfigError
+
+Kind = Literal["bool", "int", "float", "str", "strlist"]
+#: The ``field`` metadata entry that holds a :class:`Key`.
+KEY = "mcp_normalizer.key"
+ENV_PREFIX = "MCP_NORMALIZER_"
+#: The words a variable may use for a boolean.
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+_KIND_NAMES: dict[Kind, str] = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "strlist": "a list of strings",
+}
+_KINDS_OF: dict[type, Kind] = {bool: "bool", int: "int", float: "float", str: "str", tuple: "strlist"}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """How one key is read.
+
+    Attributes:
+        kind: the value's kind (see the module docstring).
+        doc: what the key does, for the generated docs.
+        minimum: the smallest number allowed (``int``/``float``), ``None`` for no bound.
+        exclusive: the minimum itself is not allowed.
+        env: the variable that sets it, when not ``MCP_NORMALIZER_<KEY>``; ``""``: none.
+    """
+
+    kind: Kind
+    doc: str
+    minimum: float | None = 0.0
+    exclusive: bool = False
+    env: str | None = None
+
+    def variable(self, name: str) -> str:
+        """The environment variable of key ``name`` (``""``: it has none)."""
+        return self.env if self.env is not None else ENV_PREFIX + name.upper()
+
+
+def setting(
+    default: T,
+    doc: str,
+    *,
+    kind: Kind | None = None,
+    minimum: float | None = 0.0,
+    exclusive: bool = False,
+    env: str | None = None,
+) -> T:
+    """A dataclass field declaring one key (``kind`` defaults to the default's type).
+
+    Raises:
+        TypeError: ``kind`` is not given and cannot be told from the default.
+    """
+    found = kind if kind is not None else _KINDS_OF.get(type(default))
+    if found is None:
+        raise TypeError(f"the kind of a setting with default {default!r} must be given")
+    key = Key(found, doc, minimum, exclusive, env)
+    field: T = dataclasses.field(default=default, metadata={KEY: key})
+    return field
+
+
+def spec(cls: type) -> dict[str, Key]:
+    """The keys a dataclass declares with :func:`setting`, by field name, in declaration order."""
+    return {f.name: f.metadata[KEY] for f in dataclasses.fields(cls) if KEY in f.metadata}
+
+
+C = TypeVar("C", bound=type)
+
+
+def documented(cls: C) -> C:
+    """Class decorator: append the ``Attributes`` of the class's settings to its docstring."""
+    lines = [f"        {name}: {key.doc}" for name, key in spec(cls).items()]
+    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n\n    Attributes:\n" + "\n".join(lines) + "\n"
+    return cls
+
+
+def checked(value: Any, key: Key, where: str) -> Any:
+    """``value`` as key ``key`` takes it (a ``float`` from an integer; a ``strlist`` as a tuple).
+
+    Raises:
+        ConfigError: the value has another kind, is not finite, or is below the minimum.
+    """
+    kind_ok = {
+        "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, int | float) and not isinstance(value, bool),
+        "str": isinstance(value, str),
+        "strlist": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value),
+    }[key.kind]
+    if not kind_ok:
+        raise ConfigError(f"{where} must be {_KIND_NAMES[key.kind]}")
+    if key.kind == "float":
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number")
+    if key.kind in ("int", "float") and key.minimum is not None:
+        if value < key.minimum or (key.exclusive and value == key.minimum):
+            bound = "greater than" if key.exclusive else "at least"
+            raise ConfigError(f"{where} must be {bound} {key.minimum:g}")
+    return tuple(value) if key.kind == "strlist" else value
+
+
+def only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    """Refuse a key of ``table`` that is not ``allowed``.
+
+    Raises:
+        ConfigError: naming the first unknown key and the allowed ones.
+    """
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def read(table: Mapping[str, Any], keys: Mapping[str, Key], where: str) -> dict[str, Any]:
+    """The keys of a flat TOML table, checked against ``keys``.
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong kind or below its minimum.
+    """
+    only(table, set(keys), where)
+    return {name: checked(value, keys[name], f"{where} {name}") for name, value in table.items()}
+
+
+def parse_text(raw: str, key: Key, variable: str) -> Any:
+    """The value of a variable's text for ``key``, checked like a file's.
+
+    Raises:
+        ConfigError: the text does not parse as the key's kind, or the value is out of range.
+    """
+    parsed: Any = raw
+    try:
+        if key.kind == "bool":
+            if raw.lower() not in TRUE_WORDS + FALSE_WORDS:
+                raise ValueError
+            parsed = raw.lower() in TRUE_WORDS
+        elif key.kind == "int":
+            parsed = int(raw)
+        elif key.kind == "float":
+            parsed = float(raw)
+        elif key.kind == "strlist":
+            parsed = [part.strip() for part in raw.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"{variable}={raw!r} must be {_KIND_NAMES[key.kind]}") from None
+    return checked(parsed, key, variable)
+
+
+def from_env(env: Mapping[str, str], keys: Mapping[str, Key], skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The values the environment sets for ``keys`` (an empty variable sets nothing); keys in
+    ``skip`` are not read (a flag set them).
+
+    Raises:
+        ConfigError: a value that does not parse or is out of range, naming the variable.
+    """
+    values: dict[str, Any] = {}
+    for name, key in keys.items():
+        variable = key.variable(name)
+        raw = env.get(variable) if variable and name not in skip else None
+        if raw:
+            values[name] = parse_text(raw, key, variable)
+    return values
+
+
+def variables(*classes: type) -> set[str]:
+    """Every environment variable the settings of ``classes`` read."""
+    return {key.variable(name) for cls in classes for name, key in spec(cls).items() if key.variable(name)}

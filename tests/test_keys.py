@@ -1,0 +1,87 @@
+"""Settings declared once (mcp_normalizer.keys): the file reader, the variable reader and the docs
+all come from the field declarations."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+import pytest
+
+from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
+from mcp_normalizer.errors import ConfigError
+from mcp_normalizer.keys import FALSE_WORDS, TRUE_WORDS, spec, variables
+from mcp_normalizer.rules.base import RuleSettings
+
+from .support import ROOT
+
+
+@pytest.mark.parametrize("cls", [ProxyConfig, NormalizerConfig, Settings, RuleSettings])
+def test_every_key_is_documented_once_from_its_declaration(cls: type) -> None:
+    keys = spec(cls)
+    assert keys
+    doc = cls.__doc__ or ""
+    for name, key in keys.items():
+        assert doc.count(f"        {name}: ") == 1, name
+        assert key.doc in doc
+
+
+def test_the_shipped_rule_file_names_only_declared_keys_and_their_defaults() -> None:
+    shipped = tomllib.loads((ROOT / "config" / "normalizer.toml").read_text(encoding="utf-8"))
+    declared = {**spec(RuleSettings), **spec(NormalizerConfig)}
+    defaults = {f.name: f.default for cls in (RuleSettings, NormalizerConfig) for f in dataclasses.fields(cls)}
+    assert set(shipped["normalizer"]) <= set(declared)
+    for name, value in shipped["normalizer"].items():
+        assert value == defaults[name], name  # the file documents the defaults, it does not change them
+
+
+@pytest.mark.parametrize("word", TRUE_WORDS + tuple(w.upper() for w in TRUE_WORDS))
+def test_one_set_of_true_words_for_settings_and_proxy_keys(word: str) -> None:
+    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", "MCP_NORMALIZER_REPORT_ONLY": word}
+    env["MCP_NORMALIZER_ACCESS_LOG"] = word
+    settings = Settings.from_env(env)
+    assert settings.report_only is True
+    assert settings.load_config().proxy.access_log is True
+
+
+@pytest.mark.parametrize("word", FALSE_WORDS)
+def test_false_words(word: str) -> None:
+    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", "MCP_NORMALIZER_REPORT_ONLY": word}
+    env["MCP_NORMALIZER_FORWARDED_HEADERS"] = word
+    settings = Settings.from_env(env)
+    assert settings.report_only is False
+    assert settings.load_config().proxy.forwarded_headers is False
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("MCP_NORMALIZER_REPORT_ONLY", "maybe", "MCP_NORMALIZER_REPORT_ONLY='maybe' must be true or false"),
+        ("MCP_NORMALIZER_PORT", "80x", "MCP_NORMALIZER_PORT='80x' must be an integer"),
+        ("MCP_NORMALIZER_WORKERS", "0", "MCP_NORMALIZER_WORKERS must be at least 1"),
+        ("MCP_NORMALIZER_CONNECT_TIMEOUT", "0", "MCP_NORMALIZER_CONNECT_TIMEOUT must be greater than 0"),
+        ("MCP_NORMALIZER_IDLE_TIMEOUT", "nan", "MCP_NORMALIZER_IDLE_TIMEOUT must be a finite number"),
+    ],
+)
+def test_a_bad_variable_is_named_with_what_it_must_be(variable: str, value: str, message: str) -> None:
+    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", variable: value}
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env).load_config()
+    assert str(caught.value) == message
+
+
+def test_a_flag_wins_over_a_variable_that_would_not_parse() -> None:
+    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", "MCP_NORMALIZER_PORT": "eighty"}
+    assert Settings.from_env(env, port=8080).port == 8080
+
+
+def test_lists_from_a_variable_are_comma_separated() -> None:
+    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", "MCP_NORMALIZER_ALLOWED_HOSTS": " a.example, b:* ,"}
+    assert Settings.from_env(env).load_config().proxy.allowed_hosts == ("a.example", "b:*")
+
+
+def test_the_variables_are_the_declared_keys() -> None:
+    found = variables(Settings, ProxyConfig)
+    assert "MCP_NORMALIZER_CONFIG" in found and "MCP_NORMALIZER_CONFIG_FILE" not in found
+    assert {"MCP_NORMALIZER_UPSTREAM", "MCP_NORMALIZER_MAX_REQUEST_BYTES", "MCP_NORMALIZER_PUBLIC_URL"} <= found
+    assert len(found) == len(spec(Settings)) + len(spec(ProxyConfig))
