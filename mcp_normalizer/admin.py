@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from .metrics import Metrics
+from .responses import respond
 from .types import Send
 
 
@@ -37,16 +38,16 @@ class Admin:
     async def answer(self, name: str, send: Send) -> None:
         """Answer the endpoint ``name`` (the path after ``{prefix}/``); 404 for an unknown one."""
         if name == "livez":
-            await _answer(send, 200, b"ok\n", b"text/plain")
+            await respond(send, 200, b"ok\n", b"text/plain")
         elif name == "readyz":
             ready = await self._upstream_ready()
-            await _answer(
+            await respond(
                 send, 200 if ready else 503, b"ready\n" if ready else b"upstream unreachable\n", b"text/plain"
             )
         elif name == "metrics":
-            await _answer(send, 200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
+            await respond(send, 200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
         else:
-            await _answer(send, 404, b"not found\n", b"text/plain")
+            await respond(send, 404, b"not found\n", b"text/plain")
 
     async def _upstream_ready(self) -> bool:
         now = time.monotonic()
@@ -54,9 +55,3 @@ class Admin:
             self._was_ready = await self._ready()
             self._checked_at = time.monotonic()
         return self._was_ready
-
-
-async def _answer(send: Send, status: int, body: bytes, content_type: bytes) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

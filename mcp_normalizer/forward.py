@@ -58,6 +58,7 @@ from .forwarded import ForwardingPolicy, is_forwarding
 from .jsoncodec import dumps, loads
 from .metrics import Metrics
 from .public import MAX_DOCUMENT_BYTES, rewrite_document, rewrite_www_authenticate, rewrites_document
+from .responses import error_body, respond
 from .types import JSON, Message, RawHeaders, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
@@ -559,17 +560,4 @@ async def _upstream_failed(send: Send, body: bytes, error: UpstreamError) -> Non
 async def _error(send: Send, status: int, body: bytes, message: str) -> None:
     """Answer with a JSON-RPC error body for the request in ``body`` (MCP clients read JSON-RPC
     errors from any status); a batch gets one error per request, in order."""
-    ids = _request_ids(body)
-    error = {"code": -32000, "message": message}
-    if isinstance(ids, list):
-        payload = dumps([{"jsonrpc": "2.0", "id": i, "error": error} for i in ids])
-    else:
-        payload = dumps({"jsonrpc": "2.0", "id": ids, "error": error})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+    await respond(send, status, error_body(_request_ids(body), message))

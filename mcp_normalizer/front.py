@@ -21,6 +21,7 @@ from .heads import head_size
 from .hosts import HostPolicy, Refusal
 from .jsonrpc import refusal_body
 from .observe import RequestRecord
+from .responses import respond
 from .types import ASGIApp, Receive, Scope, Send
 
 
@@ -57,7 +58,7 @@ class FrontDoor:
         observed = self.record.start(scope, send)
         try:
             if refusal is not None:
-                await _refuse(observed.send, refusal.status, refusal.message)
+                await respond(observed.send, refusal.status, refusal_body(refusal.message))
             else:
                 await self.app(scope, receive, observed.send)
         finally:
@@ -79,10 +80,3 @@ class FrontDoor:
                 origin = value.decode("latin-1")
         server = scope.get("server")
         return self.hosts.check(host, origin, server[0] if server else None)
-
-
-async def _refuse(send: Send, status: int, message: str) -> None:
-    body = refusal_body(message)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

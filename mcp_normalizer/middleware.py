@@ -26,7 +26,6 @@ from .capture import Capture
 from .catalog import scope_key
 from .config import NormalizerConfig
 from .errors import ClientDisconnect, UpstreamError
-from .jsoncodec import dumps
 from .jsonrpc import (
     TOOLS_CALL,
     TOOLS_LIST,
@@ -42,6 +41,7 @@ from .normalize import Normalizer, Record
 from .observe import RPC_METHOD_KEY, metric_method
 from .relay import TransformingSend
 from .request_rewrite import REWRITE, rename_calls
+from .responses import error_body, respond
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .scopes import Limits, ScopeStore
 from .tools_fetch import ToolsFetcher
@@ -297,8 +297,4 @@ def _ids(pending: Mapping[IdKey, PendingRequest]) -> list[JSON]:
 async def _upstream_error(send: Send, error: UpstreamError, ids: list[JSON]) -> None:
     """The upstream broke off before anything was sent: a JSON-RPC error per watched request."""
     logger.warning("%s", error)
-    errors = [{"jsonrpc": "2.0", "id": i, "error": {"code": -32000, "message": str(error)}} for i in ids]
-    body = dumps(errors[0] if len(errors) == 1 else errors)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, error.status_code, error_body(ids[0] if len(ids) == 1 else ids, str(error)))

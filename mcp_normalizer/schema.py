@@ -32,12 +32,12 @@ the proxy passes it through.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema_rs
 import referencing
+from cachetools import LRUCache
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from jsonschema.exceptions import _RefResolutionError as RefResolutionError
@@ -235,8 +235,7 @@ class SchemaCompiler:
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self._cache: OrderedDict[bytes, CompiledSchema | SchemaUnusable] = OrderedDict()
-        self._max = max_entries
+        self._cache: LRUCache[bytes, CompiledSchema | SchemaUnusable] = LRUCache(max_entries)
 
     def compile(self, schema: JSON) -> CompiledSchema:
         """Return the compiled validator for ``schema``.
@@ -251,12 +250,7 @@ class SchemaCompiler:
             raise SchemaUnusable("schema cannot be encoded (too deeply nested?)") from None
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._build(schema)
-            self._cache[key] = hit
-            if len(self._cache) > self._max:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
+            hit = self._cache[key] = self._build(schema)
         if isinstance(hit, SchemaUnusable):
             raise hit
         return hit

@@ -25,7 +25,8 @@ from typing import Any, Literal
 import anyio
 import orjson
 
-from ..types import JSON, JSONObject, Message, Receive, Scope, Send
+from ..responses import respond
+from ..types import JSON, JSONObject, Receive, Scope, Send
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN = "2026-07-28"
@@ -126,10 +127,10 @@ class ScriptedServer:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if scope["method"] == "DELETE":
-            await _respond(send, 200, b"", [])
+            await respond(send, 200, b"", None)
             return
         if scope["method"] != "POST":
-            await _respond(send, 405, b"", [(b"allow", b"POST, DELETE")])
+            await respond(send, 405, b"", None, [(b"allow", b"POST, DELETE")])
             return
         body = b""
         while True:
@@ -141,7 +142,7 @@ class ScriptedServer:
             decoded = orjson.loads(body)
         except orjson.JSONDecodeError:
             error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
-            await _respond(send, 400, orjson.dumps(error), [(b"content-type", b"application/json")])
+            await respond(send, 400, orjson.dumps(error))
             return
         batch = isinstance(decoded, list)
         messages = decoded if batch else [decoded]
@@ -151,17 +152,17 @@ class ScriptedServer:
         modern = not batch and _modern(decoded)
         if modern and headers.get("mcp-method", decoded.get("method")) != decoded.get("method"):
             error = {"jsonrpc": "2.0", "id": decoded.get("id"), "error": {"code": -32020, "message": "Header mismatch"}}
-            await _respond(send, 400, orjson.dumps(error), [(b"content-type", b"application/json")])
+            await respond(send, 400, orjson.dumps(error))
             return
         session = headers.get("mcp-session-id") or secrets.token_hex(16)
         extra = [] if modern else [(b"mcp-session-id", session.encode())]
         if not calls:
-            await _respond(send, 202, b"", extra)
+            await respond(send, 202, b"", None, extra)
             return
         if self.response_mode == "json":
             replies = [await self._dispatch(m, headers, None) for m in calls]
             payload = _encode(replies if batch else replies[0])
-            await _respond(send, 200, payload, [(b"content-type", b"application/json"), *extra])
+            await respond(send, 200, payload, headers=extra)
             return
         await send(
             {
@@ -304,14 +305,6 @@ def _modern(message: object) -> bool:
     meta = params.get("_meta") if isinstance(params, dict) else None
     version = meta.get(PROTOCOL_META) if isinstance(meta, dict) else None
     return isinstance(version, str) and version >= MODERN
-
-
-async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    start: Message = {"type": "http.response.start", "status": status, "headers": headers}
-    if body or status not in (202, 204):
-        start["headers"] = [*headers, (b"content-length", str(len(body)).encode())]
-    await send(start)
-    await send({"type": "http.response.body", "body": body})
 
 
 # -- the built-in example: the old Protean contract ------------------------------------------------
