@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from mcp_normalizer import NormalizerConfig, Settings, create_app
 from mcp_normalizer.audit import REWRITE_LOGGER
 from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.server import HttpParser, bind, uvicorn_config
 from mcp_normalizer.transform import ResponseTransformer
@@ -36,6 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The team's shared folder (fault cases, conformance tools): ``../shared`` next to the checkout.
 SHARED = Path(os.environ.get("MCP_NORMALIZER_SHARED", ROOT.parent / "shared"))
 CASES_FILE = SHARED / "cases" / "public.json"
+
+
+def protean_rules() -> NormalizerConfig:
+    """The demo's rule file (the shipped defaults and the Protean ``list_runtimes`` declaration), as
+    an operator of the Protean upstream passes it with ``--config``."""
+    return NormalizerConfig.from_file(DEMO_CONFIG)
 
 
 #: How a test upstream answers: ``text/event-stream`` or ``application/json``.

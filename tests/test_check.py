@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +15,15 @@ import anyio
 import orjson
 import pytest
 
-from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.check import audit_capture, audit_server
 from mcp_normalizer.check.faults import KINDS
 from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
 from mcp_normalizer.rules import RULES
 
-from .support import load_cases, proxy_for, read_body, serve
+from .support import load_cases, protean_rules, proxy_for, read_body, serve
 from .test_cases_wire import case_server
 from .test_cli import EXE
 
@@ -47,8 +48,8 @@ def faults(report: dict[str, Any]) -> set[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("era", ["auto", "legacy"])
 def test_the_protean_faults_are_listed_with_their_repairs_and_none_through_the_proxy(era: str) -> None:
-    with serve(protean_server()) as up, proxy_for(up + "/mcp") as px:
-        direct = check(up + "/mcp", *CALLS, "--era", era, "--format", "json")
+    with serve(protean_server()) as up, proxy_for(up + "/mcp", protean_rules()) as px:
+        direct = check(up + "/mcp", *CALLS, "--era", era, "--format", "json", "--config", str(DEMO_CONFIG))
         proxied = check(px + "/mcp", *CALLS, "--era", era, "--format", "json")
     code, out, err = direct
     assert code == 1, err
@@ -65,6 +66,17 @@ def test_the_protean_faults_are_listed_with_their_repairs_and_none_through_the_p
     assert orjson.loads(out)["findings"] == [] and orjson.loads(out)["calls"] == 4
 
 
+def test_without_a_rule_file_the_null_for_a_string_is_reported_with_the_declaration_that_repairs_it() -> None:
+    with serve(protean_server()) as up:
+        code, out, err = check(up + "/mcp", *CALLS, "--era", "legacy", "--format", "json")
+    assert code == 1, err
+    (finding,) = (f for f in orjson.loads(out)["findings"] if f["tool"] == "protean.list_runtimes")
+    assert finding["where"] == "tools/call" and finding["rule"] == "conformance"
+    assert finding["kind"] == "unrepaired"
+    assert finding["fix"] == '[tools."protean.list_runtimes"]\nnullable = ["/runtimes/*/scope"]'
+    assert tomllib.loads(finding["fix"]) == tomllib.loads(DEMO_CONFIG.read_text(encoding="utf-8"))  # the demo's file
+
+
 def test_the_table_names_each_fault_what_it_breaks_and_the_repair() -> None:
     with serve(protean_server("json")) as up:
         code, out, _ = check(up + "/mcp", *CALLS)
@@ -78,7 +90,7 @@ def test_the_table_names_each_fault_what_it_breaks_and_the_repair() -> None:
 @pytest.mark.anyio
 async def test_every_faulty_public_case_is_reported_and_no_conforming_one() -> None:
     cases = [case for case in load_cases() if case.get("tool")]
-    config = NormalizerConfig.shipped()
+    config = protean_rules()
     reported: dict[str, list[str]] = {}
     with serve(case_server(cases, "sse")) as up:
         for case in cases:
@@ -104,7 +116,7 @@ def test_every_rule_and_advisory_names_what_it_breaks() -> None:
 @pytest.mark.anyio
 async def test_a_capture_of_the_proxys_traffic_gives_the_live_findings_offline(tmp_path: Path) -> None:
     path = tmp_path / "traffic.jsonl"
-    config = NormalizerConfig.shipped()
+    config = protean_rules()
     config = dataclasses.replace(config, proxy=dataclasses.replace(ProxyConfig(), capture_file=str(path)))
     steps = [
         {"op": "listTools"},
@@ -123,11 +135,11 @@ async def test_a_capture_of_the_proxys_traffic_gives_the_live_findings_offline(t
     assert len(lines) == 2 * 2 * 4  # request and response, 4 exchanges, 2 sessions
     assert all("arguments" not in line["message"].get("params", {}) for line in lines)
     assert lines[3]["message"]["result"]["structuredContent"]["status"] == 403  # as the upstream sent it
-    offline = audit_capture(str(path), NormalizerConfig.shipped())
+    offline = audit_capture(str(path), protean_rules())
     key = [(f.tool, f.where, f.rule) for f in live.findings]
     assert [(f.tool, f.where, f.rule) for f in offline.findings] == key
     assert [f.count for f in offline.findings] == [2 * f.count for f in live.findings]  # two sessions
-    code, out, _ = check("--capture", str(path), "--format", "json")
+    code, out, _ = check("--capture", str(path), "--format", "json", "--config", str(DEMO_CONFIG))
     assert code == 1 and {(t, r) for t, _, r in faults(orjson.loads(out))} == {(t, r) for t, _, r in key}
 
 
@@ -145,7 +157,7 @@ def test_bare_json_rpc_lines_are_paired_by_id_and_garbage_is_counted(tmp_path: P
     ]
     path = tmp_path / "bare.jsonl"
     path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\nnot json\n")
-    audit = audit_capture(str(path), NormalizerConfig.shipped())
+    audit = audit_capture(str(path), protean_rules())
     assert [(f.tool, f.rule) for f in audit.findings] == [(case["tool"]["name"], "error_problem")]
     assert audit.calls == 1 and len(audit.notes) == 2  # the garbage line, the unpaired response
 
@@ -304,7 +316,7 @@ def test_json_in_a_string_is_only_a_fault_for_a_wrap_result_tool(tmp_path: Path)
     ]
     path = tmp_path / "capture.jsonl"
     path.write_bytes(b"\n".join(map(orjson.dumps, lines)))
-    audit = audit_capture(str(path), NormalizerConfig.shipped())
+    audit = audit_capture(str(path), protean_rules())
     assert [(f.tool, f.rule) for f in audit.findings] == [("score", "double_encoded_json")]
     # A SHOULD-level advisory no supported client rejects: reported, exit 0; --strict makes it 1.
     code, out, _ = check("--capture", str(path))
@@ -334,7 +346,7 @@ def test_a_replay_sees_what_the_proxy_saw_public_lists_tasks_and_intermediate_re
     ]
     path = tmp_path / "capture.jsonl"
     path.write_bytes(b"\n".join(lines))
-    audit = audit_capture(str(path), NormalizerConfig.shipped())
+    audit = audit_capture(str(path), protean_rules())
     assert [(f.tool, f.where, f.rule) for f in audit.findings] == [("whoami", "tools/call", "empty_structured_content")]
     assert audit.eras == ["2026-07-28"]
 
@@ -343,7 +355,7 @@ def test_a_replay_sees_what_the_proxy_saw_public_lists_tasks_and_intermediate_re
 async def test_a_capture_file_that_blocks_never_stalls_the_traffic(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # opening it for writing blocks until a reader comes: none ever does
-    config = NormalizerConfig.shipped()
+    config = protean_rules()
     config = dataclasses.replace(config, proxy=dataclasses.replace(ProxyConfig(), capture_file=str(fifo)))
     steps = [{"op": "listTools"}, {"op": "callTool", "name": "protean.scope_list"}]
     with serve(protean_server()) as up, proxy_for(up + "/mcp", config) as px:

@@ -18,6 +18,7 @@ import httpx
 import orjson
 import pytest
 
+from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
 from mcp_normalizer.server import bind
@@ -82,7 +83,7 @@ async def test_cli_proxy_fixes_protean_for_the_ts_sdk_1_client() -> None:
     port = free_port()
     with serve(protean_server()) as up:
         direct = (await run_node("v1", [{"url": up + "/mcp", "steps": STEPS}]))[0]
-        with running([EXE, "--upstream", up + "/mcp", "--port", str(port)], port) as log:
+        with running([EXE, "--upstream", up + "/mcp", "--port", str(port), "--config", str(DEMO_CONFIG)], port) as log:
             proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert not direct["steps"][1]["ok"] and not direct["steps"][2]["ok"]  # both throw directly
     assert_protean_fixed(proxied)
@@ -96,6 +97,7 @@ async def test_python_m_proxy_reads_its_settings_from_the_environment() -> None:
     port = free_port()
     with serve(protean_server("json")) as up:
         env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_PORT": str(port)}
+        env["MCP_NORMALIZER_CONFIG"] = str(DEMO_CONFIG)
         with running([sys.executable, "-m", "mcp_normalizer"], port, env):
             proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)
@@ -106,7 +108,8 @@ async def test_uvicorn_factory_command_from_the_readme() -> None:
     port = free_port()
     with serve(protean_server()) as up:
         argv = [sys.executable, "-m", "uvicorn", "mcp_normalizer.app:create_app", "--factory", "--port", str(port)]
-        with running(argv, port, {"MCP_NORMALIZER_UPSTREAM": up + "/mcp"}) as log:
+        env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_CONFIG": str(DEMO_CONFIG)}
+        with running(argv, port, env) as log:
             proxied = (await run_node("v2", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)
     assert any('"rule":"error_problem"' in line for line in log)  # the rewrite log is on

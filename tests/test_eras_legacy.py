@@ -13,11 +13,21 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, protean_server, protean_tools
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, ResponseMode, initialize, listed_session, proxy_for, read_body, replay_body, rpc, serve
+from .support import (
+    HEADERS,
+    ResponseMode,
+    initialize,
+    listed_session,
+    protean_rules,
+    proxy_for,
+    read_body,
+    replay_body,
+    rpc,
+    serve,
+)
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -43,7 +53,7 @@ async def test_batch_members_are_normalized_independently_in_order(mode: Respons
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "protean.whoami"}},
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "protean.list_runtimes"}},
     ]
-    with serve(protean_server(mode)) as up, proxy_for(up + "/mcp") as px:
+    with serve(protean_server(mode)) as up, proxy_for(up + "/mcp", protean_rules()) as px:
         answers = []
         for url in (up + "/mcp", px + "/mcp"):
             async with httpx.AsyncClient(timeout=30, headers=HEADERS) as http:
@@ -229,7 +239,7 @@ async def test_a_response_resumed_on_a_later_get_is_still_normalized() -> None:
 @pytest.mark.anyio
 async def test_beyond_the_pending_bound_a_resumed_response_passes_unnormalized() -> None:
     app, _ = resuming_upstream()
-    config = dataclasses.replace(NormalizerConfig.shipped(), max_pending=1)
+    config = dataclasses.replace(protean_rules(), max_pending=1)
     with serve(app) as up, proxy_for(up + "/mcp", config) as px:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30, headers=HEADERS) as http:

@@ -41,6 +41,7 @@ import pytest
 import yaml
 
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
+from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import (
     FORBIDDEN,
@@ -355,7 +356,10 @@ STEPS: list[dict[str, Any]] = [
 
 @pytest.mark.anyio
 async def test_real_clients_get_normalized_results_through_the_image_command(tmp_path: Path) -> None:
-    with serve(protean_server()) as up, image_process(up + "/mcp", tmp_path / "proxy.log") as image:
+    mounted = tmp_path / "normalizer.toml"  # the operator's rule file, mounted into the container
+    mounted.write_text(DEMO_CONFIG.read_text(encoding="utf-8"), encoding="utf-8")
+    logged = tmp_path / "proxy.log"
+    with serve(protean_server()) as up, image_process(up + "/mcp", logged, MCP_NORMALIZER_CONFIG=str(mounted)) as image:
         python = await run_python(image.url + "/mcp", STEPS)
         ts_sdk_1 = (await run_node("v1", [{"url": image.url + "/mcp", "steps": STEPS}]))[0]
     for client, record in {"python": python, "ts-sdk-1": ts_sdk_1}.items():

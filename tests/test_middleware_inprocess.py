@@ -18,7 +18,7 @@ from mcp_normalizer import JSONFormatter, NormalizerMiddleware
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_tools
 
-from .support import capture_rewrites, serve
+from .support import capture_rewrites, protean_rules, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS = [
@@ -64,7 +64,7 @@ def sdk_app(json_response: bool, listed: list[str] | None = None) -> Any:
 async def test_middleware_around_an_in_process_sdk_app(json_response: bool) -> None:
     with serve(sdk_app(json_response), lifespan="on") as plain:
         direct = (await run_node("v1", [{"url": plain + "/mcp", "steps": STEPS}]))[0]
-    wrapped = NormalizerMiddleware(sdk_app(json_response))
+    wrapped = NormalizerMiddleware(sdk_app(json_response), protean_rules())
     with serve(wrapped, lifespan="on") as base, capture_rewrites() as log:
         url = base + "/mcp"
         got = {

@@ -3,21 +3,32 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from .support import ROOT
+from .test_cli import free_port
 
 
-def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds from the checkout."""
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
         check=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("mcp_normalizer-*.whl")
+    (built,) = out.glob("mcp_normalizer-*.whl")
+    return built
+
+
+def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/", 1)[0] for name in names}
     (info,) = (top for top in tops if top.endswith(".dist-info"))
@@ -30,6 +41,37 @@ def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(tmp_path: Pa
     assert f"{info}/licenses/LICENSE" in names
     metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata and "Classifier: Typing :: Typed" in metadata
+    demo = {"normalizer.toml", "node/client.mjs", "node/package.json", "node/package-lock.json"}
+    assert {f"mcp_normalizer/demo/{name}" for name in demo} <= set(names)
+    assert not any("node_modules" in name for name in names)  # the npm clients are installed, not shipped
+
+
+def test_the_installed_wheel_runs_its_demo_outside_a_checkout(wheel: Path, tmp_path: Path) -> None:
+    """The wheel alone (its dependencies from this environment, no checkout on the path): the demo
+    installs the npm clients into the user's cache once, then compares the clients as in a checkout."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+    env |= {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    where = subprocess.run(
+        [sys.executable, "-c", "import mcp_normalizer; print(mcp_normalizer.__file__)"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert where.stdout.startswith(str(site))  # the wheel's files, not the checkout's
+    argv = [sys.executable, "-m", "mcp_normalizer", "demo", "--once", "--port", str(free_port())]
+    done = subprocess.run(
+        [*argv, "--upstream-port", str(free_port())], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Installing the TS MCP clients once (npm ci) into {tmp_path / 'cache'}" in done.stdout
+    for client in ("TS SDK 1.32.2", "TS client 2.4.0", "Python mcp 2.3.0"):
+        assert client in done.stdout
+    proxied = [line for line in done.stdout.splitlines() if line.strip().startswith("proxied:")]
+    assert len(proxied) == 12 and not any("THROWS" in line for line in proxied)
 
 
 def test_the_version_is_defined_once() -> None:

@@ -10,7 +10,7 @@ import pytest
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, GATE_FAILED, RUNTIMES, protean_server
 
-from .support import ResponseMode, capture_rewrites, proxy_for, serve
+from .support import ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS: list[dict[str, Any]] = [
@@ -39,7 +39,7 @@ def texts(result: dict[str, Any]) -> list[str]:
 async def test_strict_clients_reject_legacy_upstream_and_accept_it_through_the_proxy(
     mode: ResponseMode,
 ) -> None:
-    with serve(protean_server(mode)) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+    with serve(protean_server(mode)) as up, proxy_for(up + "/mcp", protean_rules()) as px, capture_rewrites() as log:
         direct = await all_clients(up + "/mcp")
         proxied = await all_clients(px + "/mcp")
 

@@ -11,13 +11,12 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
 from mcp_normalizer.logs import JSONFormatter
 from mcp_normalizer.rules import RESULT_RULES, Rule
 
-from .support import ResponseMode, capture_rewrites, proxy_for, serve
+from .support import ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 TOOLS = ["protean.scope_list", "protean.list_runtimes", "protean.deploy", "protean.whoami"]
@@ -53,12 +52,12 @@ async def raw_session(url: str, headers: dict[str, str] | None = None) -> list[b
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_report_only_changes_no_byte_and_logs_every_rewrite(mode: ResponseMode) -> None:
-    config = dataclasses.replace(NormalizerConfig.shipped(), report_only=True)
+    config = dataclasses.replace(protean_rules(), report_only=True)
     with serve(protean_server(mode)) as up:
         with proxy_for(up + "/mcp", config) as px, capture_rewrites() as report:
             direct = await raw_session(up + "/mcp")
             proxied = await raw_session(px + "/mcp")
-        with proxy_for(up + "/mcp") as px, capture_rewrites() as applied:
+        with proxy_for(up + "/mcp", protean_rules()) as px, capture_rewrites() as applied:
             rewritten = await raw_session(px + "/mcp")
     assert proxied == direct
     assert rewritten != direct  # the same traffic is rewritten when not in report-only mode
@@ -72,7 +71,7 @@ async def test_report_only_changes_no_byte_and_logs_every_rewrite(mode: Response
 async def test_each_rewrite_is_one_json_line_without_payload_values_or_secrets() -> None:
     token = "Bearer s3cr3t-t0ken-value"
     steps = [{"op": "listTools"}] + [{"op": "callTool", "name": t} for t in TOOLS]
-    with serve(protean_server()) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+    with serve(protean_server()) as up, proxy_for(up + "/mcp", protean_rules()) as px, capture_rewrites() as log:
         record = (await run_node("v1", [{"url": px + "/mcp", "headers": {"authorization": token}, "steps": steps}]))[0]
     assert all(step["ok"] for step in record["steps"])
     lines = [JSONFormatter().format(r) for r in log.records]
@@ -97,7 +96,7 @@ async def test_a_rule_that_raises_forwards_the_original_response_and_logs_the_fa
 ) -> None:
     buggy = Rule(name="text_mirror", kind="test", summary="raises", on_result=_raising)
     monkeypatch.setattr("mcp_normalizer.normalize.RESULT_RULES", (*RESULT_RULES[:-1], buggy))
-    with serve(protean_server()) as up, proxy_for(up + "/mcp") as px:
+    with serve(protean_server()) as up, proxy_for(up + "/mcp", protean_rules()) as px:
         direct = await raw_session(up + "/mcp")
         with capture_rewrites("mcp_normalizer.transform") as errors:
             proxied = await raw_session(px + "/mcp")
@@ -117,7 +116,7 @@ def test_log_lines_survive_ids_and_names_that_orjson_cannot_write() -> None:
 @pytest.mark.anyio
 async def test_an_upstream_key_in_the_url_query_never_reaches_the_log() -> None:
     with serve(protean_server()) as up:
-        with proxy_for(up + "/mcp?api_key=S3cr3tKey") as px, capture_rewrites() as log:
+        with proxy_for(up + "/mcp?api_key=S3cr3tKey", protean_rules()) as px, capture_rewrites() as log:
             await raw_session(px + "/mcp")
     assert log.lines and all("S3cr3t" not in orjson.dumps(line).decode() for line in log.lines)
     assert log.lines[0]["upstream"] == f"{up}/mcp?api_key=***"

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -22,8 +24,19 @@ from ..audit import REWRITE_LOGGER
 from ..config import Settings
 from ..logs import JSONFormatter, configure_logging
 from ..server import bind, uvicorn_config
-from .clients import ClientUnavailable, node_available, python_available, run_node, run_python
+from .clients import (
+    ClientUnavailable,
+    install_node_clients,
+    node_available,
+    node_dir,
+    python_available,
+    run_node,
+    run_python,
+)
 from .upstream import protean_server
+
+#: The demo's rule file: the shipped defaults and the Protean ``list_runtimes`` declaration.
+DEMO_CONFIG = Path(__file__).resolve().parent / "normalizer.toml"
 
 CALLS = [
     ("protean.scope_list", {}),
@@ -66,6 +79,10 @@ async def _compare(direct: str, proxied: str) -> list[tuple[str, str, str, str]]
     ]
     rows: list[tuple[str, str, str, str]] = []
     results: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    if not node_available() and shutil.which("node") and shutil.which("npm"):
+        print(f"Installing the TS MCP clients once (npm ci) into {node_dir()} ...")
+        sys.stdout.flush()
+        await install_node_clients()
     if node_available():
         for sdk, label in (("v1", "TS SDK 1.32.2"), ("v2", "TS client 2.4.0")):
             got = await run_node(sdk, [{"url": direct, "steps": steps}, {"url": proxied, "steps": steps}])
@@ -145,7 +162,7 @@ def run_demo(
         "date_header": False,
     }
     upstream = uvicorn.Server(uvicorn.Config(protean_server(response_mode), **quiet))  # type: ignore[arg-type]
-    settings = Settings(upstream=direct)
+    settings = Settings(upstream=direct, config_file=str(DEMO_CONFIG))
     config = settings.load_config()
     proxy = uvicorn.Server(uvicorn_config(create_app(settings, config=config), config.proxy, log_level="warning"))
 

@@ -1,17 +1,21 @@
 """Drive real MCP clients against a URL and report what they received (used by the demo and the tests).
 
 - :func:`run_node`: ``@modelcontextprotocol/sdk`` 1.x or ``@modelcontextprotocol/client`` 2.x through
-  Node, with the script and lock file in ``tests/node/`` (installed with ``npm ci`` there).
+  Node: the script and the lock file ship in the package (``demo/node/``); :func:`install_node_clients`
+  installs them with ``npm ci`` (in a checkout ``scripts/bootstrap`` does, next to the script; an
+  installed package puts them in the user's cache).
 - :func:`run_python`: the Python ``mcp`` ``ClientSession`` (legacy handshake), if ``mcp`` is installed.
 
 Both take a plan of steps (``{"op": "listTools"}``, ``{"op": "callTool", "name": ..., "arguments":
 ..., "progress": true}``) and return ``{"steps": [{"ok": bool, "value" | "error": ...}], "progress":
-[...]}`` per session, the shape ``tests/node/client.mjs`` prints.
+[...]}`` per session, the shape ``demo/node/client.mjs`` prints.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +23,10 @@ from typing import Any
 
 import anyio
 
-NODE_DIR = Path(__file__).resolve().parents[2] / "tests" / "node"
+#: The shipped script, ``package.json`` and ``package-lock.json`` of the Node clients.
+NODE_HOME = Path(__file__).resolve().parent / "node"
+_NODE_FILES = ("client.mjs", "package.json", "package-lock.json")
+_STAMP = ".mcp-normalizer-lock"
 
 Step = Mapping[str, Any]
 
@@ -28,9 +35,58 @@ class ClientUnavailable(Exception):
     """The requested client is not installed here."""
 
 
+def _lock_hash() -> str:
+    return hashlib.sha256((NODE_HOME / "package-lock.json").read_bytes()).hexdigest()
+
+
+def node_dir() -> Path:
+    """Where the Node clients run from: ``MCP_NORMALIZER_NODE_DIR`` if set; else the shipped folder
+    when its ``node_modules`` is there (a checkout after ``scripts/bootstrap``); else a folder of the
+    user's cache named after the lock file (``$XDG_CACHE_HOME``, default ``~/.cache``)."""
+    chosen = os.environ.get("MCP_NORMALIZER_NODE_DIR")
+    if chosen:
+        return Path(chosen)
+    if (NODE_HOME / "node_modules").is_dir():
+        return NODE_HOME
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "mcp-normalizer" / f"node-clients-{_lock_hash()[:12]}"
+
+
 def node_available() -> bool:
-    """True when Node and the npm clients of ``tests/node`` are installed."""
-    return shutil.which("node") is not None and (NODE_DIR / "node_modules" / "@modelcontextprotocol").is_dir()
+    """True when Node and the npm clients (:func:`node_dir`) are installed."""
+    where = node_dir()
+    return (
+        shutil.which("node") is not None
+        and (where / "node_modules" / "@modelcontextprotocol").is_dir()
+        and all((where / name).is_file() for name in _NODE_FILES)
+    )
+
+
+async def install_node_clients(target: Path | None = None) -> Path:
+    """Install the shipped Node clients with ``npm ci`` into ``target`` (default :func:`node_dir`),
+    copying the script and the lock file there first; a folder installed from the same lock file
+    is left as it is. Returns the folder.
+
+    Raises:
+        ClientUnavailable: ``node`` or ``npm`` is not on ``PATH``, or ``npm ci`` failed.
+    """
+    where = target if target is not None else node_dir()
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        raise ClientUnavailable("node and npm are needed for the TS clients")
+    stamp = where / "node_modules" / _STAMP
+    if stamp.is_file() and stamp.read_text() == _lock_hash():
+        return where
+    where.mkdir(parents=True, exist_ok=True)
+    if where.resolve() != NODE_HOME:
+        for name in _NODE_FILES:
+            shutil.copyfile(NODE_HOME / name, where / name)
+    done = await anyio.run_process(
+        ["npm", "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], cwd=where, check=False
+    )
+    if done.returncode != 0:
+        raise ClientUnavailable(f"npm ci in {where} failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    stamp.write_text(_lock_hash())
+    return where
 
 
 def python_available() -> bool:
@@ -56,12 +112,11 @@ async def run_node(
         RuntimeError: the script failed or printed something that is not its JSON report.
     """
     if not node_available():
-        raise ClientUnavailable("node and tests/node/node_modules are needed (npm ci in tests/node)")
+        raise ClientUnavailable(f"node and the npm clients are needed in {node_dir()} (install_node_clients)")
     plan = json.dumps({"sdk": sdk, "timeoutMs": int(request_timeout * 1000), "sessions": list(sessions)})
+    where = node_dir()
     with anyio.fail_after(timeout):
-        done = await anyio.run_process(
-            ["node", str(NODE_DIR / "client.mjs")], input=plan.encode(), check=False, cwd=NODE_DIR
-        )
+        done = await anyio.run_process(["node", str(where / "client.mjs")], input=plan.encode(), check=False, cwd=where)
     if done.returncode != 0:
         raise RuntimeError(f"node client exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
     try:
