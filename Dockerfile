@@ -24,11 +24,18 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # package and its dependencies only.
 RUN python -m venv --without-pip /opt/venv
 WORKDIR /src
+# Nothing is resolved at build time: the dependencies and the build backend come from pinned, hashed
+# requirement files (pip refuses a file whose hash differs), and the package itself is installed
+# without dependencies. The dependency layer is cached until requirements/image.txt changes.
+COPY requirements/ requirements/
+RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/build.txt \
+    && pip --python /opt/venv/bin/python install --no-cache-dir --require-hashes --no-deps -r requirements/image.txt
 # pyproject.toml names README.md; mcp_normalizer/normalizer.toml is a symlink to config/normalizer.toml.
 COPY pyproject.toml README.md ./
 COPY config/normalizer.toml config/
 COPY mcp_normalizer/ mcp_normalizer/
-RUN pip --python /opt/venv/bin/python install --no-cache-dir .
+RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /tmp/wheel . \
+    && pip --python /opt/venv/bin/python install --no-cache-dir --no-deps /tmp/wheel/mcp_normalizer-*.whl
 
 FROM python:3.12-slim-bookworm
 RUN groupadd --system --gid 10001 mcp-normalizer \

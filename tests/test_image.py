@@ -16,6 +16,7 @@ load), and their ports and URLs agree with each other, with the image and with t
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -39,6 +41,8 @@ import httpx
 import orjson
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
 from mcp_normalizer.demo import DEMO_CONFIG
@@ -312,7 +316,7 @@ def test_the_image_is_a_slim_multi_stage_build_of_the_package_run_as_a_non_root_
     assert builder.base == final.base and "slim" in final.base and ":" in final.base
     assert f"--from={builder.name} {venv} {venv}" in final.all("COPY")
     assert not any(re.search(r"\b(pip|apt-get|apk)\b", run) for run in final.all("RUN")), "the final stage installs"
-    assert any(re.search(r"\binstall\b.*\s\.$", run) for run in builder.all("RUN")), "the builder installs the package"
+    assert any(re.search(r"\bwheel\b.*\s\.\s", run) for run in builder.all("RUN")), "the builder builds the package"
     uid, gid = image_user()
     assert uid != 0 and gid != 0
     assert env["MCP_NORMALIZER_HOST"] == "0.0.0.0"
@@ -670,3 +674,80 @@ def test_k8s_sidecar_probes_env_ports_and_grace_periods_agree_with_the_proxy(tmp
     drain = pre_stop_sleep(normalizer) + config.proxy.graceful_shutdown
     assert pre_stop_sleep(server) >= drain
     assert spec["terminationGracePeriodSeconds"] > max(drain, pre_stop_sleep(server))
+
+
+# -- the build: pinned, hashed, nothing resolved ----------------------------------------------------
+
+
+def pinned(path: Path) -> dict[str, str]:
+    """The ``name==version`` pins of a requirement file, every one checked to carry a hash."""
+    pins: dict[str, str] = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", path.read_text(encoding="utf-8")):
+        match = re.match(r"([A-Za-z0-9_.-]+)==(\S+)", block)
+        if match is None:
+            continue
+        assert "--hash=sha256:" in block, f"{match[1]} has no hash"
+        pins[canonicalize_name(match[1])] = match[2]
+    return pins
+
+
+def test_the_image_pins_and_hashes_every_dependency_of_the_package() -> None:
+    pins = pinned(ROOT / "requirements" / "image.txt")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for text in project["dependencies"]:
+        wanted = Requirement(text.split("#")[0])
+        name = canonicalize_name(wanted.name)
+        assert name in pins, f"{name} is not pinned in requirements/image.txt"
+        assert pins[name] in wanted.specifier, (name, pins[name], str(wanted.specifier))
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
+    backend = pinned(ROOT / "requirements" / "build.txt")
+    for text in build:
+        wanted = Requirement(text.split("#")[0])
+        assert backend[canonicalize_name(wanted.name)] in wanted.specifier
+
+
+def test_the_builder_stage_runs_as_written_from_the_pinned_hashes(tmp_path: Path) -> None:
+    """The builder's RUN lines, run here as written (``/opt/venv``, ``/src`` and ``/tmp/wheel`` mapped
+    into a temporary folder, its ``pip`` a fresh one of this Python): every install is by hash, the
+    package without dependencies, and the venv it leaves runs the proxy."""
+    (builder, _final) = stages(DOCKERFILE.read_text(encoding="utf-8"))
+    src = tmp_path / "src"
+    paths = {"/opt/venv": str(tmp_path / "venv"), "/tmp/wheel": str(tmp_path / "wheel")}
+    tools = tmp_path / "builder"
+    subprocess.run([sys.executable, "-m", "venv", str(tools)], check=True, timeout=120)
+    env = {**os.environ, "PATH": f"{tools / 'bin'}{os.pathsep}{os.environ['PATH']}", **env_of(builder)}
+    env.pop("VIRTUAL_ENV", None)
+    runs, cwd = 0, tmp_path
+    for keyword, rest in builder.instructions:
+        for image_path, local in paths.items():
+            rest = rest.replace(image_path, local)
+        if keyword == "WORKDIR":
+            assert rest == "/src"
+            src.mkdir()
+            cwd = src
+        elif keyword == "COPY":
+            *sources, target = rest.split()
+            for source in sources:  # a folder's contents into the target folder; a file into it
+                if (ROOT / source).is_dir():
+                    left_out = shutil.ignore_patterns("node_modules", "__pycache__", "*.pyc")  # .dockerignore
+                    shutil.copytree(ROOT / source, src / target, symlinks=True, dirs_exist_ok=True, ignore=left_out)
+                else:
+                    (src / target).mkdir(parents=True, exist_ok=True)
+                    shutil.copy(ROOT / source, src / target)
+        elif keyword == "RUN":
+            for command in rest.split(" && "):
+                if "install" in command and "-r requirements/" in command:
+                    assert "--require-hashes" in command and "--no-deps" in command, command
+                elif "install" in command:
+                    assert "--no-deps" in command, command  # the package: its dependencies came pinned
+            done = subprocess.run(rest, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, (rest, done.stderr[-3000:])
+            runs += 1
+    assert runs == 3
+    venv = tmp_path / "venv" / "bin"
+    done = subprocess.run([str(venv / "mcp-normalizer"), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--upstream" in done.stdout, done.stderr
+    names = "import importlib.metadata as m; print({d.metadata['Name'] for d in m.distributions()})"
+    frozen = subprocess.run([str(venv / "python"), "-c", names], capture_output=True, text=True, check=True)
+    installed = {canonicalize_name(name) for name in ast.literal_eval(frozen.stdout)}
+    assert installed == set(pinned(ROOT / "requirements" / "image.txt")) | {"mcp-normalizer"}
