@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from mcp_normalizer import Settings, create_app
+from mcp_normalizer import NormalizerMiddleware, Settings, create_app
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, protean_server
 from mcp_normalizer.tracing import tracer_provider_from_env, tracing_requested
@@ -35,6 +35,7 @@ from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
 from .support import ResponseMode, serve
 from .test_cli import EXE, free_port, run_cli, running
+from .test_middleware_inprocess import sdk_app
 
 STEPS: list[dict[str, Any]] = [
     {"op": "listTools"},
@@ -405,3 +406,22 @@ async def test_traces_reach_a_collector_over_otlp_http_from_the_cli() -> None:
 def test_tracing_is_off_in_a_process_without_otel_variables() -> None:
     """The suite itself runs without ``OTEL_*`` (else every proxy here would trace)."""
     assert not tracing_requested(os.environ)
+
+
+@pytest.mark.anyio
+async def test_the_middleware_around_the_sdk_app_traces_with_the_provider_it_is_given() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with serve(NormalizerMiddleware(sdk_app(False), tracer_provider=provider), lifespan="on") as base:
+        record = await run_python(base + "/mcp", STEPS[:3])
+    provider.shutdown()
+    assert all(step["ok"] for step in record["steps"]), record
+    spans = by_name(exporter.get_finished_spans())
+    assert {"initialize", "tools/list", "tools/call protean.scope_list", "tools/call protean.list_runtimes"} <= set(
+        spans
+    )
+    failed = spans["tools/call protean.scope_list"]
+    assert failed.kind is SpanKind.SERVER and attributes(failed)["error.type"] == "tool_error"
+    assert [dict(e.attributes or {})["mcp_normalizer.rule"] for e in failed.events] == ["error_problem"]
+    assert NormalizerMiddleware(sdk_app(False)).tracing is None  # no provider given, none set globally
