@@ -3,12 +3,14 @@
 The app is :class:`~mcp_normalizer.middleware.NormalizerMiddleware` around a
 :class:`~mcp_normalizer.forward.Forwarder` to the configured upstream: the rules never know which mode they
 run in. Settings come from the argument or, when it is ``None``, from ``MCP_NORMALIZER_*``
-environment variables.
+environment variables; traces, when the standard ``OTEL_*`` variables ask for them
+(:func:`mcp_normalizer.tracing.tracer_provider_from_env`).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from .admin import Admin
 from .config import NormalizerConfig, Settings
@@ -21,14 +23,25 @@ from .metrics import Metrics
 from .middleware import NormalizerMiddleware
 from .observe import RequestRecord
 from .server import upstream_connection_limit
+from .tracing import tracer_provider_from_env
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
-def create_app(settings: Settings | None = None, *, config: NormalizerConfig | None = None) -> FrontDoor:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    config: NormalizerConfig | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> FrontDoor:
     """Build the standalone proxy app.
 
     Args:
         settings: process settings; ``None`` reads them from the environment.
         config: the rule configuration; ``None`` loads the one ``settings`` select.
+        tracer_provider: where the spans of MCP requests go; ``None``: the one the ``OTEL_*``
+            variables configure, else the global one if set, else no tracing.
 
     Returns:
         The ASGI app, outermost first: the front door (request metrics and access log, the
@@ -37,7 +50,8 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         through to the forwarder, which closes the upstream client.
 
     Raises:
-        ConfigError: the settings or the rule file are invalid.
+        ConfigError: the settings or the rule file are invalid, or ``OTEL_*`` variables ask for
+            traces that cannot be sent (the ``[otel]`` extra is not installed, an unknown exporter).
     """
     settings = settings if settings is not None else Settings.from_env()
     config = config if config is not None else settings.load_config()
@@ -57,7 +71,13 @@ def create_app(settings: Settings | None = None, *, config: NormalizerConfig | N
         max_connections=upstream_connection_limit(limits.max_connections),
     )
     return FrontDoor(
-        NormalizerMiddleware(forwarder, config, upstream=settings.upstream_label, metrics=metrics),
+        NormalizerMiddleware(
+            forwarder,
+            config,
+            upstream=settings.upstream_label,
+            metrics=metrics,
+            tracer_provider=tracer_provider or tracer_provider_from_env(),  # None: the global one, if set
+        ),
         admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready),
         hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
         record=RequestRecord(metrics, access_log=limits.access_log),

@@ -143,7 +143,10 @@ def _main(ns: argparse.Namespace) -> int:
 def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
     """Serve the proxy on ``sock`` (in this process); the exit code."""
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    app = create_app(settings, config=config)
+    try:
+        app = create_app(settings, config=config)
+    except ConfigError as exc:  # OTEL_* ask for traces that cannot be sent
+        return _fail(str(exc))
     host, port = sock.getsockname()[:2]
     logging.getLogger("mcp_normalizer").info(
         "listening on http://%s:%s%s, upstream %s%s",

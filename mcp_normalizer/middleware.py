@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -45,8 +46,12 @@ from .responses import error_body, respond
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .scopes import Limits, ScopeStore
 from .tools_fetch import ToolsFetcher
+from .tracing import tracing_for
 from .transform import Exchange, ResponseTransformer
 from .types import JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +66,8 @@ class NormalizerMiddleware:
         max_body_bytes: largest request body read for inspection; a larger POST passes through
             untouched (MCP requests are small; the forwarder has its own limit).
         metrics: count rewrites and oversize pass-throughs there.
+        tracer_provider: where the spans of MCP requests go (:mod:`mcp_normalizer.tracing`);
+            ``None``: the global provider, if one is set by then, else no tracing.
     """
 
     def __init__(
@@ -71,6 +78,7 @@ class NormalizerMiddleware:
         upstream: str = "in-process",
         max_body_bytes: int = 4 * 1024 * 1024,
         metrics: Metrics | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
@@ -98,10 +106,13 @@ class NormalizerMiddleware:
             max_bytes=config.proxy.max_rewrite_bytes,
             capture=self.capture,
         )
-        # Every rule off and nothing to capture: no request is read, no response inspected.
-        self._idle = self.normalizer.idle and self.capture is None
+        self.tracing = tracing_for(tracer_provider)  # None: tracing off, nothing done per request
+        # Every rule off and nothing to capture or trace: no request is read, no response inspected.
+        self._idle = self.normalizer.idle and self.capture is None and self.tracing is None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.tracing is not None:
+            receive = self.tracing.flushing(receive)  # spans still queued are exported at shutdown
         if scope["type"] == "lifespan" and self.capture is not None:
             await self.app(scope, self._closing_capture(receive), send)
             return
@@ -148,6 +159,8 @@ class NormalizerMiddleware:
             await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
         scope[RPC_METHOD_KEY] = metric_method(next(iter(info.pending.values())).method)
+        trace = self.tracing.start(scope, body, info) if self.tracing is not None else None  # a span per request
+        audit = self.audit if trace is None else trace.audit(self.audit)
         key = self._scope_key(headers)
         # Only what the result rules read makes a scope: an initialize must not (its key, without
         # the session the response assigns, would be an orphan).
@@ -162,7 +175,7 @@ class NormalizerMiddleware:
             replayed = replay(body, complete, receive)
             scope = {**scope, "headers": _with_length(headers, len(body))}
             for call in calls:
-                self.audit.emit(
+                audit.emit(
                     Record(REWRITE, pending[call].tool, True),
                     method=TOOLS_CALL,
                     jsonrpc_id=call[1],
@@ -180,7 +193,14 @@ class NormalizerMiddleware:
         )
         needed = {tool for tool in map(exchange.tool_of, pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
-        await self._exchange(scope, replayed, send, exchange, info, unknown)
+        if trace is None:
+            await self._exchange(scope, replayed, send, exchange, info, unknown)
+            return
+        scope, body = trace.forward(scope, body)  # the span context to the upstream (headers, params._meta)
+        with trace:
+            await self._exchange(
+                scope, replay(body, complete, receive), trace.send(send), exchange, info, unknown, audit
+            )
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A legacy session's GET stream: it may carry resumed responses and ``list_changed``."""
@@ -202,11 +222,13 @@ class NormalizerMiddleware:
         exchange: Exchange,
         info: RequestInfo | None,
         unknown: set[str],
+        audit: AuditLog | None = None,
     ) -> None:
         """Run the inner app with the response going through a transformer (and a tool fetch if needed)."""
         limit = self.config.proxy.max_rewrite_bytes
+        audit = self.audit if audit is None else audit  # (a traced exchange's also writes span events)
         transformer = ResponseTransformer(
-            exchange, self.normalizer, self.audit, max_json_bytes=limit, max_event_bytes=limit, capture=self.capture
+            exchange, self.normalizer, audit, max_json_bytes=limit, max_event_bytes=limit, capture=self.capture
         )
         fetch = info is not None and bool(unknown) and self.config.fetch_tools_list
         fetched = anyio.Event() if fetch else None  # a response stalls only for a fetch in flight
