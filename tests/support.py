@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import socket
 import socketserver
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,19 +23,27 @@ from typing import Any, Literal, TypeVar, cast
 import anyio
 import httpx
 import jsonschema
+import mcp_types as types
 import orjson
 import pytest
 import referencing
 import uvicorn
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from mcp.server.lowlevel import Server
 
 from mcp_normalizer import NormalizerConfig, Settings, create_app
-from mcp_normalizer.audit import REWRITE_LOGGER
+from mcp_normalizer.audit import REWRITE_LOGGER, AuditLog
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, ScriptedServer, ToolSpec, protean_tools, returning
+from mcp_normalizer.jsonrpc import inspect_request
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.rules import Mode
+from mcp_normalizer.scopes import ScopeStore
 from mcp_normalizer.server import HttpParser, bind, uvicorn_config
-from mcp_normalizer.transform import ResponseTransformer
+from mcp_normalizer.transform import Exchange, ResponseTransformer
 from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -426,3 +439,431 @@ async def three_clients(
         "ts-client-2": await run_node("v2", sessions, request_timeout=request_timeout),
         "python": [await python(fault) for fault in faults],
     }
+
+
+# -- processes: the mcp-normalizer command under test ---------------------------------------------
+
+#: The ``mcp-normalizer`` command of this environment.
+EXE = str(Path(sys.executable).with_name("mcp-normalizer"))
+
+
+def free_port() -> int:
+    """A loopback port free at the time of asking."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    """True when something accepts connections on loopback ``port``."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def running(argv: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[list[str]]:
+    """Run ``argv`` until it listens on ``port``; on exit stop it with SIGTERM and fill the list
+    yielded with its stderr lines. Its stderr goes to a file, not a pipe: a chatty process never
+    blocks on a full pipe nobody reads while the test runs."""
+    with tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(
+            argv, stderr=err, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=ROOT
+        )
+        lines: list[str] = []
+        try:
+            deadline = time.monotonic() + 20
+            while not listening(port):
+                if process.poll() is not None:
+                    err.seek(0)
+                    raise AssertionError(err.read().decode(errors="replace"))
+                assert time.monotonic() < deadline, "the proxy did not start listening"
+                time.sleep(0.05)
+            yield lines
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=20)
+            err.seek(0)
+            lines.extend(err.read().decode(errors="replace").splitlines())
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``mcp-normalizer ARGS`` to its end (30 s at most) without this process's
+    ``MCP_NORMALIZER_*`` variables; ``env`` adds some."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=30, env={**clean, **(env or {})})
+
+
+# -- scripted upstreams from the public fault cases --------------------------------------------
+
+
+def case_server(cases: list[dict[str, Any]], mode: str) -> ScriptedServer:
+    """One upstream for all cases: the ``x-case`` request header picks the case's tool."""
+    by_id = {case["id"]: [ToolSpec(case["tool"], returning(case["result"]))] for case in cases}
+    return ScriptedServer(lambda headers: by_id.get(headers.get("x-case", ""), []), response_mode=mode)  # type: ignore[arg-type]
+
+
+def steps(case: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"op": "listTools"}, {"op": "callTool", "name": case["tool"]["name"], "arguments": {}}]
+
+
+async def replay(url: str, cases: list[dict[str, Any]], request_timeout: float = 30) -> dict[str, list[dict[str, Any]]]:
+    """Per client, one session record per case (in case order)."""
+    sessions = [{"url": url, "headers": {"x-case": c["id"]}, "steps": steps(c)} for c in cases]
+    return {
+        "ts-sdk-1": await run_node("v1", sessions, request_timeout=request_timeout),
+        "ts-client-2": await run_node("v2", sessions, request_timeout=request_timeout),
+        "python": [await run_python(url, steps(c), {"x-case": c["id"]}) for c in cases],
+    }
+
+
+# -- property-test data: field-like values and their strategies -------------------------------
+
+STRINGS = st.one_of(
+    st.sampled_from(["", "x", "17", "2.50", "true", "null", '{"a": 1}', "[1]", "a", "b", "error: boom"]),
+    st.text(max_size=8),
+)
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    STRINGS,
+)
+
+
+NAMES = st.sampled_from(["a", "b", "scope", "items", "result", "_meta", "id", "kind"])
+
+
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(NAMES, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+# -- legacy sessions ------------------------------------------------------------------------------
+
+
+def fetches(upstream: ScriptedServer) -> int:
+    """How many ``tools/list`` requests the proxy itself sent upstream."""
+    return sum(
+        1
+        for message, _ in upstream.requests
+        if message.get("method") == "tools/list" and str(message.get("id")).startswith("mcp-normalizer-")
+    )
+
+
+# -- raw HTTP ----------------------------------------------------------------------------------------
+
+
+async def raw_request(url: str, request: bytes, *, close_after_send: bool = False) -> bytes:
+    """Send bytes as they are to the server at ``url``'s host and port; return everything it answers."""
+    parsed = httpx.URL(url)
+    stream = await anyio.connect_tcp(parsed.host, parsed.port or 80)
+    async with stream:
+        await stream.send(request)
+        if close_after_send:
+            return b""
+        received = b""
+        with anyio.move_on_after(10):
+            try:
+                while chunk := await stream.receive():
+                    received += chunk
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                pass
+    return received
+
+
+# -- an in-process MCP SDK app --------------------------------------------------------------------
+
+
+def sdk_app(json_response: bool, listed: list[str] | None = None) -> Any:
+    """The Protean tools served by the real SDK (mcp 2.x low-level ``Server``); each ``tools/list``
+    appends the request id to ``listed``."""
+    specs = {spec.tool["name"]: spec.tool for spec in protean_tools()}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if listed is not None:
+            listed.append(str(ctx.request_id))
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t["name"],
+                    description=t["description"],
+                    input_schema=t["inputSchema"],
+                    output_schema=t.get("outputSchema"),
+                )
+                for t in specs.values()
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        text: list[types.ContentBlock] = [types.TextContent(type="text", text=FORBIDDEN["detail"])]
+        if params.name == "protean.scope_list":
+            return types.CallToolResult(content=text, structured_content=FORBIDDEN, is_error=True)
+        body = orjson.dumps(RUNTIMES).decode()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=body)], structured_content=RUNTIMES)
+
+    server = Server("protean-sdk", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    return server.streamable_http_app(json_response=json_response)
+
+
+# -- the transformer, driven by hand -----------------------------------------------------------
+
+#: A result as field servers write it: every member must survive untouched, byte for byte.
+FIELD_RESULT = (
+    b'{"content":[{"type":"text","text":"caf\\u00e9 \xe2\x82\xac \\"q\\" \\\\ 12.50"}],'
+    b'"structuredContent":{"price":12.50,"ratio":2.5E-3,"big":123456789012345678901234,'
+    b'"name":"na\xc3\xafve \\ud83d\\ude00","deep":{"a":[null,{"b":null}]},"empty":""}}'
+)
+
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def transformer(
+    method: str = "ping",
+    rid: Any = 1,
+    *,
+    batch: bool = False,
+    modes: dict[str, Mode] | None = None,
+    content_type: list[tuple[bytes, bytes]] = JSON_HEADERS,
+) -> ResponseTransformer:
+    """A transformer for the response to one request (``method``, id ``rid``) on a POST, as the
+    middleware builds it from the request body."""
+    request: Any = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {}}
+    info = inspect_request(orjson.dumps([request] if batch else request), [])
+    assert info is not None
+    config = NormalizerConfig(rules=modes or {})
+    exchange = Exchange(info.pending, "2025-11-25", "s", ScopeStore().state("s"), sole=info.sole)
+    t = ResponseTransformer(exchange, Normalizer(config), AuditLog("test"), slice_seconds=0)
+    t.start(200, content_type)
+    return t
+
+
+# -- the new fault cases (2026): tools and results no public case file has yet --------------
+
+
+def tool(name: str, output: Any = None, **extra: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {"name": name, "inputSchema": {"type": "object", "properties": {}}}
+    if output is not None:
+        found["outputSchema"] = output
+    return {**found, **extra}
+
+
+def text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+OBJ = {"type": "object"}
+
+
+#: New cases of each kind: (id, kind, tool, faulty result). None copies a public case.
+NEW_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+    (
+        "gen-promote-nested",
+        "missing_structured_content",
+        tool(
+            "inventory.count",
+            {**OBJ, "properties": {"total": {"type": "integer"}, "sites": OBJ}, "required": ["total"]},
+        ),
+        {"content": text('{\n "total": 7,\n "sites": {"ams": {"racks": [1, 2]}}\n}')},
+    ),
+    (
+        "gen-vacuous-audio",
+        "spurious_output_schema",
+        tool("voice.say", {**OBJ, "description": "audio", "properties": {"uri": {"type": "string"}}}),
+        {"content": [{"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}]},
+    ),
+    (
+        "gen-impossible-schema",
+        "spurious_output_schema",
+        {"name": "never.ok", "inputSchema": {"type": "object"}, "outputSchema": False},
+        {"content": text("fine")},
+    ),
+    (
+        "gen-error-list",
+        "error_result_validated",
+        tool("rows.fetch", {**OBJ, "properties": {"rows": {"type": "array"}}, "required": ["rows"]}),
+        {"content": [], "structuredContent": {"errors": [{"code": "E_TIMEOUT", "after_ms": 3000}]}, "isError": True},
+    ),
+    (
+        "gen-error-unflagged",
+        "error_not_flagged",
+        tool("bucket.list", {**OBJ, "properties": {"keys": {"type": "array"}}, "required": ["keys"]}),
+        {"content": text("NOT_FOUND: bucket 'logs-2026' does not exist"), "isError": False},
+    ),
+    (
+        "gen-null-nested",
+        "null_for_non_nullable",
+        tool(
+            "pages.read",
+            {
+                **OBJ,
+                "properties": {
+                    "pages": {
+                        "type": "array",
+                        "items": {
+                            **OBJ,
+                            "properties": {"items": {"type": "array"}, "cursor": {"type": "string"}},
+                            "required": ["items"],
+                        },
+                    }
+                },
+            },
+        ),
+        {"content": text("2 pages"), "structuredContent": {"pages": [{"items": None, "cursor": None}, {"items": [3]}]}},
+    ),
+    (
+        "gen-enum-bool",
+        "enum_mismatch",
+        tool("flag.get", {**OBJ, "properties": {"enabled": {"enum": ["true", "false"]}, "weight": {"const": 1}}}),
+        {"content": text("flag"), "structuredContent": {"enabled": True, "weight": "1"}},
+    ),
+    (
+        "gen-scalar-sc",
+        "non_object_structured_content",
+        tool("clock.epoch"),
+        {"content": text("1764417600"), "structuredContent": 1764417600},
+    ),
+    (
+        "gen-string-root",
+        "non_object_output_schema",
+        tool("name.get", {"type": "string", "minLength": 1}),
+        {"content": text("ada"), "structuredContent": "ada"},
+    ),
+    (
+        "gen-oneof-refs",
+        "non_object_output_schema",
+        tool(
+            "shape.get",
+            {
+                "oneOf": [{"$ref": "#/$defs/circle"}, {"$ref": "#/$defs/square"}],
+                "$defs": {
+                    "circle": {**OBJ, "properties": {"r": {"type": "number"}}, "required": ["r"]},
+                    "square": {**OBJ, "properties": {"side": {"type": "number"}}, "required": ["side"]},
+                },
+            },
+        ),
+        {"content": text("circle"), "structuredContent": {"r": 2.5}},
+    ),
+    (
+        "gen-dangling-in-items",
+        "schema_ref_unresolvable",
+        tool(
+            "graph.nodes",
+            {**OBJ, "properties": {"nodes": {"type": "array", "items": {"$ref": "#/definitions/Node"}}}},
+        ),
+        {"content": text("1 node"), "structuredContent": {"nodes": [{"id": "n1"}]}},
+    ),
+    (
+        "gen-draft07-translate",
+        "schema_dialect",
+        tool(
+            "pair.get",
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                **OBJ,
+                "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"$ref": "#/definitions/n"}]}},
+                "definitions": {"n": {"type": "integer"}},
+            },
+        ),
+        {"content": text("pair"), "structuredContent": {"pair": ["a", 1]}},
+    ),
+    (
+        "gen-extra-nested",
+        "additional_properties",
+        tool(
+            "user.profile",
+            {
+                **OBJ,
+                "properties": {
+                    "user": {**OBJ, "properties": {"id": {"type": "string"}}, "additionalProperties": False}
+                },
+            },
+        ),
+        {"content": text("u9"), "structuredContent": {"user": {"id": "u9", "debug_trace": "x1"}}},
+    ),
+    (
+        "gen-date-in-prefix",
+        "format_date_time",
+        tool(
+            "window.get",
+            {**OBJ, "properties": {"window": {"type": "array", "prefixItems": [{"type": "string", "format": "date"}]}}},
+        ),
+        {"content": text("window"), "structuredContent": {"window": ["2026-11"]}},
+    ),
+    (
+        "gen-coerce",
+        "type_mismatch",
+        tool(
+            "metrics.get",
+            {
+                **OBJ,
+                "properties": {"count": {"type": "integer"}, "ratio": {"type": "number"}, "label": {"type": "string"}},
+            },
+        ),
+        {"content": text("metrics"), "structuredContent": {"count": "17", "ratio": "2.50", "label": 99}},
+    ),
+    (
+        "gen-rewrap",
+        "wrapped_result",
+        tool(
+            "files.tree",
+            {**OBJ, "properties": {"result": {"type": "array"}}, "required": ["result"], "x-fastmcp-wrap-result": True},
+        ),
+        {"content": text("tree"), "structuredContent": {"success": True, "code": 200, "payload": [{"path": "/a"}]}},
+    ),
+    (
+        "gen-double-encoded",
+        "double_encoded_json",
+        tool("cfg.dump"),
+        {"content": text("config"), "structuredContent": '{"retries": 3, "backoff": {"base_ms": 100}}'},
+    ),
+    (
+        "gen-no-text",
+        "missing_text_content",
+        tool("geo.locate", {**OBJ, "properties": {"lat": {"type": "number"}}}),
+        {"content": [], "structuredContent": {"lat": 52.37, "lon": 4.89}},
+    ),
+    (
+        "gen-no-content",
+        "missing_content_field",
+        tool("sys.uptime"),
+        {"structuredContent": {"seconds": 86400}},
+    ),
+    (
+        "gen-block-kinds",
+        "invalid_content_block",
+        tool("doc.render"),
+        {"content": [{"type": "markdown", "text": "# Title"}, {"type": "text", "text": None}, "plain words"]},
+    ),
+    (
+        "gen-null-envelope",
+        "null_optional_fields",
+        tool("ping.pong"),
+        {"content": [{"type": "text", "text": "pong", "annotations": None}], "isError": None, "_meta": None},
+    ),
+    (
+        "gen-meta-keys",
+        "meta_key_invalid",
+        tool("meta.echo", _meta={"-internal": {"v": 1}, "com.example/ok": True}),
+        {"content": text("echo"), "_meta": {"trace id": "t-1", "com.example/ok": True}},
+    ),
+    (
+        "gen-shape",
+        "invalid_schema_shape",
+        {
+            "name": "shape.broken",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"ids": {"type": "array"}, "opts": {**OBJ, "properties": []}},
+            },
+            "outputSchema": {**OBJ, "properties": {"meta": {**OBJ, "properties": None}}, "required": None},
+        },
+        {"content": text("ok"), "structuredContent": {"meta": {"k": "v"}}},
+    ),
+]

@@ -13,34 +13,21 @@ from typing import Any
 
 import pytest
 
-from mcp_normalizer.demo.clients import run_node, run_python
-from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-
-from .support import capture_rewrites, conforms, contains_value, leaves, load_cases, proxy_for, serve
+from .support import (
+    capture_rewrites,
+    case_server,
+    conforms,
+    contains_value,
+    leaves,
+    load_cases,
+    proxy_for,
+    replay,
+    serve,
+)
 
 KINDS = ("error_result_validated", "null_for_non_nullable", "missing_text_content", "null_optional_fields")
 ORIGINALS = "dev.mcp-normalizer/original-values"
 PROBLEM_KEY = "org.htcom.protean/problem"
-
-
-def case_server(cases: list[dict[str, Any]], mode: str) -> ScriptedServer:
-    """One upstream for all cases: the ``x-case`` request header picks the case's tool."""
-    by_id = {case["id"]: [ToolSpec(case["tool"], returning(case["result"]))] for case in cases}
-    return ScriptedServer(lambda headers: by_id.get(headers.get("x-case", ""), []), response_mode=mode)  # type: ignore[arg-type]
-
-
-def steps(case: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"op": "listTools"}, {"op": "callTool", "name": case["tool"]["name"], "arguments": {}}]
-
-
-async def replay(url: str, cases: list[dict[str, Any]], request_timeout: float = 30) -> dict[str, list[dict[str, Any]]]:
-    """Per client, one session record per case (in case order)."""
-    sessions = [{"url": url, "headers": {"x-case": c["id"]}, "steps": steps(c)} for c in cases]
-    return {
-        "ts-sdk-1": await run_node("v1", sessions, request_timeout=request_timeout),
-        "ts-client-2": await run_node("v2", sessions, request_timeout=request_timeout),
-        "python": [await run_python(url, steps(c), {"x-case": c["id"]}) for c in cases],
-    }
 
 
 def assert_nothing_lost(original: dict[str, Any], received: dict[str, Any]) -> None:

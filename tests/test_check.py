@@ -23,9 +23,7 @@ from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
 from mcp_normalizer.rules import RULES
 
-from .support import load_cases, protean_rules, proxy_for, read_body, serve
-from .test_cases_wire import case_server
-from .test_cli import EXE
+from .support import EXE, case_server, load_cases, protean_rules, proxy_for, read_body, serve
 
 CALLS = ["--call", "protean.scope_list", "--call", "protean.list_runtimes", "--call", "protean.whoami"]
 CALLS += ["--call", "protean.deploy", '{"service": "api"}']

@@ -9,8 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -24,42 +23,9 @@ from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
 from mcp_normalizer.server import bind
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, ROOT, serve
+from .support import EXE, HEADERS, free_port, listening, run_cli, running, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
-EXE = str(Path(sys.executable).with_name("mcp-normalizer"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-@contextmanager
-def running(argv: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[list[str]]:
-    """Run ``argv`` until it listens on ``port``; on exit stop it with SIGTERM and fill the list
-    yielded with its stderr lines."""
-    process = subprocess.Popen(
-        argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=ROOT
-    )
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 20
-        while not listening(port):
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            assert time.monotonic() < deadline, "the proxy did not start listening"
-            time.sleep(0.05)
-        yield lines
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=20)
-        lines.extend(err.decode().splitlines())
 
 
 STEPS = [
@@ -113,11 +79,6 @@ async def test_uvicorn_factory_command_from_the_readme() -> None:
             proxied = (await run_node("v2", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)
     assert any('"rule":"error_problem"' in line for line in log)  # the rewrite log is on
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=30, env={**clean, **(env or {})})
 
 
 def write(tmp_path: Path, text: str) -> str:

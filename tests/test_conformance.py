@@ -25,8 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
-from .support import ROOT, SHARED, need_shared
-from .test_cli import EXE, free_port, running
+from .support import EXE, ROOT, SHARED, free_port, need_shared, running
 
 TOOLS = SHARED / "tools"
 NODE = ROOT / "tests" / "node"

@@ -22,17 +22,23 @@ from mcp_normalizer.jsoncodec import loads
 
 from .support import (
     HEADERS,
+    NEW_CASES,
+    OBJ,
     capture_rewrites,
+    case_server,
     conforms,
     contains_value,
     initialize,
     leaves,
     load_cases,
     proxy_for,
+    replay,
     rpc,
     serve,
+    steps,
+    text,
+    tool,
 )
-from .test_cases_wire import case_server, replay, steps
 
 #: The two public cases no rule can repair on its own: a tool that never returns the
 #: structuredContent it declares, and a const the upstream API outgrew.
@@ -69,8 +75,8 @@ def assert_values_kept(original: dict[str, Any], received: dict[str, Any], where
             or (isinstance(value, str) and contains_value(received, decoded(value)))  # double encoding undone
         )
         assert found, f"{where}: value {value!r} at /structuredContent{path} lost: {received!r}"
-    for text in texts_of(original):
-        assert any(text in got for got in texts_of(received)), f"{where}: text {text!r} lost: {received!r}"
+    for said in texts_of(original):
+        assert any(said in got for got in texts_of(received)), f"{where}: text {said!r} lost: {received!r}"
 
 
 def decoded(value: str) -> Any:
@@ -193,226 +199,6 @@ async def test_per_tool_declarations_repair_the_unrepairable_cases_as_successes(
     check(cases, proxied, UNREPAIRABLE)
     for records in proxied.values():
         assert all(not record["steps"][1]["value"].get("isError") for record in records)
-
-
-def tool(name: str, output: Any = None, **extra: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {"name": name, "inputSchema": {"type": "object", "properties": {}}}
-    if output is not None:
-        found["outputSchema"] = output
-    return {**found, **extra}
-
-
-def text(value: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": value}]
-
-
-OBJ = {"type": "object"}
-#: New cases of each kind: (id, kind, tool, faulty result). None copies a public case.
-NEW_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
-    (
-        "gen-promote-nested",
-        "missing_structured_content",
-        tool(
-            "inventory.count",
-            {**OBJ, "properties": {"total": {"type": "integer"}, "sites": OBJ}, "required": ["total"]},
-        ),
-        {"content": text('{\n "total": 7,\n "sites": {"ams": {"racks": [1, 2]}}\n}')},
-    ),
-    (
-        "gen-vacuous-audio",
-        "spurious_output_schema",
-        tool("voice.say", {**OBJ, "description": "audio", "properties": {"uri": {"type": "string"}}}),
-        {"content": [{"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}]},
-    ),
-    (
-        "gen-impossible-schema",
-        "spurious_output_schema",
-        {"name": "never.ok", "inputSchema": {"type": "object"}, "outputSchema": False},
-        {"content": text("fine")},
-    ),
-    (
-        "gen-error-list",
-        "error_result_validated",
-        tool("rows.fetch", {**OBJ, "properties": {"rows": {"type": "array"}}, "required": ["rows"]}),
-        {"content": [], "structuredContent": {"errors": [{"code": "E_TIMEOUT", "after_ms": 3000}]}, "isError": True},
-    ),
-    (
-        "gen-error-unflagged",
-        "error_not_flagged",
-        tool("bucket.list", {**OBJ, "properties": {"keys": {"type": "array"}}, "required": ["keys"]}),
-        {"content": text("NOT_FOUND: bucket 'logs-2026' does not exist"), "isError": False},
-    ),
-    (
-        "gen-null-nested",
-        "null_for_non_nullable",
-        tool(
-            "pages.read",
-            {
-                **OBJ,
-                "properties": {
-                    "pages": {
-                        "type": "array",
-                        "items": {
-                            **OBJ,
-                            "properties": {"items": {"type": "array"}, "cursor": {"type": "string"}},
-                            "required": ["items"],
-                        },
-                    }
-                },
-            },
-        ),
-        {"content": text("2 pages"), "structuredContent": {"pages": [{"items": None, "cursor": None}, {"items": [3]}]}},
-    ),
-    (
-        "gen-enum-bool",
-        "enum_mismatch",
-        tool("flag.get", {**OBJ, "properties": {"enabled": {"enum": ["true", "false"]}, "weight": {"const": 1}}}),
-        {"content": text("flag"), "structuredContent": {"enabled": True, "weight": "1"}},
-    ),
-    (
-        "gen-scalar-sc",
-        "non_object_structured_content",
-        tool("clock.epoch"),
-        {"content": text("1764417600"), "structuredContent": 1764417600},
-    ),
-    (
-        "gen-string-root",
-        "non_object_output_schema",
-        tool("name.get", {"type": "string", "minLength": 1}),
-        {"content": text("ada"), "structuredContent": "ada"},
-    ),
-    (
-        "gen-oneof-refs",
-        "non_object_output_schema",
-        tool(
-            "shape.get",
-            {
-                "oneOf": [{"$ref": "#/$defs/circle"}, {"$ref": "#/$defs/square"}],
-                "$defs": {
-                    "circle": {**OBJ, "properties": {"r": {"type": "number"}}, "required": ["r"]},
-                    "square": {**OBJ, "properties": {"side": {"type": "number"}}, "required": ["side"]},
-                },
-            },
-        ),
-        {"content": text("circle"), "structuredContent": {"r": 2.5}},
-    ),
-    (
-        "gen-dangling-in-items",
-        "schema_ref_unresolvable",
-        tool(
-            "graph.nodes",
-            {**OBJ, "properties": {"nodes": {"type": "array", "items": {"$ref": "#/definitions/Node"}}}},
-        ),
-        {"content": text("1 node"), "structuredContent": {"nodes": [{"id": "n1"}]}},
-    ),
-    (
-        "gen-draft07-translate",
-        "schema_dialect",
-        tool(
-            "pair.get",
-            {
-                "$schema": "http://json-schema.org/draft-07/schema#",
-                **OBJ,
-                "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"$ref": "#/definitions/n"}]}},
-                "definitions": {"n": {"type": "integer"}},
-            },
-        ),
-        {"content": text("pair"), "structuredContent": {"pair": ["a", 1]}},
-    ),
-    (
-        "gen-extra-nested",
-        "additional_properties",
-        tool(
-            "user.profile",
-            {
-                **OBJ,
-                "properties": {
-                    "user": {**OBJ, "properties": {"id": {"type": "string"}}, "additionalProperties": False}
-                },
-            },
-        ),
-        {"content": text("u9"), "structuredContent": {"user": {"id": "u9", "debug_trace": "x1"}}},
-    ),
-    (
-        "gen-date-in-prefix",
-        "format_date_time",
-        tool(
-            "window.get",
-            {**OBJ, "properties": {"window": {"type": "array", "prefixItems": [{"type": "string", "format": "date"}]}}},
-        ),
-        {"content": text("window"), "structuredContent": {"window": ["2026-11"]}},
-    ),
-    (
-        "gen-coerce",
-        "type_mismatch",
-        tool(
-            "metrics.get",
-            {
-                **OBJ,
-                "properties": {"count": {"type": "integer"}, "ratio": {"type": "number"}, "label": {"type": "string"}},
-            },
-        ),
-        {"content": text("metrics"), "structuredContent": {"count": "17", "ratio": "2.50", "label": 99}},
-    ),
-    (
-        "gen-rewrap",
-        "wrapped_result",
-        tool(
-            "files.tree",
-            {**OBJ, "properties": {"result": {"type": "array"}}, "required": ["result"], "x-fastmcp-wrap-result": True},
-        ),
-        {"content": text("tree"), "structuredContent": {"success": True, "code": 200, "payload": [{"path": "/a"}]}},
-    ),
-    (
-        "gen-double-encoded",
-        "double_encoded_json",
-        tool("cfg.dump"),
-        {"content": text("config"), "structuredContent": '{"retries": 3, "backoff": {"base_ms": 100}}'},
-    ),
-    (
-        "gen-no-text",
-        "missing_text_content",
-        tool("geo.locate", {**OBJ, "properties": {"lat": {"type": "number"}}}),
-        {"content": [], "structuredContent": {"lat": 52.37, "lon": 4.89}},
-    ),
-    (
-        "gen-no-content",
-        "missing_content_field",
-        tool("sys.uptime"),
-        {"structuredContent": {"seconds": 86400}},
-    ),
-    (
-        "gen-block-kinds",
-        "invalid_content_block",
-        tool("doc.render"),
-        {"content": [{"type": "markdown", "text": "# Title"}, {"type": "text", "text": None}, "plain words"]},
-    ),
-    (
-        "gen-null-envelope",
-        "null_optional_fields",
-        tool("ping.pong"),
-        {"content": [{"type": "text", "text": "pong", "annotations": None}], "isError": None, "_meta": None},
-    ),
-    (
-        "gen-meta-keys",
-        "meta_key_invalid",
-        tool("meta.echo", _meta={"-internal": {"v": 1}, "com.example/ok": True}),
-        {"content": text("echo"), "_meta": {"trace id": "t-1", "com.example/ok": True}},
-    ),
-    (
-        "gen-shape",
-        "invalid_schema_shape",
-        {
-            "name": "shape.broken",
-            "inputSchema": {
-                "type": "object",
-                "properties": {"ids": {"type": "array"}, "opts": {**OBJ, "properties": []}},
-            },
-            "outputSchema": {**OBJ, "properties": {"meta": {**OBJ, "properties": None}}, "required": None},
-        },
-        {"content": text("ok"), "structuredContent": {"meta": {"k": "v"}}},
-    ),
-]
 
 
 @pytest.mark.anyio

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .test_cli import free_port
+from .support import free_port
 
 
 def test_demo_shows_strict_clients_failing_directly_and_succeeding_through_the_proxy() -> None:

@@ -14,46 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_normalizer.audit import AuditLog
-from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.jsonrpc import PendingRequest, inspect_request
-from mcp_normalizer.normalize import Normalizer
 from mcp_normalizer.rules import Mode
-from mcp_normalizer.scopes import ScopeStore
 from mcp_normalizer.sse import SSESplitter, parse_event
-from mcp_normalizer.transform import Exchange, ResponseTransformer
+from mcp_normalizer.transform import ResponseTransformer
 
-from .support import capture_rewrites, feed_all, pump
-from .test_properties import PROPERTY, VALUES
+from .support import FIELD_RESULT, PROPERTY, VALUES, capture_rewrites, feed_all, pump, transformer
 
-#: A result as field servers write it: every member must survive untouched, byte for byte.
-FIELD_RESULT = (
-    b'{"content":[{"type":"text","text":"caf\\u00e9 \xe2\x82\xac \\"q\\" \\\\ 12.50"}],'
-    b'"structuredContent":{"price":12.50,"ratio":2.5E-3,"big":123456789012345678901234,'
-    b'"name":"na\xc3\xafve \\ud83d\\ude00","deep":{"a":[null,{"b":null}]},"empty":""}}'
-)
-JSON = [(b"content-type", b"application/json")]
 SSE = [(b"content-type", b"text/event-stream")]
-
-
-def transformer(
-    method: str = "ping",
-    rid: Any = 1,
-    *,
-    batch: bool = False,
-    modes: dict[str, Mode] | None = None,
-    content_type: list[tuple[bytes, bytes]] = JSON,
-) -> ResponseTransformer:
-    """A transformer for the response to one request (``method``, id ``rid``) on a POST, as the
-    middleware builds it from the request body."""
-    request: Any = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {}}
-    info = inspect_request(orjson.dumps([request] if batch else request), [])
-    assert info is not None
-    config = NormalizerConfig(rules=modes or {})
-    exchange = Exchange(info.pending, "2025-11-25", "s", ScopeStore().state("s"), sole=info.sole)
-    t = ResponseTransformer(exchange, Normalizer(config), AuditLog("test"), slice_seconds=0)
-    t.start(200, content_type)
-    return t
 
 
 def test_error_null_beside_result_is_dropped_and_the_result_kept_byte_for_byte() -> None:
@@ -182,7 +150,7 @@ def test_events_with_no_blank_lines_between_them_each_go_out_in_order() -> None:
 
 
 def test_data_that_is_not_one_whole_message_line_waits_for_its_blank_line_as_before() -> None:
-    """Pretty-printed JSON over several data lines, or text: the upstream's own framing decides."""
+    """Pretty-printed JSON_HEADERS over several data lines, or text: the upstream's own framing decides."""
     t = transformer("ping", content_type=SSE)
     assert feed(t, b'data: {"jsonrpc":"2.0",\n') == b""
     assert feed(t, b'data: "id":1,"result":{}}\n') == b""
@@ -208,7 +176,7 @@ def test_framing_in_any_chunks_loses_reorders_and_duplicates_nothing(
     values: list[Any], cuts: list[int], eol: bytes, terminated: bool
 ) -> None:
     """Any chunking, blank lines present or not: the client's SSE parser sees every message once,
-    in order, as valid JSON (the last one too, though no blank line ever comes)."""
+    in order, as valid JSON_HEADERS (the last one too, though no blank line ever comes)."""
     messages = [{"jsonrpc": "2.0", "method": "notifications/message", "params": {"v": v}} for v in values]
     body = b"".join(b"data: " + orjson.dumps(m) + eol + (eol if terminated else b"") for m in messages)
     t = transformer("tools/call", content_type=SSE)
@@ -259,7 +227,7 @@ def test_an_event_of_many_comment_lines_is_passed_as_it_came_and_the_next_is_sti
 
 def test_whitespace_data_lines_after_an_early_event_add_no_event() -> None:
     """``data: {msg}`` then ``data:`` then the blank line: the upstream's data is the message
-    plus a newline (still that JSON value); the client gets one event, not an empty second one."""
+    plus a newline (still that JSON_HEADERS value); the client gets one event, not an empty second one."""
     t = transformer("ping", content_type=SSE)
     message = b'{"jsonrpc":"2.0","id":1,"result":{}}'
     out = feed(t, b"data: " + message + b"\ndata:\n") + feed(t, b"\n")

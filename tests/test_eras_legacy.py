@@ -19,6 +19,7 @@ from mcp_normalizer.types import Receive, Scope, Send
 from .support import (
     HEADERS,
     ResponseMode,
+    fetches,
     initialize,
     listed_session,
     protean_rules,
@@ -31,15 +32,6 @@ from .support import (
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def fetches(upstream: ScriptedServer) -> int:
-    """How many ``tools/list`` requests the proxy itself sent upstream."""
-    return sum(
-        1
-        for message, _ in upstream.requests
-        if message.get("method") == "tools/list" and str(message.get("id")).startswith("mcp-normalizer-")
-    )
 
 
 @pytest.mark.anyio

@@ -18,8 +18,7 @@ from mcp_normalizer.demo.clients import run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolCall, ToolSpec, protean_tools, returning
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, initialize, proxy_for, read_body, replay_body, rpc, serve
-from .test_eras_legacy import fetches
+from .support import HEADERS, fetches, initialize, proxy_for, read_body, replay_body, rpc, serve
 
 MODERN = "2026-07-28"
 PROBLEM_KEY = "org.htcom.protean/problem"

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from .support import ROOT, capture_rewrites, each_client, need_shared, proxy_for
-from .test_cli import EXE, free_port, running
+from .support import EXE, ROOT, capture_rewrites, each_client, free_port, need_shared, proxy_for, running
 
 EVERYTHING = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
 KEPT = "dev.mcp-normalizer/original-keywords"

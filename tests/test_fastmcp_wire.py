@@ -20,8 +20,7 @@ import fastmcp
 import pydantic
 import pytest
 
-from .support import capture_rewrites, each_client, proxy_for, serve
-from .test_cli import EXE
+from .support import EXE, capture_rewrites, each_client, proxy_for, serve
 
 KEPT = "dev.mcp-normalizer/original-keywords"
 

@@ -16,8 +16,7 @@ import pytest
 from mcp_normalizer.forward import Forwarder
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import RawUpstream, proxy_for, read_body, read_request, serve, serving
-from .test_cli import free_port
+from .support import RawUpstream, free_port, proxy_for, raw_request, read_body, read_request, serve, serving
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
@@ -131,24 +130,6 @@ async def test_an_unreachable_upstream_gives_502_with_a_json_rpc_error_for_the_r
     body = response.json()
     assert body["id"] == "a-1" and body["error"]["code"] == -32000
     assert "unreachable" in body["error"]["message"]
-
-
-async def raw_request(url: str, request: bytes, *, close_after_send: bool = False) -> bytes:
-    """Send bytes as they are to the server at ``url``'s host and port; return everything it answers."""
-    parsed = httpx.URL(url)
-    stream = await anyio.connect_tcp(parsed.host, parsed.port or 80)
-    async with stream:
-        await stream.send(request)
-        if close_after_send:
-            return b""
-        received = b""
-        with anyio.move_on_after(10):
-            try:
-                while chunk := await stream.receive():
-                    received += chunk
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                pass
-    return received
 
 
 @pytest.mark.anyio

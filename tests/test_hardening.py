@@ -22,9 +22,17 @@ from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.hosts import HostPolicy
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, RawUpstream, capture_rewrites, proxy_for, read_request, serve, serving
-from .test_forwarding import raw_request
-from .test_middleware_inprocess import sdk_app
+from .support import (
+    HEADERS,
+    RawUpstream,
+    capture_rewrites,
+    proxy_for,
+    raw_request,
+    read_request,
+    sdk_app,
+    serve,
+    serving,
+)
 
 Extra = Literal["content-length", "chunked", "late"]
 

@@ -60,8 +60,7 @@ from mcp_normalizer.hosts import HostPolicy
 from mcp_normalizer.keys import variables
 from mcp_normalizer.types import JSONObject
 
-from .support import HEADERS, ROOT, serve
-from .test_cli import free_port, listening
+from .support import HEADERS, ROOT, free_port, listening, serve
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"

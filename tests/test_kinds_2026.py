@@ -25,9 +25,18 @@ from mcp_normalizer.rules import lone_surrogates
 from mcp_normalizer.rules.media_data import is_base64
 from mcp_normalizer.rules.tool_names import VALID, renames
 
-from .support import Mangled, capture_rewrites, contains_value, feed_all, proxy_for, serve, three_clients
-from .test_envelope import FIELD_RESULT, transformer
-from .test_properties import PROPERTY
+from .support import (
+    FIELD_RESULT,
+    PROPERTY,
+    Mangled,
+    capture_rewrites,
+    contains_value,
+    feed_all,
+    proxy_for,
+    serve,
+    three_clients,
+    transformer,
+)
 
 ERA = "2025-11-25"
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any
 
 import httpx
-import mcp_types as types
 import orjson
 import pytest
-from mcp.server.lowlevel import Server
 
 from mcp_normalizer import JSONFormatter, NormalizerMiddleware
 from mcp_normalizer.demo.clients import run_node, run_python
-from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_tools
+from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES
 
-from .support import capture_rewrites, protean_rules, serve
+from .support import capture_rewrites, protean_rules, sdk_app, serve
 
 PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS = [
@@ -26,37 +23,6 @@ STEPS = [
     {"op": "callTool", "name": "protean.scope_list"},
     {"op": "callTool", "name": "protean.list_runtimes"},
 ]
-
-
-def sdk_app(json_response: bool, listed: list[str] | None = None) -> Any:
-    """The Protean tools served by the real SDK (mcp 2.x low-level ``Server``); each ``tools/list``
-    appends the request id to ``listed``."""
-    specs = {spec.tool["name"]: spec.tool for spec in protean_tools()}
-
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        if listed is not None:
-            listed.append(str(ctx.request_id))
-        return types.ListToolsResult(
-            tools=[
-                types.Tool(
-                    name=t["name"],
-                    description=t["description"],
-                    input_schema=t["inputSchema"],
-                    output_schema=t.get("outputSchema"),
-                )
-                for t in specs.values()
-            ]
-        )
-
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        text: list[types.ContentBlock] = [types.TextContent(type="text", text=FORBIDDEN["detail"])]
-        if params.name == "protean.scope_list":
-            return types.CallToolResult(content=text, structured_content=FORBIDDEN, is_error=True)
-        body = orjson.dumps(RUNTIMES).decode()
-        return types.CallToolResult(content=[types.TextContent(type="text", text=body)], structured_content=RUNTIMES)
-
-    server = Server("protean-sdk", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
-    return server.streamable_http_app(json_response=json_response)
 
 
 @pytest.mark.anyio

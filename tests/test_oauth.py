@@ -28,8 +28,7 @@ from mcp_normalizer.forwarded import ForwardingPolicy, parse_networks
 from mcp_normalizer.public import rewrite_document, rewrite_www_authenticate
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, proxy_for, serve
-from .test_cli import free_port
+from .support import HEADERS, free_port, proxy_for, serve
 
 
 class NoTokens:

@@ -18,8 +18,7 @@ from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, capture_rewrites, initialize, proxy_for, read_body, rpc, serve
-from .test_cli import free_port
+from .support import HEADERS, capture_rewrites, free_port, initialize, proxy_for, read_body, rpc, serve
 
 
 def with_proxy(**limits: Any) -> NormalizerConfig:

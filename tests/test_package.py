@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .support import ROOT
-from .test_cli import free_port
+from .support import ROOT, free_port
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mcp_normalizer.audit import AuditLog
@@ -24,30 +24,12 @@ from mcp_normalizer.scopes import ScopeStore
 from mcp_normalizer.sse import SSESplitter, parse_event
 from mcp_normalizer.transform import Exchange, ResponseTransformer
 
-from .support import conforms, contains_value, leaves, object_schemas, pump
+from .support import NAMES, PROPERTY, SCALARS, STRINGS, VALUES, conforms, contains_value, leaves, object_schemas, pump
 
 ERAS = st.sampled_from([None, "2025-03-26", "2025-11-25", "2026-07-28"])
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- values and schemas ------------------------------------------------------------------------
 
-STRINGS = st.one_of(
-    st.sampled_from(["", "x", "17", "2.50", "true", "null", '{"a": 1}', "[1]", "a", "b", "error: boom"]),
-    st.text(max_size=8),
-)
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False),
-    STRINGS,
-)
-NAMES = st.sampled_from(["a", "b", "scope", "items", "result", "_meta", "id", "kind"])
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(NAMES, inner, max_size=4)),
-    max_leaves=12,
-)
 LEAF_SCHEMAS = st.one_of(
     st.sampled_from(
         [

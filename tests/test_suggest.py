@@ -16,8 +16,7 @@ from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.normalize import Normalizer, Outcome
 from mcp_normalizer.rules import RULES
 
-from .support import capture_rewrites
-from .test_properties import PROPERTY
+from .support import PROPERTY, capture_rewrites
 
 ERA = "2025-11-25"
 RUNTIMES = {

@@ -34,9 +34,7 @@ from mcp_normalizer.demo.upstream import FORBIDDEN, protean_server
 from mcp_normalizer.tracing import tracer_provider_from_env, tracing_requested
 from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
-from .support import ResponseMode, protean_rules, serve
-from .test_cli import EXE, free_port, run_cli, running
-from .test_middleware_inprocess import sdk_app
+from .support import EXE, ResponseMode, free_port, protean_rules, run_cli, running, sdk_app, serve
 
 STEPS: list[dict[str, Any]] = [
     {"op": "listTools"},

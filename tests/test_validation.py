@@ -20,8 +20,7 @@ from mcp_normalizer.normalize import Normalizer
 from mcp_normalizer.schema import SchemaCompiler, SchemaUnusable
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, capture_rewrites, initialize, load_cases, proxy_for, read_body, rpc, serve
-from .test_corpus import NEW_CASES
+from .support import HEADERS, NEW_CASES, capture_rewrites, initialize, load_cases, proxy_for, read_body, rpc, serve
 
 
 def reference_verdict(schema: Any, instance: Any) -> bool | None:
