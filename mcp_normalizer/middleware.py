@@ -173,7 +173,7 @@ class NormalizerMiddleware:
         if session is not None:
             for id_key, request in pending.items():
                 if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
-                    state.pending.put(id_key, request)  # its response may come on a later GET
+                    state.await_response(id_key, request)  # its response may come on a later GET
         private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
         exchange = Exchange(
             pending, info.era, key, state, self.scopes.public, sole=info.sole, client=client, private=private
@@ -268,7 +268,7 @@ class NormalizerMiddleware:
                 session = header(message.get("headers", []), b"mcp-session-id")
                 if session is not None:
                     auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
-                    self.scopes.state(scope_key(self.upstream, session, auth, cookie)).client = client
+                    self.scopes.state(scope_key(self.upstream, session, auth, cookie)).name_client(client)
             await send(message)
 
         return naming

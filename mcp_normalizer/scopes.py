@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from .catalog import CatalogPool, ToolCatalog
+from .catalog import CatalogPool, ToolCatalog, ToolEntry, ToolSet
 from .jsonrpc import IdKey, PendingRequest
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.learned import Learned, LearnedTools
@@ -104,7 +104,13 @@ class Limits:
 
 @dataclass(slots=True)
 class ScopeState:
-    """What the proxy knows for one scope (see the module docstring)."""
+    """What the proxy knows for one scope (see the module docstring).
+
+    The state has one owner: the transformer, the middleware and the ``tools/list`` fetch read its
+    fields but write only through its methods (:meth:`remember_task`, :meth:`await_response`,
+    :meth:`answered`, :meth:`name_client`, :meth:`rename`, :meth:`learn`, :meth:`learn_tools`,
+    :meth:`forget_tools`, :meth:`mark_absent`), so a backend shared by replicas can stand behind them.
+    """
 
     catalog: ToolCatalog
     pending: BoundedMap[IdKey, PendingRequest]
@@ -115,6 +121,45 @@ class ScopeState:
     client: ClientProfile = UNKNOWN
     #: What the tools' results taught of their schemas (:mod:`mcp_normalizer.rules.learned`), by tool name.
     learned: LearnedTools = field(default_factory=LearnedTools)
+
+    # Every write of the scope's state goes through the methods below (the middleware, the
+    # transformer and the tools/list fetch read the fields, never assign them).
+
+    def remember_task(self, task_id: str, tool: str) -> None:
+        """Task ``task_id`` was started by a call of ``tool`` (its final result is that tool's)."""
+        self.tasks.put(task_id, tool)
+
+    def task_tool(self, task_id: str) -> str | None:
+        """The tool that started task ``task_id``, if remembered."""
+        return self.tasks.get(task_id)
+
+    def await_response(self, key: IdKey, request: PendingRequest) -> None:
+        """``request`` (id key ``key``) of a legacy session is sent: its response may come on a later ``GET``."""
+        self.pending.put(key, request)
+
+    def answered(self, key: IdKey) -> None:
+        """The request ``key`` has had its response: no later ``GET`` carries it."""
+        self.pending.pop(key)
+
+    def name_client(self, client: ClientProfile) -> None:
+        """The session's ``initialize`` named its client."""
+        self.client = client
+
+    def rename(self, advertised: str, original: str) -> None:
+        """Tool ``original`` is advertised as ``advertised`` (rule ``tool_names``)."""
+        self.names[advertised] = original
+
+    def learn_tools(self, entries: ToolSet | Iterable[ToolEntry], *, first_page: bool, ttl: float | None) -> None:
+        """A ``tools/list`` page (see :meth:`ToolCatalog.learn`)."""
+        self.catalog.learn(entries, first_page=first_page, ttl=ttl)
+
+    def forget_tools(self) -> None:
+        """The upstream's tool list changed: forget the scope's catalog."""
+        self.catalog.clear()
+
+    def mark_absent(self, tools: Iterable[str]) -> None:
+        """A whole fetched list lacks ``tools``: no fetch again for them while the list is fresh."""
+        self.catalog.absent |= set(tools)
 
     def learn(self, tool: str, found: Learned) -> bool:
         """Add what a result of ``tool`` taught; ``True`` when the scope's tool list changes with it
