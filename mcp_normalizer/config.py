@@ -98,6 +98,11 @@ class ProxyConfig:
             headers are kept (everyone else's are dropped).
         public_url: the origin clients dial (``https://mcp.example.com``); the upstream's OAuth
             metadata URLs are moved to it (:mod:`mcp_normalizer.public`). Empty: nothing is rewritten.
+        state_url: a Redis the replicas behind one load balancer share their scope state in
+            (``redis://``, ``rediss://`` or ``unix://``; :mod:`mcp_normalizer.shared_state`). Empty:
+            each process keeps its own.
+        state_secret: the key the scopes' names in that store are hashed with (the same on every
+            replica); empty: unkeyed.
     """
 
     max_request_bytes: int = 16 * 1024 * 1024
@@ -120,6 +125,8 @@ class ProxyConfig:
     forwarded_headers: bool = False
     trusted_proxies: tuple[str, ...] = ()
     public_url: str = ""
+    state_url: str = ""
+    state_secret: str = ""
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
@@ -147,6 +154,9 @@ class ProxyConfig:
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
                 raise ConfigError(f"{where} public_url {public!r} must be an http(s) origin: scheme://host[:port]")
             values["public_url"] = f"{parts.scheme}://{parts.netloc}"
+        state_url = values.get("state_url", "")
+        if state_url and urlsplit(state_url).scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"{where} state_url must be a redis://, rediss:// or unix:// URL")
         return cls(**values)
 
 
@@ -327,6 +337,8 @@ _PROXY_KEYS: dict[str, _Key] = {
     "forwarded_headers": _Key("bool"),
     "trusted_proxies": _Key("strlist"),
     "public_url": _Key("str"),
+    "state_url": _Key("str"),
+    "state_secret": _Key("str"),
 }
 _KIND_NAMES = {
     "bool": "true or false",
