@@ -122,6 +122,7 @@ def replicas(upstream: str, state_url: str | None) -> Iterator[tuple[list[str], 
     """Two ``mcp-normalizer`` processes in front of ``upstream`` (sharing ``state_url`` when given);
     yields their base URLs and, once they stopped, their stderr lines."""
     env = {"MCP_NORMALIZER_STATE_URL": state_url or "", "MCP_NORMALIZER_STATE_SECRET": "test-secret"}
+    env["MCP_NORMALIZER_LOG_LEVEL"] = "warning"  # (stderr is a pipe read at the end: no rewrite lines to fill it)
     with ExitStack() as stack:
         urls, logs = [], []
         for _ in range(2):
