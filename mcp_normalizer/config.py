@@ -144,6 +144,15 @@ class ProxyConfig:
         "the origin clients dial (``https://mcp.example.com``); the upstream's OAuth metadata URLs are "
         "moved to it (:mod:`mcp_normalizer.public`). Empty: nothing is rewritten.",
     )
+    state_url: str = setting(
+        "",
+        "a Redis the replicas behind one load balancer share their scope state in (``redis://``, "
+        "``rediss://`` or ``unix://``; :mod:`mcp_normalizer.shared_state`). Empty: each process keeps its own.",
+    )
+    state_secret: str = setting(
+        "",
+        "the key the scopes' names in that store are hashed with (the same on every replica); empty: unkeyed.",
+    )
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
@@ -168,6 +177,9 @@ class ProxyConfig:
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
                 raise ConfigError(f"{where} public_url {public!r} must be an http(s) origin: scheme://host[:port]")
             values["public_url"] = f"{parts.scheme}://{parts.netloc}"
+        state_url = values.get("state_url", "")
+        if state_url and urlsplit(state_url).scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"{where} state_url must be a redis://, rediss:// or unix:// URL")
         return cls(**values)
 
 

@@ -14,6 +14,8 @@ Metrics (all prefixed ``mcp_normalizer_``):
 - ``open_streams``: response bodies being relayed right now.
 - ``bytes_total{direction}``: body bytes relayed (``request``, ``response``).
 - ``passthrough_oversize_total``: responses passed through unrewritten for their size.
+- ``state_errors_total{op}``: calls to the shared state store (``state_url``) that failed, timed
+  out, or were skipped while it was unreachable (``op``: ``read``, ``write``, ``forget``).
 - ``scopes``, ``catalogs``, ``catalog_bytes``: scopes remembered, the distinct tool catalogs they
   hold (scopes listing the same tools share one) and those catalogs' estimated bytes (bounded by
   ``max_catalog_bytes``).
@@ -66,6 +68,12 @@ class Metrics:
         self.bytes = Counter("mcp_normalizer_bytes", "Body bytes relayed", ["direction"], registry=r)
         self.oversize = Counter(
             "mcp_normalizer_passthrough_oversize", "Responses passed through unrewritten for their size", registry=r
+        )
+        self.state_errors = Counter(
+            "mcp_normalizer_state_errors",
+            "Shared state store calls that failed, or were skipped while it was unreachable",
+            ["op"],
+            registry=r,
         )
         self._tools: set[str] = set()
 

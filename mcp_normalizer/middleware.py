@@ -44,7 +44,7 @@ from .relay import TransformingSend
 from .request_rewrite import REWRITE, rename_calls
 from .responses import error_body, respond
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
-from .scopes import Limits, ScopeStore
+from .scopes import Limits, ScopeState, ScopeStore, SharedBackend
 from .tools_fetch import ToolsFetcher
 from .tracing import tracing_for
 from .transform import Exchange, ResponseTransformer
@@ -84,14 +84,20 @@ class NormalizerMiddleware:
         self.config = config if config is not None else NormalizerConfig.shipped()
         self.normalizer = Normalizer(self.config)
         config = self.config
-        self.scopes = ScopeStore(
-            Limits(
-                max_scopes=config.max_scopes,
-                max_pending=config.max_pending,
-                pending_ttl=config.pending_ttl,
-                max_catalog_bytes=config.max_catalog_bytes,
-            )
+        limits = Limits(
+            max_scopes=config.max_scopes,
+            max_pending=config.max_pending,
+            pending_ttl=config.pending_ttl,
+            max_catalog_bytes=config.max_catalog_bytes,
         )
+        shared: SharedBackend | None = None
+        if config.proxy.state_url:  # replicas share scope state: redis-py is imported only now
+            from .shared_state import RedisState
+
+            shared = RedisState(
+                config.proxy.state_url, secret=config.proxy.state_secret, limits=limits, metrics=metrics
+            )
+        self.scopes = ScopeStore(limits, shared=shared)
         self.audit = AuditLog(upstream, metrics=metrics)
         if metrics is not None:
             metrics.watch_catalogs(self.scopes)
@@ -113,8 +119,8 @@ class NormalizerMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" and self.tracing is not None:
             receive = self.tracing.flushing(receive)  # spans still queued are exported at shutdown
-        if scope["type"] == "lifespan" and self.capture is not None:
-            await self.app(scope, self._closing_capture(receive), send)
+        if scope["type"] == "lifespan" and (self.capture is not None or self.scopes.shared is not None):
+            await self.app(scope, self._closing(receive), send)
             return
         if (
             scope["type"] != "http"
@@ -131,18 +137,22 @@ class NormalizerMiddleware:
         elif method == "GET" and session is not None:
             await self._get(scope, receive, send)
         else:
-            if method == "DELETE":
-                self.scopes.forget(self._scope_key(headers))  # the session ends: what was learned for it goes
+            if method == "DELETE":  # the session ends: what was learned for it goes
+                await self.scopes.forget_shared(self._scope_key(headers), self._shared_id(headers))
             await self.app(scope, receive, send)
 
-    def _closing_capture(self, receive: Receive) -> Receive:
-        """``receive`` of the lifespan, writing out the capture when the server shuts down."""
-        capture = self.capture
+    def _closing(self, receive: Receive) -> Receive:
+        """``receive`` of the lifespan, writing out the capture and closing the shared state
+        store's connections when the server shuts down."""
+        capture, shared = self.capture, self.scopes.shared
 
         async def closing() -> Message:
             message = await receive()
-            if message["type"] == "lifespan.shutdown" and capture is not None:
-                await anyio.to_thread.run_sync(capture.close)
+            if message["type"] == "lifespan.shutdown":
+                if capture is not None:
+                    await anyio.to_thread.run_sync(capture.close)
+                if shared is not None:
+                    await shared.close()
             return message
 
         return closing
@@ -165,6 +175,13 @@ class NormalizerMiddleware:
         # Only what the result rules read makes a scope: an initialize must not (its key, without
         # the session the response assigns, would be an orphan).
         state = self.scopes.state(key) if info.watched else self.scopes.peek(key) or self.scopes.detached()
+        shared = self._shared_id(headers) if info.watched else None
+        if shared is not None:  # what another replica learned for the scope, and the tools of its tasks
+            state.share(shared)
+            tasks = {
+                r.task_id for r in info.pending.values() if r.task_id is not None and state.task_tool(r.task_id) is None
+            }
+            await self.scopes.load(state, tasks)
         client = profile_for(info.client_info) if info.client_info is not None else state.client
         if info.initializes and client is not UNKNOWN:
             send = self._naming_session(headers, client, send)
@@ -186,7 +203,7 @@ class NormalizerMiddleware:
         if session is not None:
             for id_key, request in pending.items():
                 if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
-                    state.pending.put(id_key, request)  # its response may come on a later GET
+                    state.await_response(id_key, request)  # its response may come on a later GET
         private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
         exchange = Exchange(
             pending, info.era, key, state, self.scopes.public, sole=info.sole, client=client, private=private
@@ -207,12 +224,24 @@ class NormalizerMiddleware:
         headers: RawHeaders = scope["headers"]
         key = self._scope_key(headers)
         state = self.scopes.peek(key)
+        shared = self._shared_id(headers)
+        if shared is not None:  # the requests may have gone through another replica
+            state = state if state is not None else self.scopes.state(key)
+            state.share(shared)
+            await self.scopes.load(state, pending=True)
         if state is None:
             await self.app(scope, receive, self._watch_session(scope, send))
             return
         era = header(headers, b"mcp-protocol-version")
         exchange = Exchange(state.pending, era, key, state, self.scopes.public, client=state.client)
-        await self._exchange(scope, receive, send, exchange, None, set())
+        unknown: set[str] = set()
+        fetch_info = None
+        if shared is not None:  # a replica that did not see the calls fetches their tools' list
+            requests = [state.pending[k] for k in list(state.pending) if k in state.pending]
+            needed = {tool for tool in map(exchange.tool_of, requests) if tool is not None}
+            unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
+            fetch_info = RequestInfo({}, era)
+        await self._exchange(scope, receive, send, exchange, None, unknown, fetch_info=fetch_info)
 
     async def _exchange(
         self,
@@ -223,14 +252,21 @@ class NormalizerMiddleware:
         info: RequestInfo | None,
         unknown: set[str],
         audit: AuditLog | None = None,
+        *,
+        fetch_info: RequestInfo | None = None,
     ) -> None:
-        """Run the inner app with the response going through a transformer (and a tool fetch if needed)."""
+        """Run the inner app with the response going through a transformer (and a tool fetch if
+        needed: for the requests of ``info``, the POST's, or of ``fetch_info`` on a ``GET``)."""
+        fetch_info = fetch_info if fetch_info is not None else info
+        state = exchange.state
+        if state.changes is not None:  # what the exchange learns is shared before the client can act on it
+            send = self._sharing(state, send)
         limit = self.config.proxy.max_rewrite_bytes
         audit = self.audit if audit is None else audit  # (a traced exchange's also writes span events)
         transformer = ResponseTransformer(
             exchange, self.normalizer, audit, max_json_bytes=limit, max_event_bytes=limit, capture=self.capture
         )
-        fetch = info is not None and bool(unknown) and self.config.fetch_tools_list
+        fetch = fetch_info is not None and bool(unknown) and self.config.fetch_tools_list
         fetched = anyio.Event() if fetch else None  # a response stalls only for a fetch in flight
         on_404 = (
             self._forget_on_404(exchange.scope) if header(scope["headers"], b"mcp-session-id") is not None else None
@@ -240,10 +276,10 @@ class NormalizerMiddleware:
         failure: UpstreamError | None = None
         try:
             if fetch:
-                assert info is not None and fetched is not None
+                assert fetch_info is not None and fetched is not None
                 async with anyio.create_task_group() as tg:  # the fetch runs beside the call
                     exchange.fetching |= unknown
-                    tg.start_soon(self.fetcher.fetch_for, scope, info, exchange, unknown, fetched)
+                    tg.start_soon(self.fetcher.fetch_for, scope, fetch_info, exchange, unknown, fetched)
                     try:
                         await self.app(scope, receive, wrapped)
                     except UpstreamError as exc:
@@ -256,6 +292,8 @@ class NormalizerMiddleware:
         finally:
             transformer.close()  # a response abandoned mid-message (a client gone): its work freed now
         wrapped.count_oversize()  # a response broken off before its end
+        if state.changes:
+            await self.scopes.flush(state)  # learned after the last byte went out
         if failure is not None:
             if wrapped.started:
                 held = transformer.release()  # nothing is lost: what waited goes out as it came
@@ -264,6 +302,29 @@ class NormalizerMiddleware:
                 raise failure  # bytes already went out: break the response, as the upstream did
             ids = _ids(exchange.pending) if info is not None else []
             await _upstream_error(send, failure, ids)
+
+    def _sharing(self, state: ScopeState, send: Send) -> Send:
+        """``send`` that first writes what ``state`` learned to the shared backend (a task's tool
+        before the client has the task's id; bounded by the backend's timeout)."""
+        scopes = self.scopes
+
+        async def sharing(message: Message) -> None:
+            if state.changes:
+                await scopes.flush(state)
+            await send(message)
+
+        return sharing
+
+    def _shared_id(self, headers: RawHeaders) -> str | None:
+        """The scope's name in the shared backend (``None`` without one)."""
+        if self.scopes.shared is None:
+            return None
+        return self.scopes.shared_id(
+            self.upstream,
+            header(headers, b"mcp-session-id"),
+            header(headers, b"authorization"),
+            header(headers, b"cookie"),
+        )
 
     def _scope_key(self, headers: RawHeaders) -> str:
         return scope_key(
@@ -290,7 +351,12 @@ class NormalizerMiddleware:
                 session = header(message.get("headers", []), b"mcp-session-id")
                 if session is not None:
                     auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
-                    self.scopes.state(scope_key(self.upstream, session, auth, cookie)).client = client
+                    state = self.scopes.state(scope_key(self.upstream, session, auth, cookie))
+                    shared = self.scopes.shared_id(self.upstream, session, auth, cookie)
+                    if shared is not None:
+                        state.share(shared)
+                    state.name_client(client)
+                    await self.scopes.flush(state)  # before the client has its session id
             await send(message)
 
         return naming

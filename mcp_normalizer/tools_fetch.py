@@ -101,7 +101,7 @@ class ToolsFetcher:
             try:
                 with anyio.move_on_after(self.timeout) as timer:
                     if await self._pages(scope, info, exchange, fetch):  # the whole list came:
-                        catalog.absent |= {t for t in unknown if exchange.tool(t) is None}
+                        exchange.state.mark_absent(t for t in unknown if exchange.tool(t) is None)
                 if timer.cancelled_caught:
                     logger.warning("tools/list fetch timed out after %ss (scope %s)", self.timeout, exchange.scope)
             except Exception:

@@ -133,7 +133,7 @@ class Exchange:
         """The tool a watched request concerns: the called tool, or the tool that started its task."""
         if request.tool is not None:
             return request.tool
-        return self.state.tasks.get(request.task_id) if request.task_id is not None else None
+        return self.state.task_tool(request.task_id) if request.task_id is not None else None
 
     def learn_tools(self, result: JSONObject, entries: ToolSet | list[ToolEntry], *, first_page: bool) -> None:
         """Record a ``tools/list`` page: for the scope, for this exchange and, when the upstream
@@ -147,7 +147,7 @@ class Exchange:
                 if isinstance(ttl_ms, int | float) and not isinstance(ttl_ms, bool)
                 else 0.0
             )
-        self.state.catalog.learn(entries, first_page=first_page, ttl=ttl)
+        self.state.learn_tools(entries, first_page=first_page, ttl=ttl)
         if result.get("cacheScope") == "public" and not self.state.learned:
             # (a scope's learned declarations are its own: its entries never serve another scope)
             self.public.learn(entries, first_page=first_page, ttl=ttl)
@@ -156,7 +156,7 @@ class Exchange:
 
     def forget_tools(self) -> None:
         """The upstream said its tool list changed: forget what was learned."""
-        self.state.catalog.clear()
+        self.state.forget_tools()
         self.public.clear()
         self.learned.clear()
 
@@ -579,7 +579,7 @@ class ResponseTransformer:
         self._answered = self._answered or answers == sole
         jsonrpc_id = answers[1] if answers is not None else envelope.id
         if answers is not None:
-            exchange.state.pending.pop(answers)  # answered: no later GET will carry it
+            exchange.state.answered(answers)  # answered: no later GET will carry it
         watched = request.method in WATCHED_METHODS and isinstance(envelope.result, dict)
         if self.capture is not None and watched:
             self.capture.exchange(
@@ -628,7 +628,7 @@ class ResponseTransformer:
                 task_id = _task_handle(small)
                 if task_id is not None:
                     if request.tool is not None:
-                        exchange.state.tasks.put(task_id, request.tool)
+                        exchange.state.remember_task(task_id, request.tool)
                     return None
                 if small.get("resultType", "complete") != "complete":
                     return None  # input_required, or a result type this proxy does not know
@@ -766,7 +766,7 @@ class ResponseTransformer:
             meta = meta_of(tool)
             meta[ORIGINAL_NAME_KEY] = original
             texts[index] = Raw(codec.dumps({**tool, "name": new, "_meta": meta}))
-            self.exchange.state.names[new] = original
+            self.exchange.state.rename(new, original)
             changed = True
         return changed
 
@@ -783,7 +783,7 @@ class ResponseTransformer:
         except DecodeError:
             return None
         known = task.get("taskId") if isinstance(task.get("taskId"), str) else task_id
-        tool = self.exchange.state.tasks.get(known) if isinstance(known, str) else None
+        tool = self.exchange.state.task_tool(known) if isinstance(known, str) else None
         done = self._call(inner_members, tool, codec, size)
         if done is None:
             return None

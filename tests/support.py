@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -867,3 +868,67 @@ NEW_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"content": text("ok"), "structuredContent": {"meta": {"k": "v"}}},
     ),
 ]
+
+
+# -- legacy resumption and 2026-07-28 task upstreams ------------------------------------------
+
+#: The 2026-07-28 protocol version.
+MODERN = "2026-07-28"
+
+PROBLEM_KEY = "org.htcom.protean/problem"
+
+
+def params(**values: Any) -> dict[str, Any]:
+    """Request params with the 2026-07-28 per-request protocol fields."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    return {**values, "_meta": meta}
+
+
+def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+    found = {"mcp-protocol-version": MODERN, "mcp-method": method, **extra}
+    if name is not None:
+        found["mcp-name"] = name
+    return found
+
+
+def task_server() -> ScriptedServer:
+    return ScriptedServer([dataclasses.replace(spec, as_task=True) for spec in protean_tools()], response_mode="json")
+
+
+def resuming_upstream() -> tuple[ASGIApp, list[dict[str, Any]]]:
+    """A 2025-11-25 server that closes each tools/call POST stream right after a priming event
+    (SEP-1699 polling) and delivers the responses on a GET with ``Last-Event-ID``."""
+    held: list[dict[str, Any]] = []
+    tools = ScriptedServer(protean_tools(), response_mode="json")
+    results = {spec.tool["name"]: spec.handler for spec in protean_tools()}
+    seen_gets: list[dict[str, Any]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        if scope["method"] == "GET":
+            seen_gets.append(headers)
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
+            for n, message in enumerate(held, start=1):
+                event = b"id: r-%d\nevent: message\ndata: %s\n\n" % (n, orjson.dumps(message))
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            held.clear()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        body = await read_body(receive)
+        message = orjson.loads(body)
+        if message.get("method") != "tools/call":
+            await tools(scope, replay_body(body, receive), send)
+            return
+        from mcp_normalizer.demo.upstream import ToolCall
+
+        result = await results[message["params"]["name"]](ToolCall(message["params"]["name"], {}, headers))
+        held.append({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+        await send(start)
+        await send({"type": "http.response.body", "body": b"id: r-0\ndata: \nretry: 10\n\n", "more_body": False})
+
+    return app, seen_gets

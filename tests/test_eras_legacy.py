@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
 import httpx
@@ -25,7 +24,7 @@ from .support import (
     protean_rules,
     proxy_for,
     read_body,
-    replay_body,
+    resuming_upstream,
     rpc,
     serve,
 )
@@ -169,45 +168,6 @@ async def test_an_expired_session_reaches_the_client_as_404_and_is_forgotten() -
             again = await rpc(http, url, "tools/call", {"name": "protean.whoami"}, 4, **session)
     assert "structuredContent" not in again["result"]
     assert fetches(upstream) == 1  # the proxy had forgotten the session's tools and fetched them
-
-
-def resuming_upstream() -> tuple[ASGI, list[dict[str, Any]]]:
-    """A 2025-11-25 server that closes each tools/call POST stream right after a priming event
-    (SEP-1699 polling) and delivers the responses on a GET with ``Last-Event-ID``."""
-    held: list[dict[str, Any]] = []
-    tools = ScriptedServer(protean_tools(), response_mode="json")
-    results = {spec.tool["name"]: spec.handler for spec in protean_tools()}
-    seen_gets: list[dict[str, Any]] = []
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        if scope["method"] == "GET":
-            seen_gets.append(headers)
-            await send(
-                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
-            )
-            for n, message in enumerate(held, start=1):
-                event = b"id: r-%d\nevent: message\ndata: %s\n\n" % (n, orjson.dumps(message))
-                await send({"type": "http.response.body", "body": event, "more_body": True})
-            held.clear()
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        body = await read_body(receive)
-        message = orjson.loads(body)
-        if message.get("method") != "tools/call":
-            await tools(scope, replay_body(body, receive), send)
-            return
-        from mcp_normalizer.demo.upstream import ToolCall
-
-        result = await results[message["params"]["name"]](ToolCall(message["params"]["name"], {}, headers))
-        held.append({"jsonrpc": "2.0", "id": message["id"], "result": result})
-        start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
-        await send(start)
-        await send({"type": "http.response.body", "body": b"id: r-0\ndata: \nretry: 10\n\n", "more_body": False})
-
-    return app, seen_gets
 
 
 @pytest.mark.anyio

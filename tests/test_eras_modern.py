@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import tomllib
 from typing import Any
@@ -18,23 +17,21 @@ from mcp_normalizer.demo.clients import run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolCall, ToolSpec, protean_tools, returning
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, fetches, initialize, proxy_for, read_body, replay_body, rpc, serve
-
-MODERN = "2026-07-28"
-PROBLEM_KEY = "org.htcom.protean/problem"
-
-
-def params(**values: Any) -> dict[str, Any]:
-    """Request params with the 2026-07-28 per-request protocol fields."""
-    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
-    return {**values, "_meta": meta}
-
-
-def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
-    found = {"mcp-protocol-version": MODERN, "mcp-method": method, **extra}
-    if name is not None:
-        found["mcp-name"] = name
-    return found
+from .support import (
+    HEADERS,
+    MODERN,
+    PROBLEM_KEY,
+    fetches,
+    headers,
+    initialize,
+    params,
+    proxy_for,
+    read_body,
+    replay_body,
+    rpc,
+    serve,
+    task_server,
+)
 
 
 async def call(http: httpx.AsyncClient, url: str, tool: str, rid: Any = 1, **extra: str) -> Any:
@@ -196,10 +193,6 @@ async def test_ttl_ms_and_cache_scope_govern_how_long_and_for_whom_a_tool_list_i
                 result = await call(http, px + "/mcp", "protean.whoami", rid=rid, authorization=f"Bearer {token}")
                 assert "structuredContent" not in result["result"]  # normalized every time
     assert fetches(upstream) == expected
-
-
-def task_server() -> ScriptedServer:
-    return ScriptedServer([dataclasses.replace(spec, as_task=True) for spec in protean_tools()], response_mode="json")
 
 
 @pytest.mark.anyio

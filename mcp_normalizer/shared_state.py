@@ -1,0 +1,346 @@
+"""Scope state shared by the replicas behind one load balancer, in Redis (``[proxy] state_url``).
+
+A :class:`RedisState` is the :class:`~mcp_normalizer.scopes.SharedBackend` of the proxy's
+:class:`~mcp_normalizer.scopes.ScopeStore` when ``state_url`` is set. It holds only what a request
+arriving at another replica needs, never a value of a result and never a tool catalog (a replica
+fetches ``tools/list`` itself):
+
+- ``{prefix}t:{hash(scope, task id)}``: string, the tool that started the task; expires after
+  ``task_ttl`` seconds.
+- ``{prefix}p:{scope}``: hash, the unanswered requests of a legacy session (resumption on a later
+  ``GET``): field the JSON-RPC id key as JSON (``["n", 7]``, ``["s", "abc"]``), value JSON
+  ``{"m": method, "t": tool, "k": task id, "d": deadline}`` (``d``: Unix seconds, ``pending_ttl``
+  after the request); the key expires ``pending_ttl`` after its last write, expired fields are
+  ignored, at most ``max_pending`` are kept.
+- ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session), ``learned``
+  (JSON ``{tool: [drop_output_schema, [place, ...]]}``) and ``n:{advertised name}`` (the upstream's
+  name of a renamed tool); the key expires ``learned_ttl`` after its last write.
+
+``scope`` is a BLAKE2b hash (32 hex digits) of the upstream, session id, ``Authorization`` and
+``Cookie``, keyed with ``state_secret`` (the same on every replica; unkeyed when empty): the raw
+values never reach Redis.
+
+Fail-open: every call is bounded by :data:`TIMEOUT`; a call that fails or times out is counted
+(``mcp_normalizer_state_errors_total{op}``), logged at most once per :data:`LOG_INTERVAL`, and the
+store is left alone for :data:`RETRY_AFTER` seconds (calls meanwhile are skipped and counted). The
+proxy then works from its in-memory state alone; a store that answers again is used again.
+
+``redis`` (redis-py, the ``[redis]`` extra) is imported only when a :class:`RedisState` is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from .jsonrpc import IdKey, PendingRequest
+from .pointer import PointerPattern
+from .rules.learned import Learned
+from .scopes import Changes, Limits, Snapshot
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from .metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+#: Seconds one call to the store may take (then it counts as failed).
+TIMEOUT = 0.25
+#: Seconds the store is left alone after a failure.
+RETRY_AFTER = 1.0
+#: Seconds between two warnings about an unreachable store.
+LOG_INTERVAL = 30.0
+#: Prefix of every key.
+PREFIX = "mcp-normalizer:"
+
+#: A hash field name or value as redis-py takes it.
+_Field = bytes | bytearray | memoryview | str | int | float
+
+
+class RedisState:
+    """The shared backend in Redis (see the module docstring for what is stored, and how).
+
+    Args:
+        url: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) or ``unix://path``.
+        secret: the key scope hashes are made with (the same on every replica; ``""``: unkeyed).
+        limits: ``task_ttl``, ``pending_ttl``, ``learned_ttl`` (seconds) and ``max_pending``.
+        metrics: where failed and skipped calls are counted, if anywhere.
+        timeout: seconds one call may take.
+        retry_after: seconds the store is left alone after a failure.
+        log_interval: seconds between two warnings about it.
+        clock: wall-clock seconds (the deadlines of pending entries).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        secret: str = "",
+        limits: Limits | None = None,
+        metrics: Metrics | None = None,
+        timeout: float = TIMEOUT,
+        retry_after: float = RETRY_AFTER,
+        log_interval: float = LOG_INTERVAL,
+        prefix: str = PREFIX,
+    ) -> None:
+        from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        self.redis: Redis = Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),  # fail once, fast: the caller goes on without the store
+            health_check_interval=0,
+        )
+        self.limits = limits if limits is not None else Limits()
+        self.metrics = metrics
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self.log_interval = log_interval
+        self.prefix = prefix
+        self._hash_key = hashlib.blake2b(secret.encode(), digest_size=32).digest() if secret else b""
+        self._down_until = 0.0  # monotonic: calls before it are skipped
+        self._next_log = 0.0
+        self._failed = 0  # calls failed or skipped since the last warning
+        self._down = False
+
+    # -- the SharedBackend interface ----------------------------------------------------------
+
+    def scope_id(self, upstream: str, session: str | None, authorization: str | None, cookie: str | None) -> str:
+        """32 hex digits naming the scope in the store (keyed BLAKE2b of the four values)."""
+        parts = (upstream, session or "", authorization or "", cookie or "")
+        text = "\0".join(parts).encode("utf-8", "surrogateescape") + b"\0%d.%d.%d" % tuple(map(len, parts[:3]))
+        return hashlib.blake2b(text, key=self._hash_key, digest_size=16, person=b"mcpn-scope").hexdigest()
+
+    async def read(self, scope: str, tasks: Collection[str], *, pending: bool) -> Snapshot | None:
+        """One round trip: the scope's hash, the asked-for task keys, the pending hash if asked;
+        ``None`` when the store cannot be reached."""
+        task_ids = list(tasks)
+
+        async def run(redis: Redis) -> list[Any]:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(self._key("s", scope))
+                for task_id in task_ids:
+                    pipe.get(self._task_key(scope, task_id))
+                if pending:
+                    pipe.hgetall(self._key("p", scope))
+                return list(await pipe.execute())
+
+        replies = await self._call("read", run)
+        if replies is None:
+            return None
+        snapshot = _scope_snapshot(replies[0])
+        for task_id, tool in zip(task_ids, replies[1 : 1 + len(task_ids)], strict=True):
+            if isinstance(tool, bytes):
+                snapshot.tasks[task_id] = tool.decode("utf-8", "replace")
+        if pending:
+            snapshot.pending = _pending(replies[-1], time.time(), self.limits.max_pending)
+        return snapshot
+
+    async def write(self, scope: str, changes: Changes, learned: Mapping[str, Learned]) -> None:
+        """One round trip writing ``changes`` (TTLs renewed on the keys written)."""
+        limits = self.limits
+
+        async def run(redis: Redis) -> list[Any]:
+            async with redis.pipeline(transaction=False) as pipe:
+                for task_id, tool in changes.tasks.items():
+                    pipe.set(self._task_key(scope, task_id), tool, ex=_seconds(limits.task_ttl))
+                pending_key = self._key("p", scope)
+                if changes.awaited:
+                    deadline = time.time() + limits.pending_ttl
+                    fields: dict[_Field, _Field] = {
+                        _id_field(key): _pending_value(r, deadline) for key, r in changes.awaited.items()
+                    }
+                    pipe.hset(pending_key, mapping=fields)
+                    pipe.expire(pending_key, _seconds(limits.pending_ttl))
+                    pipe.hlen(pending_key)
+                if changes.answered:
+                    pipe.hdel(pending_key, *(_id_field(key) for key in changes.answered))
+                scope_fields: dict[_Field, _Field] = {"n:" + new: old.encode() for new, old in changes.names.items()}
+                if changes.client is not None:
+                    scope_fields["client"] = changes.client.encode()
+                if changes.learned:
+                    scope_fields["learned"] = _learned_json(learned)
+                if scope_fields:
+                    scope_key = self._key("s", scope)
+                    pipe.hset(scope_key, mapping=scope_fields)
+                    pipe.expire(scope_key, _seconds(limits.learned_ttl))
+                return list(await pipe.execute())
+
+        replies = await self._call("write", run)
+        if replies is not None and changes.awaited:
+            count = replies[len(changes.tasks) + 2]
+            if isinstance(count, int) and count > limits.max_pending:
+                await self._trim_pending(scope)
+
+    async def forget(self, scope: str) -> None:
+        """Delete the scope's hash and its pending requests (task keys expire on their own)."""
+
+        async def run(redis: Redis) -> int:
+            return int(await redis.delete(self._key("s", scope), self._key("p", scope)))
+
+        await self._call("forget", run)
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.redis.aclose()
+        except Exception:  # closing a pool whose server is gone: nothing to keep
+            logger.debug("closing the shared state store failed", exc_info=True)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _key(self, kind: str, scope: str) -> str:
+        return f"{self.prefix}{kind}:{scope}"
+
+    def _task_key(self, scope: str, task_id: str) -> str:
+        digest = hashlib.blake2b(task_id.encode("utf-8", "surrogateescape"), key=scope.encode(), digest_size=16)
+        return self._key("t", digest.hexdigest())
+
+    async def _trim_pending(self, scope: str) -> None:
+        """Keep the ``max_pending`` latest unanswered requests of ``scope`` (expired ones go first)."""
+        key = self._key("p", scope)
+
+        async def run(redis: Redis) -> int:
+            entries = await redis.hgetall(key)
+            by_deadline = sorted(entries.items(), key=lambda item: _deadline(item[1]))
+            drop = [name for name, _ in by_deadline[: max(len(entries) - self.limits.max_pending, 0)]]
+            return int(await redis.hdel(key, *drop)) if drop else 0
+
+        await self._call("write", run)
+
+    async def _call(self, op: str, run: Any) -> Any:
+        """``run(redis)`` bounded by the timeout; ``None`` when it failed, timed out or was skipped
+        (the store failed less than ``retry_after`` seconds ago)."""
+        now = time.monotonic()
+        if now < self._down_until:
+            self._count(op, now, None)
+            return None
+        try:
+            with anyio.fail_after(self.timeout):
+                result = await run(self.redis)
+        except Exception as exc:  # redis errors, OSError, TimeoutError: the proxy goes on without the store
+            self._down_until = time.monotonic() + self.retry_after
+            self._count(op, time.monotonic(), exc)
+            return None
+        if self._down:
+            self._down = False
+            logger.info("shared state store reachable again")
+        return result
+
+    def _count(self, op: str, now: float, error: BaseException | None) -> None:
+        """Count a failed or skipped call; warn at most once per ``log_interval``."""
+        self._down = True
+        self._failed += 1
+        if self.metrics is not None:
+            self.metrics.state_errors.labels(op=op).inc()
+        if error is not None and now >= self._next_log:
+            self._next_log = now + self.log_interval
+            failed, self._failed = self._failed, 0
+            logger.warning(
+                "shared state store unreachable (%s: %s); working from this process's state alone"
+                " (%d calls failed or skipped since the last warning)",
+                type(error).__name__,
+                str(error)[:200] or "no detail",
+                failed,
+            )
+
+
+def _seconds(ttl: float) -> int:
+    """A TTL for Redis: whole seconds, at least 1."""
+    return max(int(ttl + 0.999), 1)
+
+
+def _id_field(key: IdKey) -> bytes:
+    return orjson.dumps(list(key))
+
+
+def _pending_value(request: PendingRequest, deadline: float) -> bytes:
+    value: dict[str, Any] = {"m": request.method, "d": round(deadline, 3)}
+    if request.tool is not None:
+        value["t"] = request.tool
+    if request.task_id is not None:
+        value["k"] = request.task_id
+    return orjson.dumps(value)
+
+
+def _deadline(raw: bytes | str) -> float:
+    try:
+        found = orjson.loads(raw)
+        return float(found["d"]) if isinstance(found, dict) else 0.0
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return 0.0
+
+
+def _pending(entries: object, now: float, bound: int) -> dict[IdKey, PendingRequest]:
+    """The live pending requests of a pending hash (malformed fields ignored), latest ``bound``."""
+    found: list[tuple[float, IdKey, PendingRequest]] = []
+    if not isinstance(entries, dict):
+        return {}
+    for name, raw in entries.items():
+        try:
+            kind, value = orjson.loads(name)
+            entry = orjson.loads(raw)
+            deadline = float(entry["d"])
+            method = entry["m"]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+        if deadline <= now or kind not in ("n", "s") or not isinstance(value, int | str) or not isinstance(method, str):
+            continue
+        tool, task_id = entry.get("t"), entry.get("k")
+        request = PendingRequest(
+            method, tool=tool if isinstance(tool, str) else None, task_id=task_id if isinstance(task_id, str) else None
+        )
+        found.append((deadline, (kind, value), request))
+    found.sort(key=lambda item: item[0])
+    return {key: request for _, key, request in found[-bound:]} if bound > 0 else {}
+
+
+def _learned_json(learned: Mapping[str, Learned]) -> bytes:
+    return orjson.dumps({tool: [d.drop_output_schema, [p.text for p in d.relax]] for tool, d in learned.items()})
+
+
+def _scope_snapshot(fields: object) -> Snapshot:
+    """The client, renames and learned schemas of a scope hash (malformed parts ignored)."""
+    snapshot = Snapshot()
+    if not isinstance(fields, dict):
+        return snapshot
+    for raw_name, raw in fields.items():
+        name = raw_name.decode("utf-8", "replace") if isinstance(raw_name, bytes) else str(raw_name)
+        if not isinstance(raw, bytes):
+            continue
+        if name == "client":
+            snapshot.client = raw.decode("utf-8", "replace")[:128]
+        elif name.startswith("n:"):
+            snapshot.names[name[2:]] = raw.decode("utf-8", "replace")
+        elif name == "learned":
+            snapshot.learned = _learned(raw)
+    return snapshot
+
+
+def _learned(raw: bytes) -> dict[str, Learned]:
+    try:
+        decoded = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    out: dict[str, Learned] = {}
+    if not isinstance(decoded, dict):
+        return out
+    for tool, value in decoded.items():
+        try:
+            drop, places = value
+            relax = tuple(PointerPattern.parse(place) for place in places if isinstance(place, str))
+        except (TypeError, ValueError):
+            continue
+        out[str(tool)] = Learned(drop_output_schema=drop is True, relax=relax)
+    return out

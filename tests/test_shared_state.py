@@ -1,0 +1,287 @@
+"""Replicas sharing scope state in Redis (``state_url``, issue 14 section 4): two real proxy
+processes in front of one upstream and a real ``redis-server`` (Debian's package; ``.ci/run``
+installs it). A task started through one replica and polled through the other is normalized, a
+response resumed on a GET through the other replica too; killing Redis mid-run loses no response;
+no value of a result is ever stored."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import redis
+
+from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.config import ProxyConfig
+from mcp_normalizer.demo.upstream import FORBIDDEN
+from mcp_normalizer.errors import ConfigError
+from mcp_normalizer.jsonrpc import PendingRequest
+from mcp_normalizer.metrics import Metrics
+from mcp_normalizer.pointer import PointerPattern
+from mcp_normalizer.rules.learned import Learned
+from mcp_normalizer.scopes import Changes, Limits
+from mcp_normalizer.shared_state import RedisState
+
+from .support import (
+    EXE,
+    HEADERS,
+    PROBLEM_KEY,
+    free_port,
+    headers,
+    initialize,
+    params,
+    resuming_upstream,
+    rpc,
+    running,
+    serve,
+    task_server,
+)
+
+#: Strings of the upstream's results: none may reach Redis.
+RESULT_VALUES = ("token lacks scope", "SCOPE_DENIED", "svc-deployer@team-a", "problems/forbidden")
+WARNING = "shared state store unreachable"
+
+
+class RedisServer:
+    """A ``redis-server`` on a free loopback port, nothing persisted."""
+
+    def __init__(self) -> None:
+        found = shutil.which("redis-server")
+        if found is None:
+            if os.environ.get("MCP_NORMALIZER_REQUIRE_SHARED") == "1":
+                raise FileNotFoundError(
+                    "redis-server is required (MCP_NORMALIZER_REQUIRE_SHARED=1; apt-get install redis-server)"
+                )
+            pytest.skip("needs redis-server on PATH (apt-get install redis-server)")
+        self.exe = found
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+        deadline = time.monotonic() + 20
+        try:
+            while True:  # polled until it answers PING, as test_cli polls a proxy until it listens
+                assert self.process.poll() is None, "redis-server exited"
+                try:
+                    if client.ping():
+                        return
+                except redis.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline, "redis-server did not answer PING"
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def dump(self) -> list[bytes]:
+        """Every key and every value in the server."""
+        client = redis.Redis(port=self.port)
+        out: list[bytes] = []
+        try:
+            for key in client.scan_iter():
+                out.append(key)
+                kind = client.type(key)
+                if kind == b"string":
+                    out.append(_bytes(client.get(key) or b""))
+                elif kind == b"hash":
+                    for name, value in client.hgetall(key).items():
+                        out += [_bytes(name), _bytes(value)]
+                else:
+                    raise AssertionError(f"unexpected {kind!r} at {key!r}")
+        finally:
+            client.close()
+        return out
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+@contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.kill()
+
+
+@contextmanager
+def replicas(upstream: str, state_url: str | None) -> Iterator[tuple[list[str], list[list[str]]]]:
+    """Two ``mcp-normalizer`` processes in front of ``upstream`` (sharing ``state_url`` when given);
+    yields their base URLs and, once they stopped, their stderr lines."""
+    env = {"MCP_NORMALIZER_STATE_URL": state_url or "", "MCP_NORMALIZER_STATE_SECRET": "test-secret"}
+    env["MCP_NORMALIZER_LOG_LEVEL"] = "warning"  # (stderr is a pipe read at the end: no rewrite lines to fill it)
+    with ExitStack() as stack:
+        urls, logs = [], []
+        for _ in range(2):
+            port = free_port()
+            logs.append(stack.enter_context(running([EXE, "--upstream", upstream, "--port", str(port)], port, env)))
+            urls.append(f"http://127.0.0.1:{port}")
+        yield urls, logs
+
+
+WANTS_TASKS = params()
+WANTS_TASKS["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {
+    "extensions": {"io.modelcontextprotocol/tasks": {}}
+}
+
+
+async def task_through(http: httpx.AsyncClient, start: str, poll: str, tool: str, rid: int) -> dict[str, Any]:
+    """Start a 2026-07-28 task of ``tool`` through the replica ``start``, poll it through ``poll``."""
+    created = await rpc(http, start, "tools/call", {**WANTS_TASKS, "name": tool}, rid, **headers("tools/call", tool))
+    handle = created["result"]
+    assert handle["resultType"] == "task"
+    got = await rpc(http, poll, "tasks/get", params(taskId=handle["taskId"]), rid + 1, **headers("tasks/get"))
+    assert got["result"]["status"] == "completed"
+    return dict(got["result"]["result"])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_task_started_through_one_replica_is_normalized_when_polled_through_the_other(shared: bool) -> None:
+    with redis_server() as store, serve(task_server()) as up:
+        with replicas(up + "/mcp", store.url if shared else None) as (urls, logs):
+            a, b = (url + "/mcp" for url in urls)
+            async with httpx.AsyncClient(timeout=30) as http:
+                scope_list = await task_through(http, a, b, "protean.scope_list", 1)
+                whoami = await task_through(http, b, a, "protean.whoami", 3)
+        stored = store.dump()
+    assert scope_list["_meta"][PROBLEM_KEY] == FORBIDDEN  # a problem object moves whatever the tool
+    if not shared:  # the replica that did not see the call cannot know the task's tool (no outputSchema)
+        assert whoami["structuredContent"] == {}
+        return
+    assert "structuredContent" not in whoami  # dropped: the tool declares no outputSchema
+    assert stored and not any(value.encode() in item for item in stored for value in RESULT_VALUES)
+    assert {item for item in stored if not item.startswith(b"mcp-normalizer:")} >= {b"protean.scope_list"}
+    assert not any(WARNING in line for log in logs for line in log)
+
+
+@pytest.mark.anyio
+async def test_a_response_resumed_on_a_get_through_the_other_replica_is_normalized() -> None:
+    app, gets = resuming_upstream()
+    with redis_server() as store, serve(app) as up, replicas(up + "/mcp", store.url) as (urls, _):
+        a, b = (url + "/mcp" for url in urls)
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, a)
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "protean.scope_list"}}
+            primed = await http.post(a, content=orjson.dumps(call), headers={**HEADERS, **session})
+            assert primed.text == "id: r-0\ndata: \nretry: 10\n\n"
+            resumed = await http.get(b, headers={**session, "accept": "text/event-stream", "last-event-id": "r-0"})
+        stored = store.dump()
+    assert gets[0]["last-event-id"] == "r-0"
+    data = [line[5:].strip() for line in resumed.text.splitlines() if line.startswith("data:")]
+    message = orjson.loads(data[0])
+    assert message["id"] == 7 and message["result"]["_meta"][PROBLEM_KEY] == FORBIDDEN
+    assert not any(value.encode() in item for item in stored for value in RESULT_VALUES)
+    assert b"raw" in stored  # the session's client name (answered requests are gone)
+
+
+def metric(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+@pytest.mark.anyio
+async def test_killing_redis_mid_run_loses_no_response_and_is_counted_and_logged_once() -> None:
+    results: list[dict[str, Any]] = []
+    with redis_server() as store, serve(task_server()) as up:
+        with replicas(up + "/mcp", store.url) as (urls, logs):
+            a, b = (url + "/mcp" for url in urls)
+            async with httpx.AsyncClient(timeout=30) as http:
+                for n in range(20):
+                    if n == 10:
+                        store.kill()
+                    start, poll = (a, b) if n % 2 == 0 else (b, a)
+                    results.append(await task_through(http, start, poll, "protean.whoami", 10 * n))
+                scrapes = [(await http.get(url + "/.mcp-normalizer/metrics")).text for url in urls]
+    assert len(results) == 20
+    assert all("structuredContent" not in r for r in results[:10])  # shared: normalized
+    for r in results[10:]:  # the store is gone: each answered, normalized or as the upstream sent it
+        assert (
+            r["content"] == [{"type": "text", "text": "svc-deployer@team-a"}] and r.get("structuredContent", {}) == {}
+        )
+    assert all(metric(text, "mcp_normalizer_state_errors_total") > 0 for text in scrapes)
+    assert [sum(WARNING in line for line in log) for log in logs] == [1, 1]  # one line per 30 s interval
+
+
+@pytest.mark.anyio
+async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "mcp_normalizer.shared_state")
+    metrics = Metrics()
+    with redis_server() as store:
+        state = RedisState(store.url, secret="s", limits=Limits(), metrics=metrics, retry_after=0.0)
+        scope = state.scope_id("up", "session", None, None)
+        assert scope == RedisState(store.url, secret="s").scope_id("up", "session", None, None)  # every replica
+        assert scope != RedisState(store.url, secret="t").scope_id("up", "session", None, None)
+        changes = Changes(
+            tasks={"task-1": "tool.a"},
+            awaited={("n", 7): PendingRequest("tools/call", tool="tool.b")},
+            client="claude-code",
+            names={"a_b": "a b"},
+            learned=True,
+        )
+        learned = {"tool.c": Learned(relax=(PointerPattern.parse("/x/*/y"),))}
+        await state.write(scope, changes, learned)
+        found = await state.read(scope, ["task-1", "task-2"], pending=True)
+        assert found is not None
+        assert found.tasks == {"task-1": "tool.a"} and found.client == "claude-code" and found.names == {"a_b": "a b"}
+        assert found.pending == {("n", 7): PendingRequest("tools/call", tool="tool.b")}
+        assert found.learned == learned
+        await state.write(scope, Changes(answered={("n", 7)}), {})
+        again = await state.read(scope, [], pending=True)
+        assert again is not None and again.pending == {}
+        store.kill()
+        assert await state.read(scope, ["task-1"], pending=True) is None
+        await state.write(scope, changes, learned)  # dropped, never raised
+        assert metrics.registry.get_sample_value("mcp_normalizer_state_errors_total", {"op": "read"}) == 1
+        assert metrics.registry.get_sample_value("mcp_normalizer_state_errors_total", {"op": "write"}) == 1
+        assert [r.levelname for r in caplog.records if WARNING in r.getMessage()] == ["WARNING"]  # once per interval
+        store.start()  # the same port, empty
+        back = await state.read(scope, ["task-1"], pending=True)
+        assert back is not None and back.tasks == {}
+        assert any("reachable again" in r.getMessage() for r in caplog.records)
+        await state.close()
+
+
+def test_state_url_must_name_redis() -> None:
+    config = NormalizerConfig.shipped()
+    for url in ("redis://127.0.0.1:6379/0", "rediss://cache.internal:6380", "unix:///run/redis.sock"):
+        assert config.with_proxy({"state_url": url}).proxy.state_url == url
+    with pytest.raises(ConfigError, match="state_url must be a redis://, rediss:// or unix:// URL"):
+        config.with_proxy({"state_url": "http://127.0.0.1:6379"})
+    assert dataclasses.replace(ProxyConfig()).state_url == ""
+
+
+def test_redis_is_imported_only_when_state_url_is_set() -> None:
+    code = (
+        "import sys\n"
+        "from mcp_normalizer import Settings, create_app\n"
+        "create_app(Settings(upstream='http://127.0.0.1:9/mcp'))\n"
+        "assert 'redis' not in sys.modules, 'imported without state_url'\n"
+        "import os; os.environ['MCP_NORMALIZER_STATE_URL'] = 'redis://127.0.0.1:9'\n"
+        "create_app(Settings(upstream='http://127.0.0.1:9/mcp'))\n"
+        "assert 'redis' in sys.modules\n"
+    )
+    done = subprocess.run([EXE.replace("mcp-normalizer", "python"), "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
