@@ -10,7 +10,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from .support import ROOT
+
+pytestmark = pytest.mark.wire
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:

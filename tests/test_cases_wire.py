@@ -25,6 +25,8 @@ from .support import (
     serve,
 )
 
+pytestmark = pytest.mark.wire
+
 KINDS = ("error_result_validated", "null_for_non_nullable", "missing_text_content", "null_optional_fields")
 ORIGINALS = "dev.mcp-normalizer/original-values"
 PROBLEM_KEY = "org.htcom.protean/problem"

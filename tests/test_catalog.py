@@ -16,6 +16,8 @@ from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, pr
 
 from .support import ResponseMode, initialize, listed_session, proxy_for, read_body, rpc, serve
 
+pytestmark = pytest.mark.wire
+
 PROBLEM_KEY = "org.htcom.protean/problem"
 
 

@@ -25,6 +25,8 @@ from mcp_normalizer.rules import RULES
 
 from .support import EXE, case_server, load_cases, protean_rules, proxy_for, read_body, serve
 
+pytestmark = pytest.mark.wire
+
 CALLS = ["--call", "protean.scope_list", "--call", "protean.list_runtimes", "--call", "protean.whoami"]
 CALLS += ["--call", "protean.deploy", '{"service": "api"}']
 PROTEAN_FAULTS = {

@@ -25,6 +25,8 @@ from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import EXE, HEADERS, free_port, listening, run_cli, running, serve
 
+pytestmark = pytest.mark.wire
+
 PROBLEM_KEY = "org.htcom.protean/problem"
 
 

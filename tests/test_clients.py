@@ -31,6 +31,7 @@ def listed(tool: dict[str, Any], client: ClientProfile) -> dict[str, Any]:
     return advertised
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     "info", [None, "mcp", 7, [], {}, {"name": None}, {"name": 1}, {"version": "1"}, {"name": "claude-code"}]
 )
@@ -40,6 +41,7 @@ def test_a_client_the_table_does_not_know_needs_every_repair(info: Any) -> None:
     assert profile.accepts == UNKNOWN.accepts
 
 
+@pytest.mark.pure
 def test_the_python_sdk_and_the_suite_are_known_by_name_and_case() -> None:
     assert not any(PYTHON.needs(fault) for fault in CLIENT_FAULTS)
     assert not SUITE.needs("schema_dialect_2020") and not SUITE.needs("schema_ref_local")
@@ -60,6 +62,7 @@ TOOL_2020: dict[str, Any] = {
 }
 
 
+@pytest.mark.pure
 def test_a_2020_12_input_schema_is_kept_for_a_client_that_accepts_it() -> None:
     out = listed(TOOL_2020, SUITE)
     schema = out["inputSchema"]
@@ -70,6 +73,7 @@ def test_a_2020_12_input_schema_is_kept_for_a_client_that_accepts_it() -> None:
     assert out["_meta"][KEPT] == {"/inputSchema/properties/nick/$ref": "#/$defs/missing"}
 
 
+@pytest.mark.pure
 def test_for_an_unknown_client_the_2020_12_schema_is_made_plain_and_nothing_is_lost() -> None:
     out = listed(TOOL_2020, UNKNOWN)
     schema = out["inputSchema"]
@@ -96,10 +100,12 @@ TOOL_07: dict[str, Any] = {
 }
 
 
+@pytest.mark.pure
 def test_a_draft_07_output_schema_and_its_formats_are_kept_for_the_python_sdk() -> None:
     assert listed(TOOL_07, PYTHON) == TOOL_07
 
 
+@pytest.mark.pure
 def test_for_an_unknown_client_draft_07_is_translated_and_the_listed_schema_kept() -> None:
     out = listed(TOOL_07, UNKNOWN)
     schema = out["outputSchema"]
@@ -112,6 +118,7 @@ def test_for_an_unknown_client_draft_07_is_translated_and_the_listed_schema_kept
     assert out["_meta"]["server/own"] == 1
 
 
+@pytest.mark.pure
 def test_an_error_the_python_sdk_shows_as_sent_is_left_for_it() -> None:
     tool = {"name": "t", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "required": ["n"]}}
     result = {"content": [{"type": "text", "text": "bad input"}], "structuredContent": {"e": 1.5e300}, "isError": True}
@@ -142,6 +149,7 @@ def _server(response_mode: str) -> ScriptedServer:
 STEPS = [{"op": "listTools"}, {"op": "callTool", "name": "fail"}]
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 @pytest.mark.parametrize("response_mode", ["sse", "json"])
 async def test_on_the_wire_the_python_sdk_keeps_the_servers_bytes_and_other_clients_get_repairs(

@@ -15,6 +15,8 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
 
 from .support import proxy_for, serve
 
+pytestmark = pytest.mark.wire
+
 CLIENTS = 100
 
 

@@ -25,7 +25,11 @@ from collections import Counter
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
+import pytest
+
 from .support import EXE, ROOT, SHARED, free_port, need_shared, running
+
+pytestmark = pytest.mark.wire
 
 TOOLS = SHARED / "tools"
 NODE = ROOT / "tests" / "node"

@@ -40,6 +40,8 @@ from .support import (
     tool,
 )
 
+pytestmark = pytest.mark.wire
+
 #: The two public cases no rule can repair on its own: a tool that never returns the
 #: structuredContent it declares, and a const the upstream API outgrew.
 UNREPAIRABLE = {"claude-code-serve-null-sc", "decocms-const-mismatch"}

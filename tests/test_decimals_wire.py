@@ -24,6 +24,8 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .support import capture_rewrites, conforms, initialize, proxy_for, serve
 
+pytestmark = pytest.mark.wire
+
 F = orjson.Fragment
 NUMBER = {"type": "number"}
 INPUT = {"type": "object"}

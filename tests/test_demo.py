@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .support import free_port
+
+pytestmark = pytest.mark.wire
 
 
 def test_demo_shows_strict_clients_failing_directly_and_succeeding_through_the_proxy() -> None:

@@ -21,6 +21,8 @@ from mcp_normalizer.transform import ResponseTransformer
 
 from .support import FIELD_RESULT, PROPERTY, VALUES, capture_rewrites, feed_all, pump, transformer
 
+pytestmark = pytest.mark.pure
+
 SSE = [(b"content-type", b"text/event-stream")]
 
 

@@ -31,6 +31,8 @@ from .support import (
     three_clients,
 )
 
+pytestmark = pytest.mark.wire
+
 TOOL = {
     "name": "field.report",
     "inputSchema": {"type": "object"},

@@ -29,6 +29,8 @@ from .support import (
     serve,
 )
 
+pytestmark = pytest.mark.wire
+
 PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
 

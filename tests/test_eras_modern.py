@@ -33,6 +33,8 @@ from .support import (
     task_server,
 )
 
+pytestmark = pytest.mark.wire
+
 
 async def call(http: httpx.AsyncClient, url: str, tool: str, rid: Any = 1, **extra: str) -> Any:
     return await rpc(

@@ -16,6 +16,8 @@ import pytest
 
 from .support import EXE, ROOT, capture_rewrites, each_client, free_port, need_shared, proxy_for, running
 
+pytestmark = pytest.mark.wire
+
 EVERYTHING = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
 KEPT = "dev.mcp-normalizer/original-keywords"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"

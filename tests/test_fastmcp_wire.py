@@ -22,6 +22,8 @@ import pytest
 
 from .support import EXE, capture_rewrites, each_client, proxy_for, serve
 
+pytestmark = pytest.mark.wire
+
 KEPT = "dev.mcp-normalizer/original-keywords"
 
 

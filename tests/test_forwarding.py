@@ -18,6 +18,8 @@ from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import RawUpstream, free_port, proxy_for, raw_request, read_body, read_request, serve, serving
 
+pytestmark = pytest.mark.wire
+
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 

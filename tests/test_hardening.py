@@ -34,6 +34,8 @@ from .support import (
     serving,
 )
 
+pytestmark = pytest.mark.wire
+
 Extra = Literal["content-length", "chunked", "late"]
 
 

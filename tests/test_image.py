@@ -62,6 +62,8 @@ from mcp_normalizer.types import JSONObject
 
 from .support import HEADERS, ROOT, free_port, listening, serve
 
+pytestmark = pytest.mark.wire
+
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 COMPOSE = ROOT / "config" / "compose.yaml"

@@ -15,6 +15,8 @@ from mcp_normalizer.rules.base import RuleSettings
 
 from .support import ROOT
 
+pytestmark = pytest.mark.pure
+
 
 @pytest.mark.parametrize("cls", [ProxyConfig, NormalizerConfig, Settings, RuleSettings])
 def test_every_key_is_documented_once_from_its_declaration(cls: type) -> None:

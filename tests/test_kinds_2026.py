@@ -49,6 +49,7 @@ def normalizer() -> Normalizer:
 # -- invalid_unicode ------------------------------------------------------------------------------
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     ("text", "fixed", "count"),
     [
@@ -66,6 +67,7 @@ def test_unpaired_surrogates_become_the_replacement_character(text: bytes, fixed
         json.loads(done[0]).encode("utf-8")  # now valid Unicode: UTF-8 encodable
 
 
+@pytest.mark.pure
 @PROPERTY
 @given(st.lists(st.one_of(st.text(max_size=6), st.integers(0xD800, 0xDFFF).map(chr)), max_size=8))
 def test_repaired_text_is_the_string_with_each_lone_surrogate_replaced(parts: list[str]) -> None:
@@ -76,6 +78,7 @@ def test_repaired_text_is_the_string_with_each_lone_surrogate_replaced(parts: li
     assert json.loads(done[0] if done is not None else text) == expected
 
 
+@pytest.mark.pure
 def test_a_lone_surrogate_no_longer_hides_the_result_from_the_rules() -> None:
     """The proxy's decoder refused the message before: it went out as it came, unrepaired."""
     body = (
@@ -91,6 +94,7 @@ def test_a_lone_surrogate_no_longer_hides_the_result_from_the_rules() -> None:
 # -- invalid_media_data ---------------------------------------------------------------------------
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     ("data", "ok"),
     [(PNG, True), ("", True), ("YQ", True), ("YQ=", False), ("Y Q = =", True), ("Y", False), ("a-b_", False)],
@@ -99,6 +103,7 @@ def test_base64_is_what_atob_accepts(data: str, ok: bool) -> None:
     assert is_base64(data) is ok
 
 
+@pytest.mark.pure
 def test_media_data_uris_lose_their_prefix_and_junk_becomes_text_kept_in_meta() -> None:
     result = {
         "content": [
@@ -120,6 +125,7 @@ def test_media_data_uris_lose_their_prefix_and_junk_becomes_text_kept_in_meta() 
     assert [r.rewrite.rule for r in out.records] == ["media_data"]
 
 
+@pytest.mark.pure
 def test_a_json_block_becomes_text_with_its_json_and_its_type_kept() -> None:
     result = {"content": [{"type": "json", "json": {"price": 12.5, "name": "\u00e9"}}]}
     block = normalizer().tools_call(result, None, None, ERA, 100).result["content"][0]
@@ -136,6 +142,7 @@ def listed(tool: dict[str, Any]) -> dict[str, Any]:
     return tools[0]
 
 
+@pytest.mark.pure
 def test_a_root_anyof_of_objects_becomes_one_object_schema_with_the_arms_kept() -> None:
     arms = [
         {"type": "object", "properties": {"id": {"type": "string"}, "q": {"type": "string"}}, "required": ["id", "q"]},
@@ -155,6 +162,7 @@ def test_a_root_anyof_of_objects_becomes_one_object_schema_with_the_arms_kept() 
     assert tool["_meta"]["dev.mcp-normalizer/input-schema-combinator"] == {"anyOf": arms}
 
 
+@pytest.mark.pure
 def test_a_root_allof_requires_what_any_arm_requires_and_a_non_object_arm_stays() -> None:
     arms = [{"type": "object", "properties": {"a": {}}, "required": ["a"]}, {"type": "object", "required": ["b"]}]
     schema = listed({"name": "t", "inputSchema": {"type": "object", "allOf": arms}})["inputSchema"]
@@ -163,6 +171,7 @@ def test_a_root_allof_requires_what_any_arm_requires_and_a_non_object_arm_stays(
     assert listed({"name": "t", "inputSchema": mixed})["inputSchema"] == mixed
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     ("output_schema", "root"),
     [
@@ -177,12 +186,14 @@ def test_output_schemas_that_are_not_object_schemas_get_an_object_root(
     assert schema["type"] == root["type"]
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("input_schema", [{}, {"$schema": "http://json-schema.org/draft-07/schema#"}])
 def test_an_empty_input_schema_becomes_an_object_schema(input_schema: dict[str, Any]) -> None:
     """zereight/gitlab-mcp#286."""
     assert listed({"name": "t", "inputSchema": input_schema})["inputSchema"]["type"] == "object"
 
 
+@pytest.mark.pure
 def test_the_field_result_survives_the_new_rules_byte_for_byte() -> None:
     body = b'{"jsonrpc":"2.0","id":1,"result":' + FIELD_RESULT + b"}"
     assert feed_all(transformer("tools/call"), body) == body
@@ -216,6 +227,7 @@ def _lone(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message).replace(b"LONE", b"\\ud83d")
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["json", "sse"])
 async def test_the_2026_kinds_break_clients_directly_and_none_through_the_proxy(mode: Literal["sse", "json"]) -> None:
@@ -246,6 +258,7 @@ def _accepted(record: dict[str, Any]) -> bool:
     return all(step["ok"] for step in record["steps"]) and not record["steps"][1]["value"].get("isError")
 
 
+@pytest.mark.pure
 def test_orjson_cannot_write_a_lone_surrogate_so_the_fixture_mangles_text() -> None:
     with pytest.raises(orjson.JSONEncodeError):
         orjson.dumps("\ud83d")
@@ -257,6 +270,7 @@ LONG = "tool-" + "x" * 140
 ODD_NAMES = ["get weather", "files/read", LONG, "plain_ok", "dotted.ok"]
 
 
+@pytest.mark.pure
 def test_names_outside_the_spec_get_valid_unique_names_and_others_stay() -> None:
     out = renames([*ODD_NAMES, "get_weather"])
     assert set(out) == {"get weather", "files/read", LONG}
@@ -265,6 +279,7 @@ def test_names_outside_the_spec_get_valid_unique_names_and_others_stay() -> None
     assert len(set(out.values())) == 3 and renames([*ODD_NAMES, "get_weather"]) == out  # deterministic
 
 
+@pytest.mark.pure
 def test_a_call_is_sent_under_the_original_name_and_nothing_else_changes() -> None:
     names = {"get_weather": "get weather"}
     body = (
@@ -282,6 +297,7 @@ def test_a_call_is_sent_under_the_original_name_and_nothing_else_changes() -> No
     assert rename_calls(body, info.pending, {}) is None
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_tools_with_names_clients_refuse_are_listed_and_called_under_valid_names() -> None:
     tools = [
@@ -308,6 +324,7 @@ async def test_tools_with_names_clients_refuse_are_listed_and_called_under_valid
     assert called and set(called) == set(ODD_NAMES)  # the upstream only ever saw its own names
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize(
     "arms",
     [
@@ -324,6 +341,7 @@ def test_a_hostile_combinator_never_costs_the_other_tools_their_repairs(arms: li
     assert schema.get("required", []) in ([], ["path"]) and "p" not in schema.get("required", [])
 
 
+@pytest.mark.pure
 def test_a_data_uri_fills_a_null_mime_type() -> None:
     block = {"type": "image", "data": "data:image/png;base64," + PNG, "mimeType": None}
     fixed = normalizer().tools_call({"content": [block]}, None, None, ERA, 100).result["content"][0]

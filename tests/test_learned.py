@@ -19,6 +19,8 @@ from mcp_normalizer.transform import Exchange, ResponseTransformer
 
 from .support import capture_rewrites, feed_all
 
+pytestmark = pytest.mark.pure
+
 LISTED_KEY = "dev.mcp-normalizer/original-output-schema"
 
 

@@ -17,6 +17,8 @@ from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES
 
 from .support import capture_rewrites, protean_rules, sdk_app, serve
 
+pytestmark = pytest.mark.wire
+
 PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS = [
     {"op": "listTools"},

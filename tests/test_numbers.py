@@ -40,6 +40,8 @@ from mcp_normalizer.types import JSON
 
 from .support import capture_rewrites, feed_all, object_schemas
 
+pytestmark = pytest.mark.pure
+
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- how the field writes JSON -------------------------------------------------------------------

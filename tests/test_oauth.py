@@ -30,6 +30,8 @@ from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, free_port, proxy_for, serve
 
+pytestmark = pytest.mark.wire
+
 
 class NoTokens:
     """A token verifier that knows no token: every request is unauthorized."""

@@ -20,6 +20,8 @@ from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, capture_rewrites, free_port, initialize, proxy_for, read_body, rpc, serve
 
+pytestmark = pytest.mark.wire
+
 
 def with_proxy(**limits: Any) -> NormalizerConfig:
     shipped = NormalizerConfig.shipped()

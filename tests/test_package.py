@@ -13,6 +13,8 @@ import pytest
 
 from .support import ROOT, free_port
 
+pytestmark = pytest.mark.wire
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:

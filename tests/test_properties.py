@@ -26,6 +26,8 @@ from mcp_normalizer.transform import Exchange, ResponseTransformer
 
 from .support import NAMES, PROPERTY, SCALARS, STRINGS, VALUES, conforms, contains_value, leaves, object_schemas, pump
 
+pytestmark = pytest.mark.pure
+
 ERAS = st.sampled_from([None, "2025-03-26", "2025-11-25", "2026-07-28"])
 
 # -- values and schemas ------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from mcp_normalizer.demo.upstream import FORBIDDEN, GATE_FAILED, RUNTIMES, prote
 
 from .support import ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
 
+pytestmark = pytest.mark.wire
+
 PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS: list[dict[str, Any]] = [
     {"op": "listTools"},

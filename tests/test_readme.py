@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from mcp_normalizer.rules import RULES
 
 from .support import ROOT
+
+pytestmark = pytest.mark.pure
 
 
 def test_the_rule_reference_lists_every_rule_and_its_default() -> None:

@@ -18,6 +18,8 @@ from mcp_normalizer.rules import RESULT_RULES, Rule
 
 from .support import ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
 
+pytestmark = pytest.mark.wire
+
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 TOOLS = ["protean.scope_list", "protean.list_runtimes", "protean.deploy", "protean.whoami"]
 

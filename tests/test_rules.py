@@ -15,6 +15,8 @@ from mcp_normalizer.rules.schemas import convert_openapi_nullable, make_nullable
 
 from .support import conforms, contains_value
 
+pytestmark = pytest.mark.pure
+
 PROBLEM_KEY = "org.htcom.protean/problem"
 ORIGINALS = "dev.mcp-normalizer/original-values"
 SCHEMA = {

@@ -48,6 +48,8 @@ from .support import (
     task_server,
 )
 
+pytestmark = pytest.mark.wire
+
 #: Strings of the upstream's results: none may reach Redis.
 RESULT_VALUES = ("token lacks scope", "SCOPE_DENIED", "svc-deployer@team-a", "problems/forbidden")
 WARNING = "shared state store unreachable"

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_normalizer.sse import SSESplitter, parse_event, replace_data
+
+pytestmark = pytest.mark.pure
 
 EOLS = [b"\n", b"\r\n", b"\r"]
 LINES = st.sampled_from(

@@ -20,6 +20,8 @@ from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import capture_rewrites, proxy_for, read_body, serve
 
+pytestmark = pytest.mark.wire
+
 PROBLEM = {"type": "https://example.test/problems/slow", "title": "Too slow", "status": 504, "detail": "it took long"}
 SLOW_TOOL = {
     "name": "slow_job",

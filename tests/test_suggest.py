@@ -18,6 +18,8 @@ from mcp_normalizer.rules import RULES
 
 from .support import PROPERTY, capture_rewrites
 
+pytestmark = pytest.mark.pure
+
 ERA = "2025-11-25"
 RUNTIMES = {
     "name": "protean.list runtimes",  # a space: the table name must be quoted

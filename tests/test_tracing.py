@@ -36,6 +36,8 @@ from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
 from .support import EXE, ResponseMode, free_port, protean_rules, run_cli, running, sdk_app, serve
 
+pytestmark = pytest.mark.wire
+
 STEPS: list[dict[str, Any]] = [
     {"op": "listTools"},
     {"op": "callTool", "name": "protean.scope_list"},

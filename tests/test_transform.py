@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import orjson
+import pytest
 
 from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
@@ -17,6 +18,8 @@ from mcp_normalizer.scopes import ScopeStore
 from mcp_normalizer.transform import Exchange, ResponseTransformer
 
 from .support import capture_rewrites, feed_all, pump
+
+pytestmark = pytest.mark.pure
 
 TOOL = {"name": "t", "inputSchema": {"type": "object"}}
 PROGRESS = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'

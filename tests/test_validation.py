@@ -33,6 +33,7 @@ def reference_verdict(schema: Any, instance: Any) -> bool | None:
         return None
 
 
+@pytest.mark.pure
 def test_the_fast_engine_agrees_with_the_reference_engine_on_the_corpus() -> None:
     cases = [c for c in load_cases() if c.get("tool")] + [
         {"id": i, "tool": t, "result": r, "expected": {"tool": t, "result": r}} for i, _, t, r in NEW_CASES
@@ -113,6 +114,7 @@ HOSTILE: list[tuple[dict[str, Any], dict[str, Any]]] = [
 ]
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_hostile_schemas_and_payloads_pass_through_without_stalling_the_proxy() -> None:
     specs = [ToolSpec({**tool, "inputSchema": {"type": "object"}}, returning(result)) for tool, result in HOSTILE]
@@ -170,6 +172,7 @@ class HeldBack:
             await send({"type": "http.response.body", "body": part, "more_body": n < len(parts) - 1})
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_result_above_the_validation_bound_is_streamed_on_unread() -> None:
     """Above ``max_validate_bytes`` a ``tools/call`` result is not read at all: its start and first
