@@ -25,11 +25,11 @@ before the next bytes of the response go out.
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
+
+from cachetools import LRUCache, TTLCache
 
 from .catalog import CatalogPool, ToolCatalog, ToolEntry, ToolSet
 from .jsonrpc import IdKey, PendingRequest
@@ -45,47 +45,11 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class BoundedMap(Mapping[K, V], Generic[K, V]):
-    """A map with at most ``max_entries`` entries, each kept ``ttl`` seconds.
-
-    Putting a new key beyond the bound drops the oldest entry; an expired entry reads as absent.
-    """
-
-    def __init__(self, max_entries: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._items: OrderedDict[K, tuple[float, V]] = OrderedDict()
-        self._max = max_entries
-        self._ttl = ttl
-        self._clock = clock
-
-    def put(self, key: K, value: V) -> None:
-        """Store ``value`` under ``key`` (renewing its time to live)."""
-        self._items.pop(key, None)
-        self._items[key] = (self._clock() + self._ttl, value)
-        while len(self._items) > self._max:
-            self._items.popitem(last=False)
-
-    def __getitem__(self, key: K) -> V:
-        found = self._items.get(key)
-        if found is None:
-            raise KeyError(key)
-        if found[0] <= self._clock():
-            del self._items[key]
-            raise KeyError(key)
-        return found[1]
-
-    def pop(self, key: K) -> V | None:
-        """Remove ``key``; return its live value, if any."""
-        found = self._items.pop(key, None)
-        return found[1] if found is not None and found[0] > self._clock() else None
-
-    def __len__(self) -> int:
-        now = self._clock()
-        while self._items and next(iter(self._items.values()))[0] <= now:
-            self._items.popitem(last=False)  # entries share one ttl: the oldest expire first
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(list(self._items))
+def bounded(max_entries: int, ttl: float) -> TTLCache[K, V]:
+    """A map of at most ``max_entries`` entries, each kept ``ttl`` seconds (monotonic clock): past
+    the bound the least recently used entry goes, and an expired entry reads as absent
+    (``cachetools.TTLCache``)."""
+    return TTLCache(max_entries, ttl)
 
 
 @dataclass(slots=True)
@@ -198,8 +162,8 @@ class ScopeState:
     """
 
     catalog: ToolCatalog
-    pending: BoundedMap[IdKey, PendingRequest]
-    tasks: BoundedMap[str, str]
+    pending: TTLCache[IdKey, PendingRequest]
+    tasks: TTLCache[str, str]
     #: Tool names advertised in place of names clients refuse: advertised name -> the upstream's.
     names: dict[str, str] = field(default_factory=dict)
     #: The client of a legacy session, named by its ``initialize`` (2026-07-28 names it per request).
@@ -216,7 +180,7 @@ class ScopeState:
 
     def remember_task(self, task_id: str, tool: str) -> None:
         """Task ``task_id`` was started by a call of ``tool`` (its final result is that tool's)."""
-        self.tasks.put(task_id, tool)
+        self.tasks[task_id] = tool
         if self.changes is not None:
             self.changes.tasks[task_id] = tool
 
@@ -226,13 +190,13 @@ class ScopeState:
 
     def await_response(self, key: IdKey, request: PendingRequest) -> None:
         """``request`` (id key ``key``) of a legacy session is sent: its response may come on a later ``GET``."""
-        self.pending.put(key, request)
+        self.pending[key] = request
         if self.changes is not None:
             self.changes.awaited[key] = request
 
     def answered(self, key: IdKey) -> None:
         """The request ``key`` has had its response: no later ``GET`` carries it."""
-        self.pending.pop(key)
+        self.pending.pop(key, None)
         if self.changes is not None and self.changes.awaited.pop(key, None) is None:
             self.changes.answered.add(key)  # (one awaited and answered before a flush: never written)
 
@@ -274,10 +238,10 @@ class ScopeState:
         ids and unanswered requests, a client name when this state has none, renames, and learned
         schemas merged with this state's (within the same bounds)."""
         for task_id, tool in snapshot.tasks.items():
-            self.tasks.put(task_id, tool)
+            self.tasks[task_id] = tool
         for key, request in snapshot.pending.items():
             if key not in self.pending:
-                self.pending.put(key, request)
+                self.pending[key] = request
         if snapshot.client is not None and self.client is UNKNOWN:
             self.client = profile_for({"name": snapshot.client})
         self.names.update(snapshot.names)
@@ -317,10 +281,11 @@ class ScopeStore:
     limits: Limits = field(default_factory=Limits)
     public: ToolCatalog = field(default_factory=ToolCatalog)
     shared: SharedBackend | None = None
-    _states: OrderedDict[str, ScopeState] = field(default_factory=OrderedDict)
+    _states: LRUCache[str, ScopeState] = field(init=False)
     pool: CatalogPool = field(init=False)
 
     def __post_init__(self) -> None:
+        self._states = LRUCache(self.limits.max_scopes)  # least recently used first out
         self.pool = CatalogPool(self.limits.max_catalog_bytes, over=self._trim)
         self.public.pool = self.pool
 
@@ -329,24 +294,20 @@ class ScopeStore:
 
     def state(self, key: str) -> ScopeState:
         """The state of scope ``key``, created empty if new."""
-        found = self._states.get(key)
+        found = self._states.get(key)  # (a hit is now the most recently used)
         if found is None:
             limits = self.limits
             found = self._states[key] = ScopeState(
                 ToolCatalog(pool=self.pool),
-                BoundedMap(limits.max_pending, limits.pending_ttl),
-                BoundedMap(limits.max_tasks, limits.task_ttl),
+                bounded(limits.max_pending, limits.pending_ttl),
+                bounded(limits.max_tasks, limits.task_ttl),
             )
-            while len(self._states) > limits.max_scopes:
-                self._states.popitem(last=False)
-        else:
-            self._states.move_to_end(key)
         return found
 
     def detached(self) -> ScopeState:
         """An empty state that is not stored (for an exchange with nothing to remember: a request
         the result rules do not read, in a scope the proxy has not seen)."""
-        return ScopeState(ToolCatalog(pool=self.pool), BoundedMap(1, 0.0), BoundedMap(1, 0.0))
+        return ScopeState(ToolCatalog(pool=self.pool), bounded(1, 0.0), bounded(1, 0.0))
 
     def peek(self, key: str) -> ScopeState | None:
         """The state of scope ``key`` if the proxy has one."""
@@ -392,4 +353,4 @@ class ScopeStore:
     def _trim(self) -> None:
         """Forget least recently used scopes until the catalogs fit their bound (or one scope is left)."""
         while self.pool.bytes > self.pool.max_bytes and len(self._states) > 1:
-            self._states.popitem(last=False)  # its catalog's set goes when no other scope holds it
+            self._states.popitem()  # its catalog's set goes when no other scope holds it
