@@ -128,7 +128,11 @@ class ProxyConfig:
         "(upstream connections are bounded at twice it).",
     )
     http: str = setting("httptools", "the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).")
-    workers: int = setting(1, "processes serving the port (``SO_REUSEPORT``); each has its own state.", minimum=1)
+    workers: int = setting(
+        1,
+        "processes serving the port (``SO_REUSEPORT``); each has its own state, unless ``state_url`` shares it.",
+        minimum=1,
+    )
     forwarded_headers: bool = setting(
         False,
         "add ``X-Forwarded-For/Proto/Host`` and RFC 7239 ``Forwarded`` to every request "

@@ -695,7 +695,8 @@ def pinned(path: Path) -> dict[str, str]:
 def test_the_image_pins_and_hashes_every_dependency_of_the_package() -> None:
     pins = pinned(ROOT / "requirements" / "image.txt")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    for text in project["dependencies"]:
+    extras = project["optional-dependencies"]
+    for text in [*project["dependencies"], *extras["otel"], *extras["redis"]]:  # the image's extras too
         wanted = Requirement(text.split("#")[0])
         name = canonicalize_name(wanted.name)
         assert name in pins, f"{name} is not pinned in requirements/image.txt"
@@ -751,4 +752,6 @@ def test_the_builder_stage_runs_as_written_from_the_pinned_hashes(tmp_path: Path
     names = "import importlib.metadata as m; print({d.metadata['Name'] for d in m.distributions()})"
     frozen = subprocess.run([str(venv / "python"), "-c", names], capture_output=True, text=True, check=True)
     installed = {canonicalize_name(name) for name in ast.literal_eval(frozen.stdout)}
+    extras = "import redis.asyncio, opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http.trace_exporter"
+    subprocess.run([str(venv / "python"), "-c", extras], check=True, timeout=60)  # the image traces, shares state
     assert installed == set(pinned(ROOT / "requirements" / "image.txt")) | {"mcp-normalizer"}
