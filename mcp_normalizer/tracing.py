@@ -20,7 +20,8 @@ low-cardinality target; it goes in ``mcp.resource.uri``). Attributes::
     gen_ai.prompt.name         "summarize"                   prompts/get
     mcp.resource.uri           "file:///a.txt"               resources/read, /subscribe, /unsubscribe
     mcp.protocol.version       "2025-11-25"                  when the exchange names its era
-    mcp.session.id             the Mcp-Session-Id header     legacy sessions
+    mcp.session.id             SHA-256 of Mcp-Session-Id     legacy sessions (32 hex digits: the id
+                                                             itself is a bearer handle of the session)
     network.transport          "tcp"
     network.protocol.name      "http"
     network.protocol.version   "1.1"
@@ -55,6 +56,7 @@ sets the global one before it builds the middleware.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Mapping
@@ -178,6 +180,14 @@ def _exporter(name: str, env: Mapping[str, str]) -> SpanExporter:
     return exporter
 
 
+def session_digest(session: str) -> str:
+    """What spans carry as ``mcp.session.id``: the first 32 hex digits of the SHA-256 of the
+    ``Mcp-Session-Id`` value. One session gives one value on every replica, so its spans group, but
+    a trace store never holds the id, which lets anyone who has it act in the session (2025-11-25
+    ``basic/transports.mdx``, Session Management: "SHOULD be ... cryptographically secure")."""
+    return hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
 class Tracing:
     """The spans of one middleware (:func:`tracing_for` makes it when tracing is on)."""
 
@@ -217,7 +227,7 @@ class Tracing:
             common["mcp.protocol.version"] = info.era
         session = header(headers, b"mcp-session-id")
         if session is not None:
-            common["mcp.session.id"] = session
+            common["mcp.session.id"] = session_digest(session)
         client = scope.get("client")
         if client:
             common["client.address"], common["client.port"] = client[0], client[1]

@@ -31,7 +31,7 @@ from mcp_normalizer import NormalizerMiddleware, Settings, create_app
 from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, protean_server
-from mcp_normalizer.tracing import tracer_provider_from_env, tracing_requested
+from mcp_normalizer.tracing import session_digest, tracer_provider_from_env, tracing_requested
 from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
 from .support import EXE, ResponseMode, free_port, protean_rules, run_cli, running, sdk_app, serve
@@ -175,7 +175,8 @@ async def test_each_mcp_request_is_a_server_span_with_the_conventions_names_and_
         if method == "initialize":
             assert "mcp.session.id" not in found  # the response assigns it
         else:
-            assert found["mcp.session.id"] == headers["mcp-session-id"]
+            assert found["mcp.session.id"] == session_digest(headers["mcp-session-id"])
+            assert headers["mcp-session-id"] not in repr(span.to_json())  # the id itself is in no span
             session = session or found["mcp.session.id"]
             assert found["mcp.session.id"] == session  # one session throughout
     # isError: true is a failed tool call (error.type tool_error, status ERROR, no description).
