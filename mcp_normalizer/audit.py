@@ -9,6 +9,7 @@ and header values are never written: the scope is a hash and reasons are built w
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from .metrics import Metrics
 from .normalize import Record
@@ -16,6 +17,8 @@ from .rules import RULES_BY_NAME
 from .types import JSON
 
 REWRITE_LOGGER = "mcp_normalizer.rewrite"
+#: Something else that hears of each record: ``sink(record, jsonrpc_id, client)``.
+Sink = Callable[[Record, JSON, str], None]
 
 
 def _kind(rule: str, event: str) -> str:
@@ -33,10 +36,22 @@ class AuditLog:
         metrics: also count each line in ``rewrites_total``.
     """
 
-    def __init__(self, upstream: str, logger: logging.Logger | None = None, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        logger: logging.Logger | None = None,
+        metrics: Metrics | None = None,
+        sinks: tuple[Sink, ...] = (),
+    ) -> None:
         self.upstream = upstream
         self.logger = logger or logging.getLogger(REWRITE_LOGGER)
         self.metrics = metrics
+        self.sinks = sinks
+
+    def with_sink(self, sink: Sink) -> AuditLog:
+        """This log, also handing each record to ``sink`` (``sink(record, jsonrpc_id, client)``,
+        after the line is written; a traced exchange's span events, for one)."""
+        return AuditLog(self.upstream, self.logger, self.metrics, (*self.sinks, sink))
 
     def emit(
         self,
@@ -97,3 +112,5 @@ class AuditLog:
         if self.metrics is not None:
             tool = self.metrics.tool_label(record.tool) if listed else "unlisted"
             self.metrics.rewrites.labels(rewrite.rule, tool, record.event, str(record.applied).lower()).inc()
+        for sink in self.sinks:
+            sink(record, jsonrpc_id, client)

@@ -357,7 +357,7 @@ class Trace:
 
     def audit(self, audit: AuditLog) -> AuditLog:
         """``audit``, also writing each record as an event on its request's span."""
-        return _SpanAudit(audit, self)
+        return audit.with_sink(self.event)
 
     def send(self, send: Send) -> Send:
         """``send``, ending each request's span once its response has gone to the client."""
@@ -457,28 +457,6 @@ def _with_meta(body: bytes, carriers: Mapping[IdKey, Mapping[str, str]]) -> byte
         return join_array(out) if items is not None else bytes(out[0])
     except DecodeError:
         return None
-
-
-class _SpanAudit(AuditLog):
-    """An exchange's rewrite log: the middleware's lines, and each also an event on its span."""
-
-    def __init__(self, audit: AuditLog, trace: Trace) -> None:
-        super().__init__(audit.upstream, audit.logger, audit.metrics)
-        self._trace = trace
-
-    def emit(
-        self,
-        record: Record,
-        *,
-        method: str,
-        jsonrpc_id: JSON,
-        scope: str,
-        era: str | None,
-        listed: bool = True,
-        client: str = "unknown",
-    ) -> None:
-        super().emit(record, method=method, jsonrpc_id=jsonrpc_id, scope=scope, era=era, listed=listed, client=client)
-        self._trace.event(record, jsonrpc_id, client)
 
 
 class _Responses:

@@ -32,9 +32,20 @@ from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, protean_server
 from mcp_normalizer.tracing import session_digest, tracer_provider_from_env, tracing_requested
-from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
+from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 
-from .support import EXE, ResponseMode, free_port, protean_rules, run_cli, running, sdk_app, serve
+from .support import (
+    EXE,
+    ResponseMode,
+    free_port,
+    protean_rules,
+    read_body,
+    replay_body,
+    run_cli,
+    running,
+    sdk_app,
+    serve,
+)
 
 pytestmark = pytest.mark.wire
 
@@ -80,24 +91,10 @@ def recording(app: ASGIApp, recorded: Recorded) -> ASGIApp:
         if scope["type"] != "http" or scope["method"] != "POST":
             await app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await read_body(receive)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         recorded.posts.append((headers, body))
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await app(scope, replay, send)
+        await app(scope, replay_body(body, receive), send)
 
     return record
 
