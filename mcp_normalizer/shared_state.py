@@ -75,7 +75,7 @@ class RedisState:
         timeout: seconds one call may take.
         retry_after: seconds the store is left alone after a failure.
         log_interval: seconds between two warnings about it.
-        clock: wall-clock seconds (the deadlines of pending entries).
+        prefix: the prefix of every key (:data:`PREFIX`).
     """
 
     def __init__(
