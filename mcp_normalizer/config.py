@@ -182,8 +182,14 @@ class ProxyConfig:
                 raise ConfigError(f"{where} public_url {public!r} must be an http(s) origin: scheme://host[:port]")
             values["public_url"] = f"{parts.scheme}://{parts.netloc}"
         state_url = values.get("state_url", "")
-        if state_url and urlsplit(state_url).scheme not in ("redis", "rediss", "unix"):
-            raise ConfigError(f"{where} state_url must be a redis://, rediss:// or unix:// URL")
+        if state_url:
+            try:
+                parts = urlsplit(state_url)
+                parts.port  # noqa: B018 - raises on a port out of range
+            except ValueError:
+                raise ConfigError(f"{where} state_url is not a valid URL (its host or port)") from None
+            if parts.scheme not in ("redis", "rediss", "unix"):
+                raise ConfigError(f"{where} state_url must be a redis://, rediss:// or unix:// URL")
         return cls(**values)
 
 

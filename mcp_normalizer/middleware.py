@@ -309,6 +309,10 @@ class NormalizerMiddleware:
         scopes = self.scopes
 
         async def sharing(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 300 and state.changes:
+                # The upstream refused the request (an unknown session's 404, a 400): no later
+                # GET will carry its answer, so its unanswered requests are not shared.
+                state.changes.awaited.clear()
             if state.changes:
                 await scopes.flush(state)
             await send(message)

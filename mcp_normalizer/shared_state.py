@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
+from .errors import ConfigError
 from .jsonrpc import IdKey, PendingRequest
 from .pointer import PointerPattern
 from .rules.learned import Learned
@@ -59,6 +60,10 @@ RETRY_AFTER = 1.0
 LOG_INTERVAL = 30.0
 #: Prefix of every key.
 PREFIX = "mcp-normalizer:"
+#: The longest text (bytes of UTF-8: a tool name, a task id, a method, a client name) stored; an
+#: entry with a longer one, or with one that is not UTF-8 or not JSON (a lone surrogate, a 39-digit
+#: id), is not shared at all (the replica keeps it): a client cannot fill the store through them.
+MAX_TEXT = 512
 
 #: A hash field name or value as redis-py takes it.
 _Field = bytes | bytearray | memoryview | str | int | float
@@ -66,6 +71,9 @@ _Field = bytes | bytearray | memoryview | str | int | float
 
 class RedisState:
     """The shared backend in Redis (see the module docstring for what is stored, and how).
+
+    Raises:
+        ConfigError: ``url`` is not one redis-py can use (a port out of range, a bad query argument).
 
     Args:
         url: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) or ``unix://path``.
@@ -94,13 +102,16 @@ class RedisState:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
-        self.redis: Redis = Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),  # fail once, fast: the caller goes on without the store
-            health_check_interval=0,
-        )
+        try:
+            self.redis: Redis = Redis.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),  # fail once, fast: the caller goes on without the store
+                health_check_interval=0,
+            )
+        except ValueError as exc:  # a bad port, query argument or host: one line at start, not later
+            raise ConfigError(f"state_url is not a usable Redis URL: {exc}") from None
         self.limits = limits if limits is not None else Limits()
         self.metrics = metrics
         self.timeout = timeout
@@ -149,27 +160,44 @@ class RedisState:
     async def write(self, scope: str, changes: Changes, learned: Mapping[str, Learned]) -> None:
         """One round trip writing ``changes`` (TTLs renewed on the keys written)."""
         limits = self.limits
+        # Everything is encoded before the round trip: an entry that cannot be (or is too long)
+        # is left out alone; it never counts as the store failing.
+        tasks = {
+            self._task_key(scope, task_id): text
+            for task_id, tool in changes.tasks.items()
+            if _text(task_id) is not None and (text := _text(tool)) is not None
+        }
+        deadline = time.time() + limits.pending_ttl
+        awaited: dict[_Field, _Field] = {}
+        for key, request in changes.awaited.items():
+            name, value = _id_field(key), _pending_value(request, deadline)
+            if name is not None and value is not None:
+                awaited[name] = value
+        answered = [name for name in map(_id_field, changes.answered) if name is not None]
+        scope_fields: dict[_Field, _Field] = {}
+        for new, old in changes.names.items():
+            new_text, old_text = _text(new), _text(old)
+            if new_text is not None and old_text is not None:
+                scope_fields[b"n:" + new_text] = old_text
+        client = _text(changes.client) if changes.client is not None else None
+        if client is not None:
+            scope_fields["client"] = client
+        if changes.learned:
+            scope_fields["learned"] = _learned_json(learned)
+        if not (tasks or awaited or answered or scope_fields):
+            return
 
         async def run(redis: Redis) -> list[Any]:
             async with redis.pipeline(transaction=False) as pipe:
-                for task_id, tool in changes.tasks.items():
-                    pipe.set(self._task_key(scope, task_id), tool, ex=_seconds(limits.task_ttl))
+                for task_key, tool_text in tasks.items():
+                    pipe.set(task_key, tool_text, ex=_seconds(limits.task_ttl))
                 pending_key = self._key("p", scope)
-                if changes.awaited:
-                    deadline = time.time() + limits.pending_ttl
-                    fields: dict[_Field, _Field] = {
-                        _id_field(key): _pending_value(r, deadline) for key, r in changes.awaited.items()
-                    }
-                    pipe.hset(pending_key, mapping=fields)
+                if awaited:
+                    pipe.hset(pending_key, mapping=awaited)
                     pipe.expire(pending_key, _seconds(limits.pending_ttl))
                     pipe.hlen(pending_key)
-                if changes.answered:
-                    pipe.hdel(pending_key, *(_id_field(key) for key in changes.answered))
-                scope_fields: dict[_Field, _Field] = {"n:" + new: old.encode() for new, old in changes.names.items()}
-                if changes.client is not None:
-                    scope_fields["client"] = changes.client.encode()
-                if changes.learned:
-                    scope_fields["learned"] = _learned_json(learned)
+                if answered:
+                    pipe.hdel(pending_key, *answered)
                 if scope_fields:
                     scope_key = self._key("s", scope)
                     pipe.hset(scope_key, mapping=scope_fields)
@@ -177,8 +205,8 @@ class RedisState:
                 return list(await pipe.execute())
 
         replies = await self._call("write", run)
-        if replies is not None and changes.awaited:
-            count = replies[len(changes.tasks) + 2]
+        if replies is not None and awaited:
+            count = replies[len(tasks) + 2]
             if isinstance(count, int) and count > limits.max_pending:
                 await self._trim_pending(scope)
 
@@ -247,11 +275,10 @@ class RedisState:
         if error is not None and now >= self._next_log:
             self._next_log = now + self.log_interval
             failed, self._failed = self._failed, 0
-            logger.warning(
-                "shared state store unreachable (%s: %s); working from this process's state alone"
+            logger.warning(  # the error's type only: redis-py's text can quote a command's arguments
+                "shared state store unreachable (%s); working from this process's state alone"
                 " (%d calls failed or skipped since the last warning)",
                 type(error).__name__,
-                str(error)[:200] or "no detail",
                 failed,
             )
 
@@ -261,17 +288,36 @@ def _seconds(ttl: float) -> int:
     return max(int(ttl + 0.999), 1)
 
 
-def _id_field(key: IdKey) -> bytes:
-    return orjson.dumps(list(key))
+def _text(value: str) -> bytes | None:
+    """``value`` as UTF-8, ``None`` when it has a lone surrogate or is longer than :data:`MAX_TEXT`."""
+    try:
+        encoded = value.encode()
+    except UnicodeEncodeError:
+        return None
+    return encoded if len(encoded) <= MAX_TEXT else None
 
 
-def _pending_value(request: PendingRequest, deadline: float) -> bytes:
+def _id_field(key: IdKey) -> bytes | None:
+    """The hash field of an id key, ``None`` when it cannot be stored (see :data:`MAX_TEXT`)."""
+    try:
+        encoded = orjson.dumps(list(key))
+    except orjson.JSONEncodeError:
+        return None
+    return encoded if len(encoded) <= MAX_TEXT else None
+
+
+def _pending_value(request: PendingRequest, deadline: float) -> bytes | None:
+    """The stored value of an unanswered request, ``None`` when it cannot be stored."""
     value: dict[str, Any] = {"m": request.method, "d": round(deadline, 3)}
     if request.tool is not None:
         value["t"] = request.tool
     if request.task_id is not None:
         value["k"] = request.task_id
-    return orjson.dumps(value)
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return None
+    return encoded if len(encoded) <= 3 * MAX_TEXT else None
 
 
 def _deadline(raw: bytes | str) -> float:

@@ -22,16 +22,18 @@ import orjson
 import pytest
 import redis
 
-from mcp_normalizer import NormalizerConfig
+from mcp_normalizer import NormalizerConfig, NormalizerMiddleware
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.upstream import FORBIDDEN
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.jsonrpc import PendingRequest
 from mcp_normalizer.metrics import Metrics
 from mcp_normalizer.pointer import PointerPattern
+from mcp_normalizer.responses import respond
 from mcp_normalizer.rules.learned import Learned
 from mcp_normalizer.scopes import Changes, Limits
 from mcp_normalizer.shared_state import RedisState
+from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import (
     EXE,
@@ -41,8 +43,10 @@ from .support import (
     headers,
     initialize,
     params,
+    read_body,
     resuming_upstream,
     rpc,
+    run_cli,
     running,
     serve,
     task_server,
@@ -266,12 +270,73 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
         await state.close()
 
 
+@pytest.mark.anyio
+async def test_what_cannot_or_should_not_be_stored_is_left_out_alone_and_the_store_stays_up() -> None:
+    """A 39-digit id, a lone surrogate, a 1 MB tool name (any client can send them): those entries
+    are not shared (the replica keeps them), the others are, and the store is not counted down."""
+    metrics = Metrics()
+    with redis_server() as store:
+        state = RedisState(store.url, limits=Limits(), metrics=metrics)
+        scope = state.scope_id("up", "session", None, None)
+        changes = Changes(
+            tasks={"task-ok": "tool.a", "task-huge": "t" * 2**20, "task-\ud800": "tool.a"},
+            awaited={
+                ("n", 10**30): PendingRequest("tools/call", tool="tool.b"),
+                ("n", 8): PendingRequest("tools/call", tool="\ud800"),
+                ("n", 9): PendingRequest("tools/call", tool="x" * 2**20),
+                ("n", 7): PendingRequest("tools/call", tool="tool.b"),
+            },
+            client="\ud800",
+            names={"ok_name": "ok name", "bad": "\ud800"},
+        )
+        await state.write(scope, changes, {})
+        found = await state.read(scope, ["task-ok", "task-huge"], pending=True)
+        assert found is not None
+        assert found.tasks == {"task-ok": "tool.a"} and found.names == {"ok_name": "ok name"} and found.client is None
+        assert found.pending == {("n", 7): PendingRequest("tools/call", tool="tool.b")}
+        assert metrics.registry.get_sample_value("mcp_normalizer_state_errors_total", {"op": "write"}) is None
+        used = sum(map(len, store.dump()))
+        assert used < 4096  # nothing of the megabyte names reached the store
+        await state.close()
+
+
+@pytest.mark.anyio
+async def test_requests_the_upstream_refuses_leave_nothing_in_the_store() -> None:
+    """Calls in sessions the upstream does not know (404, as the SDKs answer): no later GET carries
+    their answers, so nothing of them is shared, however many sessions a client makes up."""
+
+    async def refusing(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await read_body(receive)
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}
+            await respond(send, 404, orjson.dumps(error))
+
+    with redis_server() as store:
+        config = NormalizerConfig.shipped().with_proxy({"state_url": store.url})
+        app = NormalizerMiddleware(refusing, config)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:1") as http:
+            for i in range(20):
+                call = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "tool.a"}}
+                session = {"mcp-session-id": f"made-up-{i}", "mcp-protocol-version": "2025-06-18"}
+                response = await http.post("/mcp", content=orjson.dumps(call), headers={**HEADERS, **session})
+                assert response.status_code == 404
+        assert store.dump() == []
+
+
 def test_state_url_must_name_redis() -> None:
     config = NormalizerConfig.shipped()
     for url in ("redis://127.0.0.1:6379/0", "rediss://cache.internal:6380", "unix:///run/redis.sock"):
         assert config.with_proxy({"state_url": url}).proxy.state_url == url
     with pytest.raises(ConfigError, match="state_url must be a redis://, rediss:// or unix:// URL"):
         config.with_proxy({"state_url": "http://127.0.0.1:6379"})
+    for bad in ("redis://127.0.0.1:99999/0", "redis://[::1/0"):
+        with pytest.raises(ConfigError, match="state_url is not a valid URL"):
+            config.with_proxy({"state_url": bad})
+    # One redis-py refuses only when it is used (a query argument): still one line and exit 2.
+    env = {"MCP_NORMALIZER_STATE_URL": "redis://127.0.0.1:6379/0?socket_timeout=abc"}
+    done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--port", str(free_port()), env=env)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "state_url is not a usable Redis URL" in done.stderr
     assert dataclasses.replace(ProxyConfig()).state_url == ""
 
 
