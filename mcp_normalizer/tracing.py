@@ -180,6 +180,20 @@ def _exporter(name: str, env: Mapping[str, str]) -> SpanExporter:
     return exporter
 
 
+#: The longest text a span takes from a message (a tool name, an id, a URI, an error message), in
+#: characters: any client can send a megabyte tool name, and a span queued for export must stay small.
+MAX_TEXT = 256
+
+
+#: Pointers an event lists at most (a rewrite of a 50,000-item array names one per item).
+_MAX_POINTERS = 64
+
+
+def _cap(text: str) -> str:
+    """``text``, cut to :data:`MAX_TEXT` characters (then ending in ``…``)."""
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
+
+
 def session_digest(session: str) -> str:
     """What spans carry as ``mcp.session.id``: the first 32 hex digits of the SHA-256 of the
     ``Mcp-Session-Id`` value. One session gives one value on every replica, so its spans group, but
@@ -235,10 +249,10 @@ class Tracing:
         spans: dict[IdKey, _Open] = {}
         for key, pending in info.pending.items():
             found = requests.get(key)
-            target = found.name if found is not None else None
+            target = _cap(found.name) if found is not None and found.name is not None else None
             attributes = dict(common)
-            attributes["mcp.method.name"] = pending.method
-            attributes["jsonrpc.request.id"] = str(key[1])
+            attributes["mcp.method.name"] = _cap(pending.method)
+            attributes["jsonrpc.request.id"] = _cap(str(key[1]))
             if pending.method == TOOLS_CALL:
                 attributes["gen_ai.operation.name"] = "execute_tool"
                 if target is not None:
@@ -248,7 +262,7 @@ class Tracing:
             else:
                 target = None
             if pending.method in _RESOURCE_METHODS and found is not None and found.uri is not None:
-                attributes["mcp.resource.uri"] = found.uri
+                attributes["mcp.resource.uri"] = _cap(found.uri)
             parent = from_header
             links = []
             if found is not None and found.carrier:
@@ -257,7 +271,7 @@ class Tracing:
                     parent = from_meta
                     if header_span is not None:
                         links.append(Link(header_span))  # the HTTP request's context (a transport's)
-            name = pending.method if target is None else f"{pending.method} {target}"
+            name = _cap(pending.method) if target is None else f"{_cap(pending.method)} {target}"
             span = self.tracer.start_span(
                 name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
             )
@@ -297,8 +311,8 @@ def _requests(body: bytes) -> dict[IdKey, _Request]:
 
 
 def _object(raw: Raw | bytes) -> dict[str, Raw] | None:
-    """The members of ``raw`` when it is a JSON object, else ``None``."""
-    if memoryview(raw)[:1].tobytes() != b"{":
+    """The members of ``raw`` when it is a JSON object (whitespace around it allowed), else ``None``."""
+    if bytes(memoryview(raw)[:64]).lstrip(b" \t\r\n")[:1] not in (b"{", b""):
         return None
     return split_object(raw)
 
@@ -379,10 +393,10 @@ class Trace:
             {
                 "mcp_normalizer.rule": rewrite.rule,
                 "mcp_normalizer.kind": rule.kind if rule is not None and record.event == "rewrite" else record.event,
-                "mcp_normalizer.action": rewrite.action,
+                "mcp_normalizer.action": _cap(rewrite.action),
                 "mcp_normalizer.applied": record.applied,
-                "mcp_normalizer.client": client,
-                "mcp_normalizer.pointers": list(rewrite.pointers),
+                "mcp_normalizer.client": _cap(client),
+                "mcp_normalizer.pointers": [_cap(p) for p in rewrite.pointers[:_MAX_POINTERS]],
             },
         )
 
@@ -395,10 +409,10 @@ class Trace:
 
         span = opened.span
         if isinstance(error, dict):
-            code = str(error.get("code"))
+            code = _cap(str(error.get("code")))
             message = error.get("message")
             span.set_attributes({"error.type": code, "rpc.response.status_code": code})
-            span.set_status(StatusCode.ERROR, message if isinstance(message, str) else None)
+            span.set_status(StatusCode.ERROR, _cap(message) if isinstance(message, str) else None)
         elif tool_error and opened.method == TOOLS_CALL:
             span.set_attribute("error.type", "tool_error")
             span.set_status(StatusCode.ERROR)

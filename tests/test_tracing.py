@@ -242,6 +242,35 @@ async def test_a_client_trace_context_in_meta_or_the_header_is_joined() -> None:
 
 
 @pytest.mark.anyio
+async def test_what_a_client_sends_is_cut_short_in_spans_and_whitespace_around_a_request_is_read() -> None:
+    """A 2 MB tool name and a 10 KB id (any client can send them) reach the span cut to 256
+    characters, so a queue of spans waiting for a slow collector stays small; the response is the
+    upstream's all the same. A body with whitespace around its object still joins its trace."""
+    huge = "t" * 2**21
+    with traced("json") as (url, recorded, exporter):
+        async with httpx.AsyncClient(headers=JSON_HEADERS) as http:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            answer = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+            session = {"mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+            long_id = "i" * 10_000
+            big = {"jsonrpc": "2.0", "id": long_id, "method": "tools/call", "params": {"name": huge}}
+            refused = await http.post(url, json=big, headers=session)
+            call = {"name": "protean.whoami", "_meta": {"traceparent": CLIENT_PARENT}}
+            spaced = b" \n\t" + json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}).encode()
+            joined = await http.post(url, content=spaced + b"\r\n", headers=session)
+    assert refused.json()["id"] == long_id and "error" in refused.json()  # answered, as the upstream does
+    assert joined.json()["id"] == 3
+    spans = exporter.get_finished_spans()
+    cut = next(span for span in spans if span.name.startswith("tools/call t"))
+    assert cut.name == "tools/call " + "t" * 256 + "…"
+    assert attributes(cut)["gen_ai.tool.name"] == "t" * 256 + "…"
+    assert attributes(cut)["jsonrpc.request.id"] == "i" * 256 + "…"
+    assert all(len(str(value)) <= 300 for span in spans for value in attributes(span).values())
+    whoami = next(span for span in spans if span.name == "tools/call protean.whoami")
+    assert whoami.parent is not None and f"{whoami.parent.trace_id:032x}" == CLIENT_TRACE
+
+
+@pytest.mark.anyio
 async def test_a_jsonrpc_error_and_a_batch_each_get_their_spans() -> None:
     """2025-03-26 batch: one span per request (a notification has none), each with its own
     context in its ``_meta``; the header carries the first's. A JSON-RPC error response sets
