@@ -236,7 +236,7 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
     caplog.set_level(logging.INFO, "mcp_normalizer.shared_state")
     metrics = Metrics()
     with redis_server() as store:
-        state = RedisState(store.url, secret="s", limits=Limits(), metrics=metrics, retry_after=0.0)
+        state = RedisState(store.url, secret="s", limits=Limits(), metrics=metrics, retry_after=0.0, timeout=5.0)
         scope = state.scope_id("up", "session", None, None)
         assert scope == RedisState(store.url, secret="s").scope_id("up", "session", None, None)  # every replica
         assert scope != RedisState(store.url, secret="t").scope_id("up", "session", None, None)
@@ -276,7 +276,7 @@ async def test_what_cannot_or_should_not_be_stored_is_left_out_alone_and_the_sto
     are not shared (the replica keeps them), the others are, and the store is not counted down."""
     metrics = Metrics()
     with redis_server() as store:
-        state = RedisState(store.url, limits=Limits(), metrics=metrics)
+        state = RedisState(store.url, limits=Limits(), metrics=metrics, timeout=5.0)
         scope = state.scope_id("up", "session", None, None)
         changes = Changes(
             tasks={"task-ok": "tool.a", "task-huge": "t" * 2**20, "task-\ud800": "tool.a"},
