@@ -25,8 +25,8 @@ from .audit import AuditLog
 from .body import buffer_body, replay
 from .capture import Capture
 from .catalog import scope_key
-from .config import NormalizerConfig
-from .errors import ClientDisconnect, UpstreamError
+from .config import NormalizerConfig, redact_url
+from .errors import ClientDisconnect, ConfigError, UpstreamError
 from .jsonrpc import (
     TOOLS_CALL,
     TOOLS_LIST,
@@ -92,11 +92,19 @@ class NormalizerMiddleware:
         )
         shared: SharedBackend | None = None
         if config.proxy.state_url:  # replicas share scope state: redis-py is imported only now
-            from .shared_state import RedisState
+            try:
+                from .shared_state import RedisState
 
-            shared = RedisState(
-                config.proxy.state_url, secret=config.proxy.state_secret, limits=limits, metrics=metrics
-            )
+                shared = RedisState(
+                    config.proxy.state_url, secret=config.proxy.state_secret, limits=limits, metrics=metrics
+                )
+            except ModuleNotFoundError as exc:
+                if exc.name is None or not exc.name.startswith("redis"):
+                    raise
+                raise ConfigError(
+                    "state_url is set, but redis-py is not installed: pip install 'mcp-normalizer[redis]'"
+                ) from None
+            logger.info("sharing scope state in %s (state_url)", redact_url(config.proxy.state_url))
         self.scopes = ScopeStore(limits, shared=shared)
         self.audit = AuditLog(upstream, metrics=metrics)
         if metrics is not None:

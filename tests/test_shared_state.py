@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -338,6 +339,16 @@ def test_state_url_must_name_redis() -> None:
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "state_url is not a usable Redis URL" in done.stderr
     assert dataclasses.replace(ProxyConfig()).state_url == ""
+
+
+def test_state_url_without_redis_py_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    hidden = tmp_path / "redis"  # an environment without the [redis] extra
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'redis'\", name='redis')\n")
+    env = {"MCP_NORMALIZER_STATE_URL": "redis://127.0.0.1:6379/0", "PYTHONPATH": str(tmp_path)}
+    done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--port", str(free_port()), env=env)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "pip install 'mcp-normalizer[redis]'" in done.stderr
 
 
 def test_redis_is_imported_only_when_state_url_is_set() -> None:

@@ -87,8 +87,12 @@ async def _compare(direct: str, proxied: str) -> list[tuple[str, str, str, str]]
         for sdk, label in (("v1", "TS SDK 1.32.2"), ("v2", "TS client 2.4.0")):
             got = await run_node(sdk, [{"url": direct, "steps": steps}, {"url": proxied, "steps": steps}])
             results[label] = (got[0], got[1])
+    else:
+        print("TS clients skipped: they need node and npm on PATH")
     if python_available():
         results["Python mcp 2.3.0"] = (await run_python(direct, steps), await run_python(proxied, steps))
+    else:
+        print("Python client skipped: the mcp package is not installed (pip install mcp)")
     for index, (name, _) in enumerate(CALLS, start=1):
         for label, (via_direct, via_proxy) in results.items():
             progress = name == "protean.deploy"
