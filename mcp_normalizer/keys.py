@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -32,6 +33,8 @@ _KIND_NAMES: dict[Kind, str] = {
     "str": "a string",
     "strlist": "a list of strings",
 }
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _KINDS_OF: dict[type, Kind] = {bool: "bool", int: "int", float: "float", str: "str", tuple: "strlist"}
 
 T = TypeVar("T")
@@ -151,15 +154,20 @@ def parse_text(raw: str, key: Key, variable: str) -> Any:
         ConfigError: the text does not parse as the key's kind, or the value is out of range.
     """
     parsed: Any = raw
+    text = raw.strip()
     try:
         if key.kind == "bool":
-            if raw.lower() not in TRUE_WORDS + FALSE_WORDS:
+            if text.lower() not in TRUE_WORDS + FALSE_WORDS:
                 raise ValueError
-            parsed = raw.lower() in TRUE_WORDS
+            parsed = text.lower() in TRUE_WORDS
         elif key.kind == "int":
-            parsed = int(raw)
+            if not _INT.fullmatch(text):  # (int() also takes "1_000" and other scripts' digits)
+                raise ValueError
+            parsed = int(text)
         elif key.kind == "float":
-            parsed = float(raw)
+            if not _FLOAT.fullmatch(text) and text.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+                raise ValueError
+            parsed = float(text)
         elif key.kind == "strlist":
             parsed = [part.strip() for part in raw.split(",") if part.strip()]
     except ValueError:

@@ -63,6 +63,9 @@ def test_false_words(word: str) -> None:
         ("MCP_NORMALIZER_WORKERS", "0", "MCP_NORMALIZER_WORKERS must be at least 1"),
         ("MCP_NORMALIZER_CONNECT_TIMEOUT", "0", "MCP_NORMALIZER_CONNECT_TIMEOUT must be greater than 0"),
         ("MCP_NORMALIZER_IDLE_TIMEOUT", "nan", "MCP_NORMALIZER_IDLE_TIMEOUT must be a finite number"),
+        ("MCP_NORMALIZER_MAX_CONNECTIONS", "1_000", "MCP_NORMALIZER_MAX_CONNECTIONS='1_000' must be an integer"),
+        ("MCP_NORMALIZER_WORKERS", "\uff12", "MCP_NORMALIZER_WORKERS='\uff12' must be an integer"),  # a fullwidth 2
+        ("MCP_NORMALIZER_HEAD_TIMEOUT", "3_0", "MCP_NORMALIZER_HEAD_TIMEOUT='3_0' must be a number"),
     ],
 )
 def test_a_bad_variable_is_named_with_what_it_must_be(variable: str, value: str, message: str) -> None:
