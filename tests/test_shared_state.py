@@ -321,6 +321,8 @@ async def test_requests_the_upstream_refuses_leave_nothing_in_the_store() -> Non
                 session = {"mcp-session-id": f"made-up-{i}", "mcp-protocol-version": "2025-06-18"}
                 response = await http.post("/mcp", content=orjson.dumps(call), headers={**HEADERS, **session})
                 assert response.status_code == 404
+        assert app.scopes.shared is not None
+        await app.scopes.shared.close()  # (what the lifespan's shutdown does)
         assert store.dump() == []
 
 
