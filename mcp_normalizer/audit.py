@@ -21,8 +21,9 @@ REWRITE_LOGGER = "mcp_normalizer.rewrite"
 Sink = Callable[[Record, JSON, str], None]
 
 
-def _kind(rule: str, event: str) -> str:
-    """The fault kind behind a log line: its rule's, or the event's (``unrepaired``, ``skipped``...)."""
+def kind_of(rule: str, event: str) -> str:
+    """The fault kind behind a log line (and a span event): its rule's, or the event's
+    (``unrepaired``, ``skipped``...)."""
     found = RULES_BY_NAME.get(rule)
     return found.kind if found is not None and event == "rewrite" else event
 
@@ -75,7 +76,7 @@ class AuditLog:
         fields = {
             "event": record.event,
             "rule": rewrite.rule,
-            "kind": _kind(rewrite.rule, record.event),
+            "kind": kind_of(rewrite.rule, record.event),
             "action": rewrite.action,
             "applied": record.applied,
             "method": method,

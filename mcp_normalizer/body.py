@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import ClientDisconnect
-from .types import Message, Receive
+from .types import Message, RawHeaders, Receive
 
 
 async def buffer_body(receive: Receive, limit: int) -> tuple[bytes, bool, bool]:
@@ -44,3 +44,8 @@ def replay(body: bytes, complete: bool, receive: Receive) -> Receive:
         return await receive()
 
     return replaying
+
+
+def with_length(headers: RawHeaders, length: int) -> RawHeaders:
+    """``headers`` with ``content-length`` set to ``length`` (a rewritten request body)."""
+    return [*((k, v) for k, v in headers if k != b"content-length"), (b"content-length", str(length).encode())]

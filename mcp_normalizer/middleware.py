@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .audit import AuditLog
-from .body import buffer_body, replay
+from .body import buffer_body, replay, with_length
 from .capture import Capture
 from .catalog import scope_key
 from .config import NormalizerConfig, redact_url
@@ -198,7 +198,7 @@ class NormalizerMiddleware:
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, pending, calls = renamed
             replayed = replay(body, complete, receive)
-            scope = {**scope, "headers": _with_length(headers, len(body))}
+            scope = {**scope, "headers": with_length(headers, len(body))}
             for call in calls:
                 audit.emit(
                     Record(REWRITE, pending[call].tool, True),
@@ -383,11 +383,6 @@ class NormalizerMiddleware:
             await send(message)
 
         return watched
-
-
-def _with_length(headers: RawHeaders, length: int) -> RawHeaders:
-    """``headers`` with ``content-length`` set to ``length`` (a rewritten request body)."""
-    return [*((k, v) for k, v in headers if k != b"content-length"), (b"content-length", str(length).encode())]
 
 
 def _ids(pending: Mapping[IdKey, PendingRequest]) -> list[JSON]:

@@ -68,12 +68,12 @@ from typing import TYPE_CHECKING
 import anyio
 from msgspec import UNSET
 
-from .audit import AuditLog
+from .audit import AuditLog, kind_of
+from .body import with_length
 from .errors import ConfigError, DecodeError
 from .jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
 from .jsonrpc import TOOLS_CALL, IdKey, RequestInfo, header, id_key, read_batch, read_envelope
 from .normalize import Record
-from .rules import RULES_BY_NAME
 from .sse import SSESplitter, parse_event
 from .types import JSON, Message, RawHeaders, Receive, Scope, Send
 
@@ -362,10 +362,9 @@ class Trace:
         if new is not None:
             body = new
         first = next(iter(carriers.values()), {})
-        headers = [(k, v) for k, v in scope["headers"] if k not in _CONTEXT_HEADERS and k != b"content-length"]
+        headers = [(k, v) for k, v in scope["headers"] if k not in _CONTEXT_HEADERS]
         headers += [(k.encode(), v.encode("latin-1")) for k, v in first.items()]
-        headers.append((b"content-length", str(len(body)).encode()))
-        return {**scope, "headers": headers}, body
+        return {**scope, "headers": with_length(headers, len(body))}, body
 
     # -- from the upstream --------------------------------------------------------------------
 
@@ -387,12 +386,11 @@ class Trace:
         if opened is None:
             return
         rewrite = record.rewrite
-        rule = RULES_BY_NAME.get(rewrite.rule)
         opened.span.add_event(
             f"mcp_normalizer.{record.event}",
             {
                 "mcp_normalizer.rule": rewrite.rule,
-                "mcp_normalizer.kind": rule.kind if rule is not None and record.event == "rewrite" else record.event,
+                "mcp_normalizer.kind": kind_of(rewrite.rule, record.event),
                 "mcp_normalizer.action": _cap(rewrite.action),
                 "mcp_normalizer.applied": record.applied,
                 "mcp_normalizer.client": _cap(client),

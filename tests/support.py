@@ -875,6 +875,7 @@ NEW_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 #: The 2026-07-28 protocol version.
 MODERN = "2026-07-28"
 
+#: The default _meta key of an error's RFC 9457 problem (the Protean contract).
 PROBLEM_KEY = "org.htcom.protean/problem"
 
 

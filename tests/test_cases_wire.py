@@ -29,7 +29,6 @@ pytestmark = pytest.mark.wire
 
 KINDS = ("error_result_validated", "null_for_non_nullable", "missing_text_content", "null_optional_fields")
 ORIGINALS = "dev.mcp-normalizer/original-values"
-PROBLEM_KEY = "org.htcom.protean/problem"
 
 
 def assert_nothing_lost(original: dict[str, Any], received: dict[str, Any]) -> None:

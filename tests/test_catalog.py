@@ -14,11 +14,9 @@ import pytest
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import FORBIDDEN, ScriptedServer, ToolSpec, protean_tools, returning
 
-from .support import ResponseMode, initialize, listed_session, proxy_for, read_body, rpc, serve
+from .support import PROBLEM_KEY, ResponseMode, initialize, listed_session, proxy_for, read_body, rpc, serve
 
 pytestmark = pytest.mark.wire
-
-PROBLEM_KEY = "org.htcom.protean/problem"
 
 
 def tools_list_requests(upstream: ScriptedServer) -> list[tuple[dict[str, Any], Any]]:

@@ -23,11 +23,9 @@ from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
 from mcp_normalizer.server import bind
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import EXE, HEADERS, free_port, listening, run_cli, running, serve
+from .support import EXE, HEADERS, PROBLEM_KEY, free_port, listening, run_cli, running, serve
 
 pytestmark = pytest.mark.wire
-
-PROBLEM_KEY = "org.htcom.protean/problem"
 
 
 STEPS = [

@@ -15,10 +15,9 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 from mcp_normalizer.normalize import Normalizer
 from mcp_normalizer.rules.clients import CLIENT_FAULTS, CONFORMANCE, PYTHON_SDK, UNKNOWN, ClientProfile, profile_for
 
-from .support import capture_rewrites, proxy_for, serve
+from .support import PROBLEM_KEY, capture_rewrites, proxy_for, serve
 
 KEPT = "dev.mcp-normalizer/original-keywords"
-PROBLEM_KEY = "org.htcom.protean/problem"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 DRAFT_2020 = "https://json-schema.org/draft/2020-12/schema"
 PYTHON = profile_for({"name": PYTHON_SDK, "version": "2.3.0"})

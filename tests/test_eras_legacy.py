@@ -17,6 +17,7 @@ from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import (
     HEADERS,
+    PROBLEM_KEY,
     ResponseMode,
     fetches,
     initialize,
@@ -31,7 +32,6 @@ from .support import (
 
 pytestmark = pytest.mark.wire
 
-PROBLEM_KEY = "org.htcom.protean/problem"
 ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 

@@ -60,7 +60,7 @@ from mcp_normalizer.hosts import HostPolicy
 from mcp_normalizer.keys import variables
 from mcp_normalizer.types import JSONObject
 
-from .support import HEADERS, ROOT, free_port, listening, serve
+from .support import HEADERS, PROBLEM_KEY, ROOT, free_port, listening, serve
 
 pytestmark = pytest.mark.wire
 
@@ -70,7 +70,6 @@ COMPOSE = ROOT / "config" / "compose.yaml"
 K8S = ROOT / "config" / "k8s" / "sidecar.yaml"
 VENV_BIN = Path(sys.executable).parent  # stands in for the image's venv
 EVERYTHING = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything"
-PROBLEM_KEY = "org.htcom.protean/problem"
 EXIT_BOUND = 60.0  # seconds: a generous upper bound on any process exit, never a measurement
 
 

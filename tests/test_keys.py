@@ -37,22 +37,17 @@ def test_the_shipped_rule_file_names_only_declared_keys_and_their_defaults() -> 
         assert value == defaults[name], name  # the file documents the defaults, it does not change them
 
 
-@pytest.mark.parametrize("word", TRUE_WORDS + tuple(w.upper() for w in TRUE_WORDS))
-def test_one_set_of_true_words_for_settings_and_proxy_keys(word: str) -> None:
+@pytest.mark.parametrize(
+    ("word", "meant"),
+    [(w, True) for w in TRUE_WORDS + tuple(w.upper() for w in TRUE_WORDS)] + [(w, False) for w in FALSE_WORDS],
+)
+def test_one_set_of_boolean_words_for_settings_and_proxy_keys(word: str, meant: bool) -> None:
     env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", "MCP_NORMALIZER_REPORT_ONLY": word}
-    env["MCP_NORMALIZER_ACCESS_LOG"] = word
+    env |= {"MCP_NORMALIZER_ACCESS_LOG": word, "MCP_NORMALIZER_FORWARDED_HEADERS": word}
     settings = Settings.from_env(env)
-    assert settings.report_only is True
-    assert settings.load_config().proxy.access_log is True
-
-
-@pytest.mark.parametrize("word", FALSE_WORDS)
-def test_false_words(word: str) -> None:
-    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp", "MCP_NORMALIZER_REPORT_ONLY": word}
-    env["MCP_NORMALIZER_FORWARDED_HEADERS"] = word
-    settings = Settings.from_env(env)
-    assert settings.report_only is False
-    assert settings.load_config().proxy.forwarded_headers is False
+    assert settings.report_only is meant
+    proxy = settings.load_config().proxy
+    assert proxy.access_log is meant and proxy.forwarded_headers is meant
 
 
 @pytest.mark.parametrize(

@@ -15,11 +15,10 @@ from mcp_normalizer import JSONFormatter, NormalizerMiddleware
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES
 
-from .support import capture_rewrites, protean_rules, sdk_app, serve
+from .support import PROBLEM_KEY, capture_rewrites, protean_rules, sdk_app, serve
 
 pytestmark = pytest.mark.wire
 
-PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS = [
     {"op": "listTools"},
     {"op": "callTool", "name": "protean.scope_list"},

@@ -10,11 +10,10 @@ import pytest
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, GATE_FAILED, RUNTIMES, protean_server
 
-from .support import ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
+from .support import PROBLEM_KEY, ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
 
 pytestmark = pytest.mark.wire
 
-PROBLEM_KEY = "org.htcom.protean/problem"
 STEPS: list[dict[str, Any]] = [
     {"op": "listTools"},
     {"op": "callTool", "name": "protean.scope_list"},

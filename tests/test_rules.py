@@ -13,11 +13,10 @@ from mcp_normalizer.normalize import Normalizer
 from mcp_normalizer.rules.error_problem import is_problem
 from mcp_normalizer.rules.schemas import convert_openapi_nullable, make_nullable, widen_at
 
-from .support import conforms, contains_value
+from .support import PROBLEM_KEY, conforms, contains_value
 
 pytestmark = pytest.mark.pure
 
-PROBLEM_KEY = "org.htcom.protean/problem"
 ORIGINALS = "dev.mcp-normalizer/original-values"
 SCHEMA = {
     "type": "object",
