@@ -64,6 +64,7 @@ def create_app(
         connect_timeout=limits.connect_timeout,
         first_byte_timeout=limits.first_byte_timeout,
         idle_timeout=limits.idle_timeout,
+        send_timeout=limits.send_timeout,
         max_body_bytes=limits.max_request_bytes,
         metrics=metrics,
         forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),

@@ -82,8 +82,13 @@ class ProxyConfig:
     )
     idle_timeout: float = setting(
         300.0,
-        "seconds a response body may stay silent (SSE keep-alive comments count); 0 disables. The stream "
-        "is then broken off.",
+        "seconds a response body may stay silent, from its head to the first byte and between any two "
+        "chunks (SSE keep-alive comments count); 0 disables. The stream is then broken off.",
+    )
+    send_timeout: float = setting(
+        60.0,
+        "seconds a client may take to accept one chunk of a response (a client that stopped reading); 0 "
+        "disables. Its connection is then closed, and the upstream's.",
     )
     allowed_hosts: tuple[str, ...] = setting(
         (),

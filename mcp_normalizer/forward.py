@@ -16,12 +16,24 @@ cancelled and its connection closed at once, whether the upstream has answered y
 2026-07-28 a hang-up is how a call is cancelled; a JSON-mode server answers only when the result
 is ready).
 
-An upstream connection is reused only when the response ended exactly where it said it would: an
-upstream that sends bytes beyond its ``Content-Length`` or after its last chunk (a second response
-in the same write, say) has its connection closed, so those bytes can never be read as the answer
-to another client's request (response desynchronisation; aiohttp closes a connection whose parser
-holds data when it is released, and :class:`_Connector` drops an idle pooled connection that
-received anything).
+Upstream connections are never shared between tenants. Each kept-alive connection belongs to one
+client connection and one scope (the session id, ``Authorization`` and ``Cookie`` it carried,
+hashed): a request reuses only a connection that the same client connection opened for the same
+scope, so bytes an upstream writes late (a second copy of a response, after the first) can only
+ever reach the client whose request caused them, never another tenant, and there the JSON-RPC id
+check of the transformer (:mod:`mcp_normalizer.transform`) refuses them. Besides, a connection is
+reused only when the response ended exactly where it said it would: an upstream that sends bytes
+beyond its ``Content-Length`` or after its last chunk has its connection closed (response
+desynchronisation; aiohttp closes a connection whose parser holds data when it is released, and
+:class:`_Connector` drops an idle pooled connection that received anything); and a response the
+client side refused (the ``send`` raised) closes its connection even after it went back to the pool.
+
+Time limits hold at every point of a response: ``connect_timeout`` to connect,
+``first_byte_timeout`` to the response head, ``idle_timeout`` from the head to the first body byte
+and between any two chunks, and ``send_timeout`` for the client to take each chunk (a client that
+stops reading never holds an upstream connection longer than that). A silent upstream breaks off
+the response (504 before its head, a broken stream after); a client that stops reading has its
+connection closed. Each is logged and counted.
 
 Upstream failures before the response starts become 502 (unreachable) or 504 (timeout); when the
 request was a JSON-RPC request, the body is a JSON-RPC error with the request's id (a batch gets one
@@ -106,6 +118,34 @@ def _strip(headers: RawHeaders | tuple[tuple[bytes, bytes], ...], drop: frozense
 
 #: Set by :meth:`_Connector.connect` in the requesting task: did this request open a new connection?
 _FRESH: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_normalizer_fresh_connection", default=False)
+#: Set by :meth:`_Connector.connect` in the requesting task: the connection lent, and its loan count.
+_LOAN: contextvars.ContextVar[tuple[Any, int] | None] = contextvars.ContextVar("mcp_normalizer_loan", default=None)
+#: Set by :meth:`Forwarder.__call__` in the requesting task: the tenant whose pool the request's
+#: connection comes from (:func:`tenant_of`), ``None`` for the injected session's requests.
+_TENANT: contextvars.ContextVar[int | None] = contextvars.ContextVar("mcp_normalizer_tenant", default=None)
+
+
+def tenant_of(scope: Scope) -> int:
+    """The pool key of a request: its client connection (address and port) and its scope (the
+    ``Mcp-Session-Id``, ``Authorization`` and ``Cookie`` headers), hashed. Two requests share
+    upstream connections only when this is equal: the same client, on the same connection, in
+    the same session, with the same credentials."""
+    headers = scope["headers"]
+    wanted = (b"mcp-session-id", b"authorization", b"cookie")
+    parts = tuple(next((v for k, v in headers if k == name), None) for name in wanted)
+    return hash((scope.get("client"), *parts))
+
+
+class _TenantRequest(aiohttp.ClientRequest):
+    """aiohttp's request whose pool key also names its tenant (:data:`_TENANT`), so connections of
+    one tenant are never lent to another. The key's ``proxy_headers_hash`` is the slot: no proxy
+    is ever used (``trust_env`` is off), and aiohttp reads that field only as part of the key."""
+
+    @property
+    def connection_key(self) -> aiohttp.client_reqrep.ConnectionKey:
+        key = super().connection_key
+        tenant = _TENANT.get()
+        return key if tenant is None else key._replace(proxy_headers_hash=tenant)
 
 
 class _Connector(aiohttp.TCPConnector):
@@ -116,20 +156,30 @@ class _Connector(aiohttp.TCPConnector):
     to the next request sent on it, another client's. Such a connection is closed, never lent.
 
     It also notes (in :data:`_FRESH`, for the task that asked) whether a connection was opened for
-    the request or taken from the pool: only a request sent on a kept-alive one is sent again.
+    the request or taken from the pool: only a request sent on a kept-alive one is sent again; and
+    counts each connection's loans, so that a connection can be closed after its response was
+    refused only while nobody has borrowed it since (:meth:`close_unless_lent`).
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._lent: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._loans: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     async def connect(self, req: Any, traces: list[Any], timeout: Any) -> aiohttp.connector.Connection:
         connection = await super().connect(req, traces, timeout)
         protocol = connection.protocol
-        _FRESH.set(protocol not in self._lent)
         if protocol is not None:
-            self._lent.add(protocol)
+            loans = self._loans.get(protocol, 0) + 1
+            _FRESH.set(loans == 1)
+            _LOAN.set((protocol, loans))
+            self._loans[protocol] = loans
         return connection
+
+    def close_unless_lent(self, protocol: Any, loans: int) -> None:
+        """Close ``protocol``'s connection if it has been lent ``loans`` times, no more (it sits
+        in the pool, or is still the caller's): bytes it may carry next are never read."""
+        if self._loans.get(protocol, 0) == loans:
+            protocol.close()
 
     async def _get(self, key: Any, traces: list[Any]) -> aiohttp.connector.Connection | None:
         while True:
@@ -148,8 +198,12 @@ class Forwarder:
             own query (logs show it redacted).
         connect_timeout: seconds to connect to the upstream (then 504).
         first_byte_timeout: seconds from sending a request to the response headers (then 504).
-        idle_timeout: seconds a response body may stay silent before the stream is broken off
-            (any chunk counts, SSE keep-alive comments included); ``None`` or 0: no limit.
+        idle_timeout: seconds a response body may stay silent (from the head to the first byte,
+            and between chunks) before the stream is broken off (any chunk counts, SSE keep-alive
+            comments included); ``None`` or 0: no limit.
+        send_timeout: seconds the client may take to accept one chunk (a client that stops
+            reading fills the buffers, and its ``send`` waits); then its connection is closed and
+            the upstream response dropped. ``None`` or 0: no limit.
         session: an ``aiohttp.ClientSession`` to use instead of the one the forwarder creates (the
             caller closes it; give it ``aiohttp.DummyCookieJar()``, or one client's cookies reach
             another).
@@ -170,6 +224,7 @@ class Forwarder:
         connect_timeout: float = 5.0,
         first_byte_timeout: float = 300.0,
         idle_timeout: float | None = 300.0,
+        send_timeout: float | None = 60.0,
         session: aiohttp.ClientSession | None = None,
         max_body_bytes: int = 16 * 1024 * 1024,
         metrics: Metrics | None = None,
@@ -184,6 +239,7 @@ class Forwarder:
         self.max_body_bytes = max_body_bytes
         self.first_byte_timeout = first_byte_timeout
         self.idle_timeout = idle_timeout if idle_timeout and math.isfinite(idle_timeout) else None
+        self.send_timeout = send_timeout if send_timeout and math.isfinite(send_timeout) else None
         self.connect_timeout = connect_timeout
         self._session = session
         self._own_session: aiohttp.ClientSession | None = None
@@ -210,6 +266,7 @@ class Forwarder:
         if self._own_session is None:
             self._own_session = aiohttp.ClientSession(
                 connector=_Connector(limit=self.max_connections, keepalive_timeout=4.0, enable_cleanup_closed=False),
+                request_class=_TenantRequest,
                 cookie_jar=aiohttp.DummyCookieJar(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
                 auto_decompress=False,
@@ -238,6 +295,7 @@ class Forwarder:
         session = self._client()
         for attempt in (1, 2):
             _FRESH.set(True)  # an injected session's connector says nothing: never sent twice
+            _LOAN.set(None)
             try:
                 return await session.request(
                     method, url, headers=headers, data=_body_data(body, method, headers), allow_redirects=False
@@ -288,6 +346,8 @@ class Forwarder:
         if metrics is not None:
             metrics.bytes.labels("request").inc(len(body))
         watch = _HangUpWatch(receive)
+        if self._session is None:
+            _TENANT.set(tenant_of(scope))  # (this task's own context: the request runs in it)
         try:
             await self._exchange(scope["method"], url, headers, body, send, watch, scope["path"])
         except asyncio.CancelledError:
@@ -327,16 +387,25 @@ class Forwarder:
         if metrics is not None:
             metrics.upstream_latency.observe(time.monotonic() - started)
             metrics.open_streams.inc()
+        connector = self._own_session.connector if self._own_session is not None else None
+        loan = _LOAN.get()  # (aiohttp may have released a connection whose whole response came already)
+        relayed = False
         try:
             if self.public_origin and rewrites_document(path) and response.status == 200:
                 await self._relay_document(response, send, watch, path)
             else:
                 await self._relay(response, send, watch)
+            relayed = True
         finally:
             if response.content.at_eof():
                 response.release()
             else:
                 response.close()  # broken off or abandoned: the connection is never reused
+            if not relayed and isinstance(connector, _Connector) and loan is not None:
+                # The client side refused the response (a reply to another request, a client
+                # that stopped reading): its connection may hold more such bytes. Closed, even
+                # if it went back to the pool already (unless someone has borrowed it since).
+                connector.close_unless_lent(*loan)
             if metrics is not None:
                 metrics.open_streams.dec()
 
@@ -360,11 +429,13 @@ class Forwarder:
         """Relay the rest of the response body as it arrives, then end it (see :meth:`_relay`)."""
         counted = self.metrics.bytes.labels("response") if self.metrics is not None else None
         content = response.content
-        idle = self.idle_timeout
+        idle, sending = self.idle_timeout, self.send_timeout
         loop = asyncio.get_running_loop()
         failure: str | None = None
+        error: type[UpstreamError] = UpstreamUnavailable
         try:
-            async with asyncio.timeout(None if idle is None else loop.time() + idle) as quiet:
+            # (timeout_at takes a deadline on the loop's clock; asyncio.timeout would take a delay)
+            async with asyncio.timeout_at(None if idle is None else loop.time() + idle) as quiet:
                 while True:
                     chunk = await content.readany()
                     if not chunk:
@@ -373,20 +444,39 @@ class Forwarder:
                         counted.inc(len(chunk))
                     if idle is not None:
                         quiet.reschedule(None)  # a slow client is not a silent upstream
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    if not await self._send_within(send, chunk, sending):
+                        return  # the client stopped reading: its connection is closed, the upstream's too
                     if idle is not None:
                         quiet.reschedule(loop.time() + idle)
         except TimeoutError:
-            failure = f"silent for more than {idle:g} s"
+            failure, error = f"silent for more than {idle:g} s", UpstreamTimeout
             self._count_error("idle")
         except aiohttp.ClientError as exc:
             failure = _describe(exc)
             self._count_error("broken")
         if failure is not None:
-            raise UpstreamUnavailable(f"upstream broke off the response: {failure}")
+            raise error(f"upstream broke off the response: {failure}")
         response.release()  # to the pool (or closed, if it holds bytes beyond the response)
         watch.finish()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_within(self, send: Send, chunk: bytes, limit: float | None) -> bool:
+        """Send one body chunk; ``False`` when the client did not take it within ``limit`` seconds
+        (logged and counted: the response is then abandoned, and the ASGI server closes the
+        client's connection, since the response never ends)."""
+        message = {"type": "http.response.body", "body": chunk, "more_body": True}
+        if limit is None:
+            await send(message)
+            return True
+        try:
+            async with asyncio.timeout(limit):
+                await send(message)
+        except TimeoutError:
+            logger.warning("the client took no response bytes for %g s (send_timeout): its connection is closed", limit)
+            if self.metrics is not None:
+                self.metrics.client_errors.labels("send_timeout").inc()
+            return False
+        return True
 
     def _head(self, response: aiohttp.ClientResponse, drop: frozenset[bytes] = _DROP_RESPONSE) -> RawHeaders:
         """The response headers for the client: hop-by-hop ones stripped, ``resource_metadata``

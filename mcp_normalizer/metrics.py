@@ -9,7 +9,10 @@ Metrics (all prefixed ``mcp_normalizer_``):
 - ``rewrites_total{rule, tool, event, applied}``: rewrite log lines (``event``: rewrite,
   unrepaired, skipped, fault; ``applied``: false in report mode).
 - ``upstream_errors_total{kind}``: ``unreachable``, ``timeout`` (connect or first byte), ``idle``
-  (a body silent for longer than ``idle_timeout``), ``broken`` (the upstream broke off a body).
+  (a body silent for longer than ``idle_timeout``), ``broken`` (the upstream broke off a body),
+  ``foreign_response`` (a reply to no request of its POST: refused with 502, its connection closed).
+- ``client_errors_total{kind}``: ``send_timeout`` (a client took no response bytes for
+  ``send_timeout`` seconds: its connection was closed).
 - ``upstream_latency_seconds``: from forwarding a request to the upstream's response headers.
 - ``open_streams``: response bodies being relayed right now.
 - ``bytes_total{direction}``: body bytes relayed (``request``, ``response``).
@@ -58,6 +61,9 @@ class Metrics:
             "mcp_normalizer_rewrites", "Rewrite log lines", ["rule", "tool", "event", "applied"], registry=r
         )
         self.upstream_errors = Counter("mcp_normalizer_upstream_errors", "Upstream failures", ["kind"], registry=r)
+        self.client_errors = Counter(
+            "mcp_normalizer_client_errors", "Responses the client side could not be given", ["kind"], registry=r
+        )
         self.upstream_latency = Histogram(
             "mcp_normalizer_upstream_latency_seconds",
             "Seconds from forwarding a request to the upstream's response headers",

@@ -15,6 +15,10 @@ what a production HTTP server enforces and uvicorn does not:
   dropped (uvicorn would add them to the headers already checked) and bounded the same way.
 - **a connection limit**: past ``max_connections`` open connections a new one is answered 503 and
   closed at once, so the process never runs out of descriptors and its accept loop never fails.
+- **a drain bound on close**: a connection closed while its write buffer still holds bytes (a
+  client that stopped reading, whose response the forwarder abandoned after ``send_timeout``) is
+  aborted once the buffer has not shrunk for ``send_timeout`` seconds; asyncio alone would keep
+  the socket and the buffer until the client reads, which may be never.
 
 These are nginx's ``client_header_timeout``, ``client_body_timeout``,
 ``large_client_header_buffers`` and ``worker_connections``. Refusals are counted in a throttled
@@ -86,17 +90,22 @@ class Guards:
         head_timeout: seconds for a whole request head to arrive (408 past it).
         body_timeout: seconds allowed between two reads of a request body (408 past it).
         max_connections: open connections allowed; ``0`` means :func:`default_max_connections`.
+        send_timeout: seconds a closed connection's write buffer may go without shrinking before
+            the connection is aborted (``0``: never).
     """
 
     max_header_bytes: int = 16 * 1024
     head_timeout: float = 30.0
     body_timeout: float = 30.0
     max_connections: int = 0
+    send_timeout: float = 60.0
 
     @classmethod
     def of(cls, proxy: ProxyConfig) -> Guards:
         """The guards ``proxy`` configures."""
-        return cls(proxy.max_header_bytes, proxy.head_timeout, proxy.body_timeout, proxy.max_connections)
+        return cls(
+            proxy.max_header_bytes, proxy.head_timeout, proxy.body_timeout, proxy.max_connections, proxy.send_timeout
+        )
 
 
 class _Coalescing:
@@ -107,15 +116,19 @@ class _Coalescing:
     loop turn (``call_soon``) and later small writes of the same turn are appended to it; a large
     write first flushes what is held, then goes out as it is. Order is kept; nothing waits longer
     than the current turn. Everything but ``write`` and ``close`` is the wrapped transport's.
+
+    A close with bytes still buffered (the client is not reading) is watched: once the buffer has
+    not shrunk for ``drain_timeout`` seconds, the connection is aborted (``0``: never).
     """
 
-    __slots__ = ("_held", "_loop", "_size", "transport")
+    __slots__ = ("_drain_timeout", "_held", "_loop", "_size", "transport")
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, drain_timeout: float = 0) -> None:
         self.transport = transport
         self._loop = loop
         self._held: list[bytes] | None = None
         self._size = 0
+        self._drain_timeout = drain_timeout
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         held = self._held
@@ -140,6 +153,23 @@ class _Coalescing:
     def close(self) -> None:
         self.flush()
         self.transport.close()
+        buffered = self.transport.get_write_buffer_size()
+        if buffered and self._drain_timeout > 0:
+            self._loop.call_later(self._drain_timeout, self._drained, buffered)
+
+    def _drained(self, before: int) -> None:
+        """Abort the closed connection if its buffer has not shrunk since it held ``before`` bytes."""
+        try:
+            now = self.transport.get_write_buffer_size()
+        except Exception:  # (gone meanwhile)
+            return
+        if not now:
+            return
+        if now >= before:
+            logger.warning("a closed connection's client took no bytes for %g s: aborted", self._drain_timeout)
+            self.transport.abort()
+        else:
+            self._loop.call_later(self._drain_timeout, self._drained, now)
 
     def write_eof(self) -> None:
         self.flush()
@@ -193,7 +223,7 @@ class _Guarded:
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         # What uvicorn writes goes through it (its flow control keeps the real transport).
-        self.transport = cast(asyncio.Transport, _Coalescing(transport, self.loop))
+        self.transport = cast(asyncio.Transport, _Coalescing(transport, self.loop, self.guards.send_timeout))
         if len(self.connections) > self.limit:
             self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
             logger.warning("connection refused: the limit of %d open connections is reached: 503", self.limit)
