@@ -116,26 +116,30 @@ def build_entry(
 
 
 class ToolSet(dict[str, ToolEntry]):
-    """The tools of one ``tools/list`` by name; shared by every scope whose list holds the same
-    entries (see :class:`CatalogPool`), so immutable once :meth:`sealed`.
+    """The tools of one listing by upstream name, and the names they are advertised under; shared
+    by every scope whose listing holds the same entries and names (see :class:`CatalogPool`), so
+    immutable once :meth:`sealed`.
 
     Built a tool at a time (:meth:`add`: the proxy learns a 50,000-tool list in slices), it keeps
     what the pool needs as it grows: a digest of its entries' identities, in order (entries are
     shared by content, so identity is content) and the bytes it holds.
 
     Attributes:
+        names: the listing's name map (rule ``tool_names``), advertised name -> upstream name,
+            for the tools advertised under another name; set before :meth:`sealed`.
         key: the digest (once sealed).
-        size: bytes held: the entries' estimates and the mapping itself (once sealed).
+        size: bytes held: the entries' estimates, the names and the mapping itself (once sealed).
     """
 
-    __slots__ = ("__weakref__", "_digest", "_entry_bytes", "key", "size")
+    __slots__ = ("__weakref__", "_digest", "_entry_bytes", "key", "names", "size")
 
-    def __init__(self, entries: Iterable[ToolEntry] = ()) -> None:
+    def __init__(self, entries: Iterable[ToolEntry] = (), names: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self._digest = hashlib.blake2b(digest_size=16)
         self._entry_bytes = 0
         self.key = b""
         self.size = 0
+        self.names: Mapping[str, str] = names or {}
         for entry in entries:
             self.add(entry)
 
@@ -147,9 +151,29 @@ class ToolSet(dict[str, ToolEntry]):
 
     def sealed(self) -> ToolSet:
         """This set, its :attr:`key` and :attr:`size` computed; add nothing after."""
-        self.key = self._digest.digest()
-        self.size = sys.getsizeof(self) + self._entry_bytes
+        names = self.names
+        size = sys.getsizeof(self) + self._entry_bytes
+        if names:
+            digest = self._digest.copy()
+            for advertised, upstream in names.items():
+                for text in (advertised, upstream):
+                    raw = text.encode("utf-8", "surrogatepass")
+                    digest.update(len(raw).to_bytes(4, "little") + raw)
+            size += sys.getsizeof(names) + sum(
+                2 * _PER_NAME + len(advertised) + len(upstream) for advertised, upstream in names.items()
+            )
+            self.key = digest.digest()
+        else:
+            self.key = self._digest.digest()
+        self.size = size
         return self
+
+    def merged(self, later: ToolSet) -> ToolSet:
+        """A new set: these tools and names, then ``later``'s (a listing's next page), not sealed."""
+        merged = ToolSet(self.values(), {**self.names, **later.names})
+        for entry in later.values():
+            merged.add(entry)
+        return merged
 
 
 _PER_NAME = 120  # a name string and its slot, about
@@ -205,15 +229,15 @@ class ToolCatalog:
     """The tools of one scope, by name.
 
     Attributes:
-        tools: entries by tool name (a :class:`ToolSet` shared with every scope that listed the same
-            tools, when the list came in one page).
+        tools: the current listing, by upstream tool name (a :class:`ToolSet` shared with every
+            scope that listed the same tools under the same names).
         learned_at: ``time.monotonic()`` of the last update, ``None`` if never filled.
         expires_at: ``time.monotonic()`` after which the list may no longer be reused (2026-07-28
             ``ttlMs``), ``None`` for lists that stay valid until invalidated (legacy sessions).
         pool: where shared sets come from (``None``: this catalog keeps its own).
     """
 
-    tools: Mapping[str, ToolEntry] = field(default_factory=dict)
+    tools: ToolSet = field(default_factory=lambda: ToolSet().sealed())
     learned_at: float | None = None
     expires_at: float | None = None
     absent: set[str] = field(default_factory=set)
@@ -227,30 +251,35 @@ class ToolCatalog:
         """The entry of tool ``name``, if the scope has listed it and the list is still fresh."""
         return self.tools.get(name) if self.fresh() else None
 
+    def names(self) -> Mapping[str, str] | None:
+        """The listing's name map (advertised -> upstream), ``None`` while there is no fresh listing."""
+        return self.tools.names if self.fresh() else None
+
     def known_absent(self, name: str) -> bool:
         """True when the fresh list was fetched for ``name`` and does not have it (no fetch again)."""
         return name in self.absent and self.fresh()
 
     def learn(self, entries: ToolSet | Iterable[ToolEntry], *, first_page: bool, ttl: float | None = None) -> None:
-        """Record a ``tools/list`` page; the first page starts a new list, later pages add to it.
+        """Record a ``tools/list`` page; the first page starts a new list, later pages add to it
+        (the listing so far and the page make a new set, shared and counted like a first page's).
 
         Args:
-            entries: the page's tools (a :class:`ToolSet` is shared as it is, not copied).
+            entries: the page's tools and names (a :class:`ToolSet` is shared as it is, not copied).
             first_page: the request carried no cursor.
             ttl: seconds the list may be reused (``ttlMs`` / 1000), ``None`` for no limit.
         """
         listed = entries if isinstance(entries, ToolSet) else ToolSet(entries)
         if first_page:
-            self.tools = self.pool.share(listed) if self.pool is not None else dict(listed)
             self.absent = set()
         else:
-            self.tools = {**self.tools, **listed}  # a page after the first
+            listed = self.tools.merged(listed)  # a page after the first
+        self.tools = self.pool.share(listed) if self.pool is not None else listed.sealed()
         self.learned_at = time.monotonic()
         self.expires_at = None if ttl is None else self.learned_at + ttl
 
     def clear(self) -> None:
         """Forget every tool (``notifications/tools/list_changed``)."""
-        self.tools = {}
+        self.tools = ToolSet().sealed()
         self.absent = set()
         self.learned_at = self.expires_at = None
 

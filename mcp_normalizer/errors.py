@@ -7,6 +7,7 @@ The tree::
     ├── DecodeError            bytes that are not the JSON they should be; the message passes through
     ├── ClientDisconnect       the client left before its request body was complete; nothing is forwarded
     ├── CheckError             ``mcp-normalizer check`` cannot talk to the server or read its input; exit 2
+    ├── ResponseRefused        (also an ``OSError``) the rest of a response was refused: raised from ``send``
     └── UpstreamError          the upstream could not be used for a request
         ├── UpstreamUnavailable  connect or transport failure (HTTP 502)
         └── UpstreamTimeout      connect, first-byte or idle timeout (HTTP 504)
@@ -36,6 +37,13 @@ class ClientDisconnect(NormalizerError):
 
 class CheckError(NormalizerError):
     """``check`` could not connect, got no JSON-RPC answer, or could not read its input."""
+
+
+class ResponseRefused(NormalizerError, OSError):
+    """The proxy refused the rest of a response (the upstream answered a POST with a reply to
+    another request) and answered the client itself; raised from the ``send`` the inner app was
+    given, as an ASGI server raises an ``OSError`` from ``send`` on a closed connection, so the app
+    stops and the forwarder closes the upstream connection."""
 
 
 class UpstreamError(NormalizerError):

@@ -51,6 +51,26 @@ def id_key(value: object) -> IdKey | None:
     return None
 
 
+def same_value(value: object, key: IdKey) -> bool:
+    """True when the id ``value`` is the value of id key ``key`` written in another type (``"1"``
+    for ``1``, ``1`` or ``1.0`` for ``"1"``): the one id fault a proxy may repair, since it names
+    no other request (rule ``jsonrpc_id``)."""
+    if isinstance(value, bool):
+        return False
+    kind, sent = key
+    if isinstance(value, str):
+        return kind == "n" and value.strip() == str(sent)
+    if isinstance(value, int | float) and kind == "s":
+        text = str(sent).strip()
+        try:
+            return float(text) == value and (not isinstance(value, float) or value.is_integer())
+        except ValueError:
+            return False
+    if isinstance(value, float) and kind == "n":
+        return value == sent
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class PendingRequest:
     """A request whose response the proxy must recognise.

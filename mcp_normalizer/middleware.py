@@ -26,7 +26,7 @@ from .body import buffer_body, replay, with_length
 from .capture import Capture
 from .catalog import scope_key
 from .config import NormalizerConfig, redact_url
-from .errors import ClientDisconnect, ConfigError, UpstreamError
+from .errors import ClientDisconnect, ConfigError, ResponseRefused, UpstreamError
 from .jsonrpc import (
     TOOLS_CALL,
     TOOLS_LIST,
@@ -44,6 +44,7 @@ from .relay import TransformingSend
 from .request_rewrite import REWRITE, rename_calls
 from .responses import error_body, respond
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
+from .rules.tool_names import invented
 from .scopes import Limits, ScopeState, ScopeStore, SharedBackend
 from .tools_fetch import ToolsFetcher
 from .tracing import tracing_for
@@ -193,29 +194,37 @@ class NormalizerMiddleware:
         client = profile_for(info.client_info) if info.client_info is not None else state.client
         if info.initializes and client is not UNKNOWN:
             send = self._naming_session(headers, client, send)
-        renamed = rename_calls(body, info.pending, state.names)
-        pending = info.pending
+        private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
+        exchange = Exchange(
+            info.pending,
+            info.era,
+            key,
+            state,
+            self.scopes.public,
+            sole=info.sole,
+            client=client,
+            private=private,
+            own_stream=True,
+        )
+        renamed = rename_calls(body, info.pending, await self._names(scope, info, exchange))
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
-            body, pending, calls = renamed
+            body, exchange.pending, calls = renamed
             replayed = replay(body, complete, receive)
             scope = {**scope, "headers": with_length(headers, len(body))}
             for call in calls:
                 audit.emit(
-                    Record(REWRITE, pending[call].tool, True),
+                    Record(REWRITE, exchange.pending[call].tool, True),
                     method=TOOLS_CALL,
                     jsonrpc_id=call[1],
                     scope=key,
                     era=info.era,
                     listed=True,
                 )
+        pending = exchange.pending
         if session is not None:
             for id_key, request in pending.items():
                 if request.method in WATCHED_METHODS and request.method != TOOLS_LIST:
                     state.await_response(id_key, request)  # its response may come on a later GET
-        private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
-        exchange = Exchange(
-            pending, info.era, key, state, self.scopes.public, sole=info.sole, client=client, private=private
-        )
         needed = {tool for tool in map(exchange.tool_of, pending.values()) if tool is not None}
         unknown = {tool for tool in needed if exchange.tool(tool) is None and not state.catalog.known_absent(tool)}
         if trace is None:
@@ -226,6 +235,21 @@ class NormalizerMiddleware:
             await self._exchange(
                 scope, replay(body, complete, receive), trace.send(send), exchange, info, unknown, audit
             )
+
+    async def _names(self, scope: Scope, info: RequestInfo, exchange: Exchange) -> Mapping[str, str]:
+        """The name map the POST's ``tools/call`` requests are renamed by (rule ``tool_names``): the
+        current listing's. A scope with no current listing (never listed, forgotten, listed
+        through another replica) fetches the list first when a call names a tool by a name of
+        the shape the rule invents; otherwise, and when the fetch fails, calls go as sent."""
+        names = exchange.names()
+        if names is not None:
+            return names
+        calls = {r.tool for r in info.pending.values() if r.method == TOOLS_CALL and r.tool is not None}
+        wanted = {tool for tool in calls if invented(tool)}
+        if not wanted or not self.config.fetch_tools_list:
+            return {}
+        await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event())
+        return exchange.names() or {}
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A legacy session's GET stream: it may carry resumed responses and ``list_changed``."""
@@ -288,18 +312,16 @@ class NormalizerMiddleware:
                 async with anyio.create_task_group() as tg:  # the fetch runs beside the call
                     exchange.fetching |= unknown
                     tg.start_soon(self.fetcher.fetch_for, scope, fetch_info, exchange, unknown, fetched)
-                    try:
-                        await self.app(scope, receive, wrapped)
-                    except UpstreamError as exc:
-                        failure = exc
+                    failure = await self._run(scope, receive, wrapped)
             else:
-                try:
-                    await self.app(scope, receive, wrapped)  # no task of its own: nothing runs beside it
-                except UpstreamError as exc:
-                    failure = exc
+                failure = await self._run(scope, receive, wrapped)  # no task of its own: nothing runs beside it
         finally:
             transformer.close()  # a response abandoned mid-message (a client gone): its work freed now
         wrapped.count_oversize()  # a response broken off before its end
+        if wrapped.refused is not None:
+            logger.warning("%s (scope %s)", wrapped.refused, exchange.scope)
+            if self.metrics is not None:
+                self.metrics.upstream_errors.labels("foreign_response").inc()
         if state.changes:
             await self.scopes.flush(state)  # learned after the last byte went out
         if failure is not None:
@@ -310,6 +332,18 @@ class NormalizerMiddleware:
                 raise failure  # bytes already went out: break the response, as the upstream did
             ids = _ids(exchange.pending) if info is not None else []
             await _upstream_error(send, failure, ids)
+
+    async def _run(self, scope: Scope, receive: Receive, send: TransformingSend) -> UpstreamError | None:
+        """Run the inner app with ``send``; the upstream failure it raised, if any. A response the
+        transformer refused (``send`` raised :class:`ResponseRefused`) is answered already."""
+        try:
+            await self.app(scope, receive, send)
+        except UpstreamError as exc:
+            return exc
+        except ResponseRefused:
+            if send.refused is None:
+                raise  # (not this exchange's)
+        return None
 
     def _sharing(self, state: ScopeState, send: Send) -> Send:
         """``send`` that first writes what ``state`` learned to the shared backend (a task's tool

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import anyio
 
+from .errors import ResponseRefused
+from .responses import error_body, respond
 from .transform import ResponseTransformer
 from .types import Message, Send
 
@@ -29,9 +31,14 @@ class TransformingSend:
 
     The start is held while the transformer says so (a JSON body: its ``content-length`` may
     change); a long message is worked on in slices with the event loop running between them.
+
+    When the transformer refuses the response (:attr:`ResponseTransformer.foreign`: a reply to
+    another request), the client gets a JSON-RPC error for each request still unanswered (a 502
+    when nothing was sent yet; else error events, and the stream ends), and this ``send`` raises
+    :class:`~mcp_normalizer.errors.ResponseRefused`, now and on every later call.
     """
 
-    __slots__ = ("_counted", "_fetched", "_on_status", "_oversize", "_send", "_start", "_t", "started")
+    __slots__ = ("_counted", "_fetched", "_on_status", "_oversize", "_send", "_start", "_t", "refused", "started")
 
     def __init__(
         self,
@@ -49,8 +56,11 @@ class TransformingSend:
         self._counted = False
         self._start: Message | None = None
         self.started = False  # has the response start gone to the client?
+        self.refused: str | None = None  # why the rest of the response was refused, once it was
 
     async def __call__(self, message: Message) -> None:
+        if self.refused is not None:
+            raise ResponseRefused(self.refused)
         kind = message["type"]
         t = self._t
         if kind == "http.response.start":
@@ -75,6 +85,8 @@ class TransformingSend:
             else:
                 await anyio.lowlevel.checkpoint()  # a long message: let other sessions run between slices
             out += t.resume()
+        if t.foreign is not None:
+            await self._refuse(out, t.foreign)
         if self._start is not None and not t.hold_start:
             await self._send_start()
         if not more:
@@ -89,6 +101,21 @@ class TransformingSend:
                     await self._send({"type": "http.response.body", "body": piece, "more_body": True})
                 out = bytes(view[start + _PIECE :])
             await self._send({"type": "http.response.body", "body": out, "more_body": more})
+
+    async def _refuse(self, out: bytes, why: str) -> None:
+        """Answer the requests still unanswered with a JSON-RPC error each, end the response, and
+        raise :class:`ResponseRefused` (see the class docstring)."""
+        message = f"the upstream answered with {why}: refused, and its connection closed"
+        self.refused = message
+        ids = self._t.unanswered()
+        if not self.started:
+            self._start = None
+            one = self._t.exchange.sole is not None and len(ids) == 1
+            await respond(self._send, 502, error_body(ids[0] if one else ids, message))
+        else:
+            events = b"".join(b"event: message\ndata: " + error_body(i, message) + b"\n\n" for i in ids)
+            await self._send({"type": "http.response.body", "body": out + events, "more_body": False})
+        raise ResponseRefused(message)
 
     def count_oversize(self) -> None:
         """Count, once, a response passed through unrewritten for its size."""

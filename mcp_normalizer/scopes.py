@@ -15,8 +15,9 @@ A :class:`ScopeState` holds:
 :class:`ScopeStore` keeps at most ``max_scopes`` states, least recently used dropped first.
 
 Replicas behind one load balancer can share what a later request may need on another replica (a
-task's tool, a session's unanswered requests, its client, renames and learned schemas; never a
-result value, never a catalog: a replica fetches ``tools/list`` itself) through a
+task's tool, a session's unanswered requests, its client and learned schemas; never a result
+value, never a catalog or a name map: a replica fetches ``tools/list`` itself, and derives the same
+names from it) through a
 :class:`SharedBackend` (:mod:`mcp_normalizer.shared_state`). The in-memory state stays in front as
 a cache: the middleware :meth:`ScopeStore.load` reads what an exchange needs before it starts, the
 state's methods queue what it learned (:class:`Changes`), and :meth:`ScopeStore.flush` writes it
@@ -61,7 +62,6 @@ class Changes:
         awaited: unanswered requests of a legacy session, by id key.
         answered: id keys whose responses were seen (their shared entries go).
         client: the ``clientInfo`` name the session's ``initialize`` gave, if it named one since.
-        names: advertised tool name -> the upstream's (rule ``tool_names``).
         learned: the learned schemas changed (the whole map is written: it is at most 8 KiB).
     """
 
@@ -69,13 +69,10 @@ class Changes:
     awaited: dict[IdKey, PendingRequest] = field(default_factory=dict)
     answered: set[IdKey] = field(default_factory=set)
     client: str | None = None
-    names: dict[str, str] = field(default_factory=dict)
     learned: bool = False
 
     def __bool__(self) -> bool:
-        return bool(
-            self.tasks or self.awaited or self.answered or self.client is not None or self.names or self.learned
-        )
+        return bool(self.tasks or self.awaited or self.answered or self.client is not None or self.learned)
 
 
 @dataclass(slots=True)
@@ -86,14 +83,12 @@ class Snapshot:
         tasks: the asked-for task ids that the backend knows, -> their tools.
         pending: the session's unanswered requests, by id key (only when asked for).
         client: the session's ``clientInfo`` name, ``None`` if none was given.
-        names: advertised tool name -> the upstream's.
         learned: the learned schemas, by tool name.
     """
 
     tasks: dict[str, str] = field(default_factory=dict)
     pending: dict[IdKey, PendingRequest] = field(default_factory=dict)
     client: str | None = None
-    names: dict[str, str] = field(default_factory=dict)
     learned: dict[str, Learned] = field(default_factory=dict)
 
 
@@ -138,8 +133,8 @@ class Limits:
         task_ttl: seconds a task id is remembered.
         max_catalog_bytes: bytes the distinct tool catalogs may hold together (identical catalogs
             are one copy); past it the least recently used scopes are forgotten.
-        learned_ttl: seconds a shared backend keeps a scope's client, renames and learned schemas
-            after their last change.
+        learned_ttl: seconds a shared backend keeps a scope's client and learned schemas after
+            their last change.
     """
 
     max_scopes: int = 10_000
@@ -157,15 +152,13 @@ class ScopeState:
 
     The state has one owner: the transformer, the middleware and the ``tools/list`` fetch read its
     fields but write only through its methods (:meth:`remember_task`, :meth:`await_response`,
-    :meth:`answered`, :meth:`name_client`, :meth:`rename`, :meth:`learn`, :meth:`learn_tools`,
+    :meth:`answered`, :meth:`name_client`, :meth:`learn`, :meth:`learn_tools`,
     :meth:`forget_tools`, :meth:`mark_absent`), so a backend shared by replicas can stand behind them.
     """
 
     catalog: ToolCatalog
     pending: TTLCache[IdKey, PendingRequest]
     tasks: TTLCache[str, str]
-    #: Tool names advertised in place of names clients refuse: advertised name -> the upstream's.
-    names: dict[str, str] = field(default_factory=dict)
     #: The client of a legacy session, named by its ``initialize`` (2026-07-28 names it per request).
     client: ClientProfile = UNKNOWN
     #: What the tools' results taught of their schemas (:mod:`mcp_normalizer.rules.learned`), by tool name.
@@ -206,12 +199,6 @@ class ScopeState:
         if self.changes is not None and client.name is not None:
             self.changes.client = client.name
 
-    def rename(self, advertised: str, original: str) -> None:
-        """Tool ``original`` is advertised as ``advertised`` (rule ``tool_names``)."""
-        if self.changes is not None and self.names.get(advertised) != original:
-            self.changes.names[advertised] = original
-        self.names[advertised] = original
-
     def learn_tools(self, entries: ToolSet | Iterable[ToolEntry], *, first_page: bool, ttl: float | None) -> None:
         """A ``tools/list`` page (see :meth:`ToolCatalog.learn`)."""
         self.catalog.learn(entries, first_page=first_page, ttl=ttl)
@@ -235,8 +222,8 @@ class ScopeState:
 
     def adopt(self, snapshot: Snapshot) -> None:
         """Take what another replica shared (nothing of it is queued to be written back): its task
-        ids and unanswered requests, a client name when this state has none, renames, and learned
-        schemas merged with this state's (within the same bounds)."""
+        ids and unanswered requests, a client name when this state has none, and learned schemas
+        merged with this state's (within the same bounds)."""
         for task_id, tool in snapshot.tasks.items():
             self.tasks[task_id] = tool
         for key, request in snapshot.pending.items():
@@ -244,7 +231,6 @@ class ScopeState:
                 self.pending[key] = request
         if snapshot.client is not None and self.client is UNKNOWN:
             self.client = profile_for({"name": snapshot.client})
-        self.names.update(snapshot.names)
         for tool, found in snapshot.learned.items():
             self._merge(tool, found)
 
@@ -326,9 +312,9 @@ class ScopeStore:
         return self.shared.scope_id(upstream, session, authorization, cookie)
 
     async def load(self, state: ScopeState, tasks: Collection[str] = (), *, pending: bool = False) -> None:
-        """Bring into ``state`` what the shared backend has for it (its client, renames, learned
-        schemas; the tools of ``tasks``; its unanswered requests when ``pending``). Without a
-        backend, or with one that cannot be reached, ``state`` stays as it is."""
+        """Bring into ``state`` what the shared backend has for it (its client, learned schemas;
+        the tools of ``tasks``; its unanswered requests when ``pending``). Without a backend, or
+        with one that cannot be reached, ``state`` stays as it is."""
         if self.shared is None or state.shared is None:
             return
         snapshot = await self.shared.read(state.shared, tasks, pending=pending)

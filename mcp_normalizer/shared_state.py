@@ -12,9 +12,10 @@ fetches ``tools/list`` itself):
   ``{"m": method, "t": tool, "k": task id, "d": deadline}`` (``d``: Unix seconds, ``pending_ttl``
   after the request); the key expires ``pending_ttl`` after its last write, expired fields are
   ignored, at most ``max_pending`` are kept.
-- ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session), ``learned``
-  (JSON ``{tool: [drop_output_schema, [place, ...]]}``) and ``n:{advertised name}`` (the upstream's
-  name of a renamed tool); the key expires ``learned_ttl`` after its last write.
+- ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session) and ``learned``
+  (JSON ``{tool: [drop_output_schema, [place, ...]]}``); the key expires ``learned_ttl`` after its
+  last write. Tool name maps (rule ``tool_names``) are never stored: a replica derives the same map
+  from the listing it fetches itself.
 
 ``scope`` is a BLAKE2b hash (32 hex digits) of the upstream, session id, ``Authorization`` and
 ``Cookie``, keyed with ``state_secret`` (the same on every replica; unkeyed when empty): the raw
@@ -175,10 +176,6 @@ class RedisState:
                 awaited[name] = value
         answered = [name for name in map(_id_field, changes.answered) if name is not None]
         scope_fields: dict[_Field, _Field] = {}
-        for new, old in changes.names.items():
-            new_text, old_text = _text(new), _text(old)
-            if new_text is not None and old_text is not None:
-                scope_fields[b"n:" + new_text] = old_text
         client = _text(changes.client) if changes.client is not None else None
         if client is not None:
             scope_fields["client"] = client
@@ -357,7 +354,7 @@ def _learned_json(learned: Mapping[str, Learned]) -> bytes:
 
 
 def _scope_snapshot(fields: object) -> Snapshot:
-    """The client, renames and learned schemas of a scope hash (malformed parts ignored)."""
+    """The client and learned schemas of a scope hash (malformed parts ignored)."""
     snapshot = Snapshot()
     if not isinstance(fields, dict):
         return snapshot
@@ -367,8 +364,6 @@ def _scope_snapshot(fields: object) -> Snapshot:
             continue
         if name == "client":
             snapshot.client = raw.decode("utf-8", "replace")[:128]
-        elif name.startswith("n:"):
-            snapshot.names[name[2:]] = raw.decode("utf-8", "replace")
         elif name == "learned":
             snapshot.learned = _learned(raw)
     return snapshot

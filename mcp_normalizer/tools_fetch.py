@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import anyio
 
 from .audit import AuditLog
 from .capture import Capture
-from .catalog import ToolEntry
+from .catalog import ToolSet
+from .errors import ResponseRefused
 from .jsoncodec import dumps
 from .jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, object_only
 from .normalize import Normalizer, Record
@@ -51,7 +51,7 @@ class _Fetch:
     """A ``tools/list`` fetch in flight for one scope; later exchanges wait for it."""
 
     done: anyio.Event = field(default_factory=anyio.Event)
-    learned: list[Mapping[str, ToolEntry]] = field(default_factory=list)
+    learned: list[ToolSet] = field(default_factory=list)
 
 
 class ToolsFetcher:
@@ -136,6 +136,7 @@ class ToolsFetcher:
                 sole=key,
                 client=exchange.client,
                 private=exchange.private,
+                own_stream=True,
             )
             body = dumps({"jsonrpc": "2.0", "id": request_id, "method": TOOLS_LIST, "params": params})
             if not await self._request(scope, body, page, modern):
@@ -198,6 +199,8 @@ class ToolsFetcher:
             async def run() -> None:
                 try:
                     await self.app(sub_scope, receive, send)
+                except ResponseRefused as exc:  # a reply to another request: the page is not learned
+                    logger.warning("tools/list fetch: %s", exc)
                 finally:
                     answered.set()
 

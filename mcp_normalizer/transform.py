@@ -17,6 +17,15 @@ headers and picks a mode; ``feed(chunk)`` returns the bytes that may go to the c
   complete unless it carries a response the proxy rewrites.
 - Anything else (other statuses, content types, encodings): passed through untouched.
 
+On a POST's own stream (:attr:`Exchange.own_stream`) every response must answer one of the POST's
+requests, once. A reply with an id of no such request (or a second reply to one) is another
+request's: a late duplicate of an earlier response, or bytes meant for another exchange. It is
+never delivered, and its id is never rewritten: the transformer sets :attr:`~ResponseTransformer.foreign`,
+drops it and everything after it, and the caller answers the requests still unanswered with a
+JSON-RPC error and closes the upstream connection (:mod:`mcp_normalizer.relay`). The one id fault
+repaired is the request's own id in another type (``"1"`` for ``1``), ``null`` or missing
+(rule ``jsonrpc_id``).
+
 A rule that raises is a bug: the message it was working on is forwarded unchanged and the fault is
 logged (fail open, DESIGN section 3).
 """
@@ -36,7 +45,7 @@ from .audit import AuditLog
 from .capture import Capture
 from .catalog import ToolCatalog, ToolEntry, ToolSet
 from .errors import DecodeError
-from .jsoncodec import Codec, Raw, join_array, join_object, quiet_gc, split_array, split_object
+from .jsoncodec import Codec, Raw, dumps, join_array, join_object, quiet_gc, split_array, split_object
 from .jsonrpc import (
     TASKS_GET,
     TASKS_RESULT,
@@ -51,6 +60,7 @@ from .jsonrpc import (
     object_only,
     read_batch,
     read_envelope,
+    same_value,
 )
 from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
@@ -63,7 +73,7 @@ from .rules.learned import RULE as LEARN_RULE
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
-from .rules.tool_names import ORIGINAL_NAME_KEY, renames
+from .rules.tool_names import ORIGINAL_NAME_KEY, Renamer
 from .rules.tool_names import RULE as TOOL_NAMES
 from .rules.tool_names import SPEC as SPEC_NAME
 from .rules.tool_names import rewrite as name_rewrite
@@ -104,6 +114,9 @@ class Exchange:
             learns from results (:mod:`mcp_normalizer.rules.learned`).
         listed: the members other than ``tools`` of the last ``tools/list`` page learned (the
             proxy's own fetch reads its ``nextCursor`` there), ``None`` before one.
+        own_stream: the response is a POST's: every response on it answers one of ``pending``,
+            once (Streamable HTTP, ``basic/transports.mdx``); another reply is refused. ``False``
+            for a ``GET`` stream, which may carry the answers to any earlier request.
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -112,12 +125,13 @@ class Exchange:
     state: ScopeState
     public: ToolCatalog = field(default_factory=ToolCatalog)
     fetching: set[str] = field(default_factory=set)
-    learned: list[Mapping[str, ToolEntry]] = field(default_factory=list)
+    learned: list[ToolSet] = field(default_factory=list)
     lists_expire: bool = True
     sole: IdKey | None = None
     client: ClientProfile = UNKNOWN
     private: bool = True
     listed: JSONObject | None = None
+    own_stream: bool = False
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""
@@ -129,13 +143,25 @@ class Exchange:
                 return found
         return self.state.catalog.get(name) or self.public.get(name)
 
+    def names(self) -> Mapping[str, str] | None:
+        """The current listing's name map (advertised -> upstream, rule ``tool_names``): of the
+        lists learned in this exchange, else of the scope's fresh list, else of the public one;
+        ``None`` when there is no current listing (the caller may fetch one)."""
+        if self.learned:
+            merged: dict[str, str] = {}
+            for tools in self.learned:  # (pages in order: a later page's names join the earlier ones)
+                merged.update(tools.names)
+            return merged
+        found = self.state.catalog.names()
+        return found if found is not None else self.public.names()
+
     def tool_of(self, request: PendingRequest) -> str | None:
         """The tool a watched request concerns: the called tool, or the tool that started its task."""
         if request.tool is not None:
             return request.tool
         return self.state.task_tool(request.task_id) if request.task_id is not None else None
 
-    def learn_tools(self, result: JSONObject, entries: ToolSet | list[ToolEntry], *, first_page: bool) -> None:
+    def learn_tools(self, result: JSONObject, entries: ToolSet, *, first_page: bool) -> None:
         """Record a ``tools/list`` page: for the scope, for this exchange and, when the upstream
         marked it ``cacheScope: "public"``, for every scope. A 2026-07-28 list is reused for its
         ``ttlMs`` only (absent or negative: 0); a legacy list lasts until invalidated."""
@@ -151,7 +177,7 @@ class Exchange:
         if result.get("cacheScope") == "public" and not self.state.learned:
             # (a scope's learned declarations are its own: its entries never serve another scope)
             self.public.learn(entries, first_page=first_page, ttl=ttl)
-        self.learned.append(entries if isinstance(entries, ToolSet) else {entry.name: entry for entry in entries})
+        self.learned.append(entries)
         self.listed = result
 
     def forget_tools(self) -> None:
@@ -168,6 +194,10 @@ class _Hold(Exception):
 
 class _Stall(Exception):
     """Internal: the message needs a tool schema that is still being fetched."""
+
+
+class _Foreign(Exception):
+    """Internal: the message is a reply to no request of the POST (see :attr:`ResponseTransformer.foreign`)."""
 
 
 class ResponseTransformer:
@@ -227,6 +257,9 @@ class ResponseTransformer:
         self._answered_by_id = False  # the body (or event) being read answers it by id
         self._framing = normalizer.config.mode(SSE_FRAMING.name, None)
         self._framing_reported = False
+        #: Why the response was refused (a reply to another request), ``None`` while it is not.
+        self.foreign: str | None = None
+        self._seen: set[IdKey] = set()  # the POST's requests answered so far on this stream
 
     @property
     def hold_start(self) -> bool:
@@ -257,6 +290,8 @@ class ResponseTransformer:
 
     def feed(self, chunk: bytes) -> bytes:
         """Take the next body chunk; return the bytes that may be sent now."""
+        if self.foreign is not None:
+            return b""  # refused: nothing more of this response goes out
         if self.mode == "pass":
             return chunk
         if self.mode == "json":
@@ -288,6 +323,8 @@ class ResponseTransformer:
     def finish(self) -> bytes:
         """End of the body: return everything left (normalized where it applies)."""
         self._finished = True
+        if self.foreign is not None:
+            return b""
         if self.mode == "json":
             return self._finish_json()
         if self.mode == "sse":
@@ -301,6 +338,8 @@ class ResponseTransformer:
         """After the tool fetch the stall waited for, or after the loop ran while :attr:`busy`:
         go on, and return what can now be sent."""
         self.stalled = self.busy = False
+        if self.foreign is not None:
+            return b""
         if self.mode == "json" and self._finished:
             return self._finish_json()
         return self._drain()
@@ -315,6 +354,10 @@ class ResponseTransformer:
         self._queue.clear()
         self.mode = "pass"
         return out
+
+    def unanswered(self) -> list[JSON]:
+        """The ids of the POST's requests that no response on this stream answered (yet), in order."""
+        return [key[1] for key in self.exchange.pending if key not in self._seen]
 
     def close(self) -> None:
         """Drop the work on a message left half done (the response was abandoned): its state
@@ -343,7 +386,7 @@ class ResponseTransformer:
             self._job = None
             self.stalled = True
             raise
-        except _Hold:
+        except (_Hold, _Foreign):
             self._job = None
             raise
         self._job = None
@@ -357,6 +400,9 @@ class ResponseTransformer:
                 try:
                     new = self._work(self._job or self._event(piece), len(piece))
                 except (_Stall, Unfinished, _Hold):
+                    break
+                except _Foreign:
+                    self._queue.clear()  # the reply and all after it: never delivered
                     break
                 out += piece if new is None else new
             else:
@@ -427,6 +473,9 @@ class ResponseTransformer:
             new = self._work(self._job or self._body_job(), self._size)
         except (_Stall, Unfinished):
             return b""
+        except _Foreign:
+            self._body, self._size = [], 0
+            return b""  # (the start stays held: the caller answers with an error instead)
         self.mode = "pass"  # the start may go now
         body = self._body[0] if self._body else b""
         self._body, self._size = [], 0
@@ -526,6 +575,21 @@ class ResponseTransformer:
         except DecodeError:
             return None
 
+    def _foreign(self, envelope: Envelope) -> str | None:
+        """Why the response ``envelope`` on the POST's own stream answers none of its requests
+        (``None`` when it answers one, or may: its id is ``null``, missing, or the sole request's
+        in another type)."""
+        key = id_key(envelope.id)
+        pending = self.exchange.pending
+        if key is not None and key in pending:
+            return None if key not in self._seen else f"a second response to request id {_shown(envelope.id)}"
+        if envelope.id is UNSET or envelope.id is None:
+            return None  # no id: answers the sole request by position, if anything (rule jsonrpc_id)
+        sole = self.exchange.sole
+        if sole is not None and same_value(envelope.id, sole) and sole not in self._seen:
+            return None
+        return f"a response with id {_shown(envelope.id)}, which no request of this POST has"
+
     def _answered_later(self) -> bool:
         """True when an SSE event queued after the one being read answers the POST's request by id."""
         sole = self.exchange.sole
@@ -564,6 +628,11 @@ class ResponseTransformer:
         """The new text of one message, or ``None`` to keep it."""
         if envelope.id is UNSET and isinstance(envelope.method, str):
             return (yield from self._notification(raw, envelope, size))
+        if self.exchange.own_stream and envelope.response:
+            why = self._foreign(envelope)
+            if why is not None:
+                self.foreign = why
+                raise _Foreign  # (nothing done yet)
         request = self._request_of(envelope)
         if request is None:
             return None
@@ -579,6 +648,7 @@ class ResponseTransformer:
         self._answered = self._answered or answers == sole
         jsonrpc_id = answers[1] if answers is not None else envelope.id
         if answers is not None:
+            self._seen.add(answers)
             exchange.state.answered(answers)  # answered: no later GET will carry it
         watched = request.method in WATCHED_METHODS and isinstance(envelope.result, dict)
         if self.capture is not None and watched:
@@ -705,6 +775,7 @@ class ResponseTransformer:
             named: list[tuple[int, str]] = []
             odd = False  # a name tool_names renames is on this page
             changed = False
+            before = self.exchange.state.catalog.tools if request.cursor is not None else None
             for index, part in enumerate(parts):
                 try:
                     listed = self.normalizer.list_tool_text(
@@ -725,8 +796,9 @@ class ResponseTransformer:
                     changed = True
                 texts.append(part if listed.text is None else Raw(listed.text))
                 yield
-            if odd and self._rename(texts, named, records, codec):  # (a whole page at once: only when needed)
-                changed = True
+            if odd or (before is not None and before.names):  # (only when a name may change)
+                entries.names = yield from self._rename(texts, named, records, codec, before)
+                changed = changed or bool(entries.names)
             if changed:
                 new_tools = texts
         self.exchange.learn_tools(result, entries.sealed(), first_page=request.cursor is None)
@@ -746,29 +818,39 @@ class ResponseTransformer:
             out["cacheScope"] = Raw(b'"private"')
         return out, records  # written with the message, in one pass
 
-    def _rename(self, texts: list[Raw], named: list[tuple[int, str]], records: list[Record], codec: Codec) -> bool:
-        """Rule ``tool_names`` on one page: tools whose names clients refuse are advertised under
-        new ones (``texts`` changed in place), and the scope learns each pair; True if any changed."""
+    def _rename(
+        self,
+        texts: list[Raw],
+        named: list[tuple[int, str]],
+        records: list[Record],
+        codec: Codec,
+        before: ToolSet | None,
+    ) -> Steps[dict[str, str]]:
+        """Rule ``tool_names`` on one page (``before``: the listing's earlier pages, if any): tools
+        whose names clients refuse, or whose names an earlier page's invented name took, are
+        advertised under new ones (``texts`` changed in place, a pause after each); the page's
+        part of the name map (advertised -> upstream)."""
         config = self.normalizer.config
-        new_names = renames(name for _, name in named)
-        changed = False
+        earlier = before if before is not None else ToolSet()
+        renamer = Renamer((name for _, name in named), earlier.keys(), earlier.names)
+        names: dict[str, str] = {}
         for index, original in named:
-            new = new_names.get(original)
-            mode = config.mode(TOOL_NAMES.name, original) if new is not None else RuleMode.OFF
-            if new is None or mode is RuleMode.OFF:
+            odd = SPEC_NAME.fullmatch(original) is None
+            mode = config.mode(TOOL_NAMES.name, original) if odd else RuleMode.OFF
+            new = renamer.name_for(original, odd and mode is RuleMode.ON)
+            if new is None:
+                if mode is RuleMode.REPORT:
+                    records.append(Record(name_rewrite(original, index), original, applied=False))
                 continue
-            records.append(Record(name_rewrite(original, index), original, applied=mode is RuleMode.ON))
-            if mode is not RuleMode.ON:
-                continue
+            records.append(Record(name_rewrite(original, index, taken=not odd), original, applied=True))
             tool = codec.loads(texts[index])
-            if not isinstance(tool, dict):
-                continue
+            assert isinstance(tool, dict)  # (only a tool read as an object is named)
             meta = meta_of(tool)
             meta[ORIGINAL_NAME_KEY] = original
             texts[index] = Raw(codec.dumps({**tool, "name": new, "_meta": meta}))
-            self.exchange.state.rename(new, original)
-            changed = True
-        return changed
+            names[new] = original
+            yield
+        return names
 
     def _completed_task(
         self, members: dict[str, Raw], task_id: str | None, codec: Codec, size: int
@@ -844,6 +926,15 @@ class ResponseTransformer:
             self._log(record, method, jsonrpc_id)
             yield
         return out
+
+
+def _shown(value: object) -> str:
+    """An id as a log line may show it: JSON, at most 40 characters."""
+    try:
+        text = dumps(value).decode("utf-8", "replace")
+    except DecodeError:
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _suspect(envelope: Envelope, request: PendingRequest) -> bool:

@@ -639,7 +639,7 @@ def transformer(
     info = inspect_request(orjson.dumps([request] if batch else request), [])
     assert info is not None
     config = NormalizerConfig(rules=modes or {})
-    exchange = Exchange(info.pending, "2025-11-25", "s", ScopeStore().state("s"), sole=info.sole)
+    exchange = Exchange(info.pending, "2025-11-25", "s", ScopeStore().state("s"), sole=info.sole, own_stream=True)
     t = ResponseTransformer(exchange, Normalizer(config), AuditLog("test"), slice_seconds=0)
     t.start(200, content_type)
     return t

@@ -19,7 +19,7 @@ from mcp_normalizer.rules import Mode
 from mcp_normalizer.sse import SSESplitter, parse_event
 from mcp_normalizer.transform import ResponseTransformer
 
-from .support import FIELD_RESULT, PROPERTY, VALUES, capture_rewrites, feed_all, pump, transformer
+from .support import FIELD_RESULT, JSON_HEADERS, PROPERTY, VALUES, capture_rewrites, feed_all, pump, transformer
 
 pytestmark = pytest.mark.pure
 
@@ -61,15 +61,17 @@ def test_the_wazuh_shape_array_and_error_null_is_repaired_in_one_pass() -> None:
 
 def test_a_batch_post_keeps_its_array_and_ids() -> None:
     """2025-03-26 batching: the array answers an array; nothing is unwrapped or stamped."""
-    body = b'[{"jsonrpc":"2.0","id":7,"result":{}}]'
+    body = b'[{"jsonrpc":"2.0","id":1,"result":{}}]'
     assert feed_all(transformer(batch=True), body) == body
 
 
 @pytest.mark.parametrize(
     ("rid", "answered"),
-    [("1", b"1"), (1, b'"1"'), (5, b"0"), ("req-\u00e9", b"0"), (2**40, b"1.0"), (3, None)],
+    [("1", b"1"), (1, b'"1"'), ("7", b"7.0"), (2**40, b'"1099511627776"'), (3, None), ("req-\u00e9", b"null")],
 )
-def test_a_response_with_another_id_gets_the_requests_id_verbatim(rid: Any, answered: bytes | None) -> None:
+def test_a_response_with_the_requests_id_in_another_type_or_none_gets_it_verbatim(
+    rid: Any, answered: bytes | None
+) -> None:
     head = b'{"jsonrpc":"2.0",' + (b'"id":' + answered + b"," if answered is not None else b"")
     with capture_rewrites() as log:
         out = feed_all(transformer("tools/list", rid), head + b'"result":{"tools":[]}}')
@@ -79,12 +81,38 @@ def test_a_response_with_another_id_gets_the_requests_id_verbatim(rid: Any, answ
     assert log.rewrites(rule="jsonrpc_id", pointers=["/id"], jsonrpc_id=rid)
 
 
-def test_the_id_is_stamped_on_an_error_response_too_and_only_once_per_post() -> None:
-    first = b'event: message\ndata: {"jsonrpc":"2.0","id":0,"error":{"code":-32000,"message":"x"}}\n\n'
-    second = b'event: message\ndata: {"jsonrpc":"2.0","id":0,"result":{}}\n\n'
-    out = feed_all(transformer("tools/call", "abc", content_type=SSE), first + second)
-    events = [parse_event(block) for block in SSESplitter().feed(out)]
-    assert [orjson.loads(e.data or b"")["id"] for e in events] == ["abc", 0]  # the second answers nothing
+@pytest.mark.parametrize(
+    ("rid", "answered", "content_type"),
+    [
+        (5, b"0", JSON_HEADERS),  # every id answered as 0 (radareorg/radare2-mcp#68): 0 may be another request's
+        ("req-\u00e9", b'"req-e"', JSON_HEADERS),
+        (2**40, b"1.0", SSE),
+        ("1", b"1.5", SSE),
+        (7, b"true", JSON_HEADERS),
+    ],
+)
+def test_a_response_with_another_requests_id_is_refused_never_stamped(
+    rid: Any, answered: bytes, content_type: list[tuple[bytes, bytes]]
+) -> None:
+    reply = b'{"jsonrpc":"2.0","id":' + answered + b',"result":{"content":[],"balance":12.50}}'
+    if content_type is SSE:
+        reply = b"event: message\ndata: " + reply + b"\n\n"
+    t = transformer("tools/call", rid, content_type=content_type)
+    with capture_rewrites() as log:
+        out = feed_all(t, reply)
+    assert out == b"" and t.foreign is not None and "which no request of this POST has" in t.foreign
+    assert t.unanswered() == [rid]  # the caller answers it with an error
+    assert not log.rewrites(rule="jsonrpc_id")
+
+
+def test_the_id_is_stamped_on_an_error_response_too_and_a_second_reply_is_refused() -> None:
+    error = b'event: message\ndata: {"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"x"}}\n\n'
+    out = feed_all(transformer("tools/call", "abc", content_type=SSE), error)
+    assert [orjson.loads(parse_event(e).data or b"")["id"] for e in SSESplitter().feed(out)] == ["abc"]
+    reply = b'event: message\ndata: {"jsonrpc":"2.0","id":"abc","result":{"n":12.50}}\n\n'
+    t = transformer("ping", "abc", content_type=SSE)
+    assert feed_all(t, reply, reply) == reply  # the first goes out as it came; the copy never does
+    assert t.foreign == 'a second response to request id "abc"' and t.unanswered() == []
 
 
 def test_server_requests_and_notifications_on_the_stream_keep_their_ids() -> None:
@@ -111,7 +139,7 @@ def test_next_cursor_is_kept_where_it_is_a_cursor_or_not_a_list() -> None:
 
 def test_report_mode_logs_and_changes_nothing() -> None:
     off = {"jsonrpc_envelope": Mode.REPORT, "jsonrpc_id": Mode.REPORT}
-    body = b'[{"jsonrpc":"2.0","id":4,"result":{},"error":null}]'
+    body = b'[{"jsonrpc":"2.0","id":"1","result":{},"error":null}]'
     with capture_rewrites() as log:
         out = feed_all(transformer(modes=off), body)
     assert out == body
@@ -152,7 +180,7 @@ def test_events_with_no_blank_lines_between_them_each_go_out_in_order() -> None:
 
 
 def test_data_that_is_not_one_whole_message_line_waits_for_its_blank_line_as_before() -> None:
-    """Pretty-printed JSON_HEADERS over several data lines, or text: the upstream's own framing decides."""
+    """Pretty-printed JSON over several data lines, or text: the upstream's own framing decides."""
     t = transformer("ping", content_type=SSE)
     assert feed(t, b'data: {"jsonrpc":"2.0",\n') == b""
     assert feed(t, b'data: "id":1,"result":{}}\n') == b""
@@ -178,7 +206,7 @@ def test_framing_in_any_chunks_loses_reorders_and_duplicates_nothing(
     values: list[Any], cuts: list[int], eol: bytes, terminated: bool
 ) -> None:
     """Any chunking, blank lines present or not: the client's SSE parser sees every message once,
-    in order, as valid JSON_HEADERS (the last one too, though no blank line ever comes)."""
+    in order, as valid JSON (the last one too, though no blank line ever comes)."""
     messages = [{"jsonrpc": "2.0", "method": "notifications/message", "params": {"v": v}} for v in values]
     body = b"".join(b"data: " + orjson.dumps(m) + eol + (eol if terminated else b"") for m in messages)
     t = transformer("tools/call", content_type=SSE)
@@ -229,20 +257,23 @@ def test_an_event_of_many_comment_lines_is_passed_as_it_came_and_the_next_is_sti
 
 def test_whitespace_data_lines_after_an_early_event_add_no_event() -> None:
     """``data: {msg}`` then ``data:`` then the blank line: the upstream's data is the message
-    plus a newline (still that JSON_HEADERS value); the client gets one event, not an empty second one."""
+    plus a newline (still that JSON value); the client gets one event, not an empty second one."""
     t = transformer("ping", content_type=SSE)
     message = b'{"jsonrpc":"2.0","id":1,"result":{}}'
     out = feed(t, b"data: " + message + b"\ndata:\n") + feed(t, b"\n")
     assert [parse_event(block).data for block in SSESplitter().feed(out)] == [message]
 
 
-def test_a_stray_response_before_the_real_one_is_not_stamped_over_it() -> None:
+def test_a_stray_response_before_the_real_one_is_refused_not_stamped_over_it() -> None:
+    """A reply with another request's id (a late duplicate of an earlier exchange's) is never
+    delivered: the stream stops there, and the caller answers the POST's request with an error."""
     stray = b'data: {"jsonrpc":"2.0","id":7,"result":{"content":[],"n":7}}\n\n'
     mine = b'data: {"jsonrpc":"2.0","id":1,"result":{"content":[],"n":1}}\n\n'
-    out = feed_all(transformer("ping", 1, content_type=SSE), stray, mine)
-    assert [orjson.loads(parse_event(b).data or b"")["id"] for b in SSESplitter().feed(out)] == [7, 1]
+    t = transformer("ping", 1, content_type=SSE)
+    assert feed_all(t, stray, mine) == b"" and t.foreign is not None and t.unanswered() == [1]
     body = b'[{"jsonrpc":"2.0","id":7,"result":{"n":7}},{"jsonrpc":"2.0","id":1,"result":{"n":1}}]'
-    assert feed_all(transformer("ping", 1), body) == body
+    t = transformer("ping", 1)
+    assert feed_all(t, body) == b"" and t.foreign is not None and t.hold_start  # (a 502 instead)
 
 
 def test_a_response_matched_by_position_waits_only_for_the_streams_end() -> None:

@@ -245,14 +245,13 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
             tasks={"task-1": "tool.a"},
             awaited={("n", 7): PendingRequest("tools/call", tool="tool.b")},
             client="claude-code",
-            names={"a_b": "a b"},
             learned=True,
         )
         learned = {"tool.c": Learned(relax=(PointerPattern.parse("/x/*/y"),))}
         await state.write(scope, changes, learned)
         found = await state.read(scope, ["task-1", "task-2"], pending=True)
         assert found is not None
-        assert found.tasks == {"task-1": "tool.a"} and found.client == "claude-code" and found.names == {"a_b": "a b"}
+        assert found.tasks == {"task-1": "tool.a"} and found.client == "claude-code"
         assert found.pending == {("n", 7): PendingRequest("tools/call", tool="tool.b")}
         assert found.learned == learned
         await state.write(scope, Changes(answered={("n", 7)}), {})
@@ -288,12 +287,11 @@ async def test_what_cannot_or_should_not_be_stored_is_left_out_alone_and_the_sto
                 ("n", 7): PendingRequest("tools/call", tool="tool.b"),
             },
             client="\ud800",
-            names={"ok_name": "ok name", "bad": "\ud800"},
         )
         await state.write(scope, changes, {})
         found = await state.read(scope, ["task-ok", "task-huge"], pending=True)
         assert found is not None
-        assert found.tasks == {"task-ok": "tool.a"} and found.names == {"ok_name": "ok name"} and found.client is None
+        assert found.tasks == {"task-ok": "tool.a"} and found.client is None
         assert found.pending == {("n", 7): PendingRequest("tools/call", tool="tool.b")}
         assert metrics.registry.get_sample_value("mcp_normalizer_state_errors_total", {"op": "write"}) is None
         used = sum(map(len, store.dump()))

@@ -154,7 +154,7 @@ async def run_python(
         from mcp.client.client import Client
         from mcp.client.session import ClientSession
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.types import Implementation
+        from mcp.types import Implementation, PaginatedRequestParams
     except ImportError as exc:
         raise ClientUnavailable(f"the Python mcp client is not installed: {exc}") from None
 
@@ -172,7 +172,13 @@ async def run_python(
         for step in steps:
             try:
                 if step["op"] == "listTools":
-                    value: Any = await session.list_tools()
+                    cursor = step.get("cursor")
+                    if cursor is None:
+                        value: Any = await session.list_tools()
+                    elif isinstance(session, ClientSession):
+                        value = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+                    else:
+                        value = await session.list_tools(cursor=cursor)
                 elif step["op"] == "callTool":
                     value = await session.call_tool(
                         step["name"],

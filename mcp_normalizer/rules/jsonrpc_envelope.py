@@ -9,11 +9,13 @@ Fault kinds (``cases/faults.md``, "Kinds from the 2026 reports"):
   (``unrecognized_keys ["error"]``) and, over SSE, never settles the request. ``jsonrpc_envelope``
   drops the ``null`` member beside the other one; the array is unwrapped by the transformer
   (:func:`unwrap_single`), since only it sees the body.
-- ``jsonrpc_id_mismatch``: the response's ``id`` differs in type or value from the request's
-  (``"1"`` answered as ``1``, every id answered as ``0``); clients cannot correlate and hang. On
-  Streamable HTTP one POST that carries one request gets the response to that request on its own
-  stream, so ``jsonrpc_id`` writes the request's id there, verbatim. Batches and ``GET`` streams
-  have no such position: nothing is stamped there.
+- ``jsonrpc_id_mismatch``: the response's ``id`` differs in type from the request's (``"1"``
+  answered as ``1``), or is ``null`` or missing; clients cannot correlate and hang. On Streamable
+  HTTP one POST that carries one request gets the response to that request on its own stream, so
+  ``jsonrpc_id`` writes the request's id there, verbatim. An id of another *value* (every id
+  answered as ``0``) is never stamped: it may be another request's (a late duplicate of an
+  earlier response), and the transformer refuses such a reply (502, the connection closed).
+  Batches and ``GET`` streams have no position: nothing is stamped there.
 - ``null_optional_fields``, list variant: ``nextCursor: null`` on ``tools/list``,
   ``resources/list``, ``resources/templates/list``, ``prompts/list`` (Claude Code rejects the
   list). ``nextCursor`` is an optional string; ``null`` and absence both mean "last page".
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from ..errors import DecodeError
 from ..jsoncodec import Raw, dumps, loads
-from ..jsonrpc import IdKey, id_key
+from ..jsonrpc import IdKey, id_key, same_value
 from .base import Response, ResponseContext, Rewrite, Rule
 
 #: The methods whose results are pages with an optional ``nextCursor`` (MCP ``utilities/pagination``).
@@ -61,11 +63,13 @@ def _stamp(response: Response, ctx: ResponseContext) -> tuple[Response, Rewrite]
     members = response.members
     text = members.get("id")
     try:
-        found = id_key(loads(text)) if text is not None else None
+        value = loads(text) if text is not None else None
     except DecodeError:
-        found = None
-    if found == ctx.request_id:
         return None
+    if id_key(value) == ctx.request_id:
+        return None
+    if value is not None and not same_value(value, ctx.request_id):
+        return None  # another request's value: never made this one's (the transformer refuses it)
     said = "no id" if text is None else f"id {bytes(text)[:40].decode('utf-8', 'replace')}"
     sent = Raw(dumps(ctx.request_id[1]))
     stamped = {**members, "id": sent} if text is not None else {"id": sent, **members}
@@ -104,7 +108,8 @@ ENVELOPE = Rule(
 STAMP_ID = Rule(
     name="jsonrpc_id",
     kind="jsonrpc_id_mismatch",
-    summary="The response on a one-request POST's stream gets that request's id, verbatim.",
+    summary="The response on a one-request POST's stream whose id is that request's in another type, null "
+    "or missing gets the request's id, verbatim.",
     on_response=_stamp,
 )
 NULL_CURSOR = Rule(

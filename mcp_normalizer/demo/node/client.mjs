@@ -46,7 +46,8 @@ for (const session of plan.sessions) {
   for (const step of session.steps) {
     try {
       if (step.op === 'listTools') {
-        record.steps.push({ ok: true, value: await client.listTools(undefined, { timeout }) });
+        const page = step.cursor ? { cursor: step.cursor } : undefined;
+        record.steps.push({ ok: true, value: await client.listTools(page, { timeout }) });
       } else if (step.op === 'callTool') {
         const options = { timeout };
         if (step.progress) {

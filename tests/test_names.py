@@ -1,0 +1,261 @@
+"""Rule ``tool_names`` can never run the wrong tool (issue 22, major 1).
+
+The name map is derived from the whole current listing (every page) and rebuilt with it; it is
+injective, an invented name is never a name the listing holds, and a call for a name the current
+map does not hold goes upstream as sent. A property test drives the transformer and the request
+rewriting over random listings, pages and list changes; the wire tests replay each reported way
+it used to go wrong with the three strict clients, and a replica that never saw the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcp_normalizer.audit import AuditLog
+from mcp_normalizer.catalog import CatalogPool
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
+from mcp_normalizer.jsonrpc import inspect_request
+from mcp_normalizer.normalize import Normalizer
+from mcp_normalizer.request_rewrite import rename_calls
+from mcp_normalizer.rules.tool_names import INVENTED, ORIGINAL_NAME_KEY, SPEC, VALID, Renamer, renames
+from mcp_normalizer.scopes import Limits, ScopeState, ScopeStore
+from mcp_normalizer.transform import Exchange, ResponseTransformer
+
+from .support import JSON_HEADERS, PROPERTY, feed_all, proxy_for, serve, three_clients
+
+ERA = "2025-11-25"
+NORMALIZER = Normalizer(NormalizerConfig.shipped())
+LONG = "t\u00f6ol-" + "x" * 140
+#: Names field servers list (spaces, slashes, unicode, too long) and the valid names they collide with.
+ODD = ["a b", "a/b", "get data", "\u00e9t\u00e9 m\u00e9t\u00e9o", LONG, "a:b", ""]
+PLAIN = ["a_b", "get_data", "ok", "dotted.ok", "x-y"]
+#: ... and names equal to what the rule invents for the odd ones: a hostile or unlucky listing.
+CLASHING = [renames([name])[name] for name in ODD[:3]]
+POOL = ODD + PLAIN + CLASHING
+
+
+def page_body(names: list[str], next_cursor: str | None) -> bytes:
+    result: dict[str, Any] = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": result})
+
+
+def exchange(state: ScopeState, store: ScopeStore, request: dict[str, Any]) -> Exchange:
+    info = inspect_request(orjson.dumps(request), [])
+    assert info is not None
+    return Exchange(info.pending, ERA, "s", state, store.public, sole=info.sole, own_stream=True)
+
+
+def list_all(state: ScopeState, store: ScopeStore, pages: list[list[str]]) -> list[dict[str, Any]]:
+    """The tools a client sees listing every page through the transformer."""
+    seen: list[dict[str, Any]] = []
+    for index, names in enumerate(pages):
+        params = {"cursor": str(index)} if index else {}
+        ex = exchange(state, store, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params})
+        t = ResponseTransformer(ex, NORMALIZER, AuditLog("test"), slice_seconds=0)
+        t.start(200, JSON_HEADERS)
+        nxt = str(index + 1) if index + 1 < len(pages) else None
+        seen += orjson.loads(feed_all(t, page_body(names, nxt)))["result"]["tools"]
+    return seen
+
+
+def called_upstream(state: ScopeState, store: ScopeStore, name: str) -> str:
+    """The name a ``tools/call`` for ``name`` goes upstream under."""
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": {"n": 12.5}}}
+    ex = exchange(state, store, request)
+    body = orjson.dumps(request)
+    done = rename_calls(body, ex.pending, ex.names() or {})
+    sent: dict[str, Any] = orjson.loads(done[0]) if done is not None else request
+    assert sent["params"]["arguments"] == {"n": 12.5}
+    return str(sent["params"]["name"])
+
+
+def original(tool: Mapping[str, Any]) -> str:
+    return str(tool.get("_meta", {}).get(ORIGINAL_NAME_KEY, tool["name"]))
+
+
+LISTINGS = st.lists(st.sampled_from(POOL), min_size=1, max_size=8, unique=True)
+
+
+@pytest.mark.pure
+@PROPERTY
+@given(
+    versions=st.lists(st.tuples(LISTINGS, st.integers(min_value=1, max_value=4), st.booleans()), min_size=1, max_size=4)
+)
+def test_the_upstream_always_runs_the_tool_the_client_named(versions: list[tuple[list[str], int, bool]]) -> None:
+    store = ScopeStore()
+    state = store.state("s")
+    ever: set[str] = set(POOL)
+    for listing, size, announced in versions:
+        if announced:
+            state.forget_tools()  # notifications/tools/list_changed came first (else: just a new first page)
+        pages = [listing[i : i + size] for i in range(0, len(listing), size)]
+        seen = list_all(state, store, pages)
+        advertised = [tool["name"] for tool in seen]
+        assert [original(tool) for tool in seen] == listing  # every tool, in order, its name kept in _meta
+        assert len(set(advertised)) == len(advertised)  # injective: one name, one tool
+        for index, tool in enumerate(seen):
+            name = tool["name"]
+            if name != original(tool):
+                assert VALID.fullmatch(name) and INVENTED.fullmatch(name)
+                # never a name the listing holds so far (a later page may list it: that tool is renamed)
+                assert name not in listing[: (index // size + 1) * size]
+            else:
+                assert SPEC.fullmatch(name) or name == ""  # (the rule is on for every tool here)
+            assert called_upstream(state, store, name) == original(tool)
+        ever |= set(advertised)
+        for name in ever - set(advertised):  # a name of another listing, or none: as sent
+            assert called_upstream(state, store, name) == name
+
+
+@pytest.mark.pure
+def test_invented_names_collide_only_as_checked_and_are_the_same_everywhere() -> None:
+    first = Renamer(["a b"])
+    taken = first.name_for("a b", True)
+    assert taken is not None and INVENTED.fullmatch(taken)
+    # A later page lists that very name: it is renamed in turn, never advertised twice.
+    later = Renamer([taken], listed=["a b"], names={taken: "a b"})
+    again = later.name_for(taken, True)
+    assert again is not None and again != taken and INVENTED.fullmatch(again)
+    # The same listing gets the same names in another scope or process; a salt is tried past a clash.
+    assert Renamer(["a b"]).name_for("a b", True) == taken
+    clash = Renamer(["a b", taken])
+    assert clash.name_for("a b", True) not in (taken, None)  # the page itself lists the first choice
+
+
+@pytest.mark.pure
+def test_name_maps_are_shared_by_content_and_counted_in_the_catalog_bound() -> None:
+    """Major 4 (60 scopes listing the same 20,000 renamed tools grew 3.1 MiB each): scopes listing
+    the same renamed tools hold one map, and its bytes count in the catalog bound."""
+    store = ScopeStore(Limits(max_catalog_bytes=256 * 1024 * 1024))
+    names = [f"tool {i} \u00e9" for i in range(2_000)]
+    states = [store.state(f"s{i}") for i in range(20)]
+    for state in states:
+        list_all(state, store, [names])
+    maps = {id(state.catalog.tools.names) for state in states}
+    assert len(maps) == 1 and len(store.pool) == 1
+    assert len(states[0].catalog.tools.names) == 2_000
+    assert store.pool.bytes > 2_000 * (2 * len("tool 0 \u00e9") + 240)  # the names are in the count
+    tight = ScopeStore(Limits(max_catalog_bytes=store.pool.bytes // 2))
+    for index in range(3):  # over the bound: least recently used scopes go
+        list_all(tight.state(f"s{index}"), tight, [[*names[:1_000], f"other {index}"]])
+    assert len(tight) < 3 and isinstance(tight.pool, CatalogPool)
+
+
+# -- on the wire -------------------------------------------------------------------------------
+
+
+def _named(name: str) -> ToolSpec:
+    async def handler(call: ToolCall) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": f"ran {call.name}"}]}
+
+    return ToolSpec({"name": name, "inputSchema": {"type": "object"}}, handler)
+
+
+def _ran(record: dict[str, Any]) -> list[str]:
+    """What each step got: a call's text, ``listed`` for a listing, ``failed``."""
+    return [
+        ("listed" if "tools" in step["value"] else step["value"]["content"][0]["text"]) if step["ok"] else "failed"
+        for step in record["steps"]
+    ]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_an_invented_name_a_later_page_lists_runs_each_tool_by_the_name_the_client_saw() -> None:
+    """Page 1 lists ``a b`` (advertised as its invented name); page 2 lists a tool literally named
+    that. Each is advertised under its own name, and each call runs the tool the client named."""
+    taken = renames(["a b"])["a b"]
+    server = ScriptedServer([_named("a b"), _named(taken)], response_mode="sse", page_size=1)
+    second = Renamer([taken], listed=["a b"], names={taken: "a b"}).name_for(taken, True)
+    assert second is not None
+    steps: list[dict[str, Any]] = [
+        {"op": "listTools"},
+        {"op": "listTools", "cursor": "1"},
+        {"op": "callTool", "name": taken, "arguments": {}},
+        {"op": "callTool", "name": second, "arguments": {}},
+    ]
+    with serve(server) as up, proxy_for(up + "/mcp") as px:
+        through = await three_clients(px + "/mcp", ["none"], steps, request_timeout=30)
+    for client, records in through.items():
+        record = records[0]
+        pages = [[t["name"] for t in step["value"]["tools"]] for step in record["steps"][:2]]
+        # (client 2.x follows the cursor itself: its first listing holds both pages)
+        assert pages in ([[taken], [second]], [[taken, second], [second]]), client
+        assert _ran(record)[2:] == ["ran a b", f"ran {taken}"], client
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_changed_list_rebuilds_the_map_and_a_valid_name_is_never_taken_over() -> None:
+    """v1 lists ``a b``; v2 lists ``a b`` and a distinct ``a_b``: a call for ``a_b`` runs ``a_b``."""
+    version = {"now": 1}
+
+    async def flip(call: ToolCall) -> dict[str, Any]:
+        version["now"] = 2
+        return {"content": [{"type": "text", "text": "flipped"}]}
+
+    flipper = ToolSpec({"name": "flip", "inputSchema": {"type": "object"}}, flip)
+    server = ScriptedServer(
+        lambda headers: [_named("a b"), flipper] if version["now"] == 1 else [_named("a b"), _named("a_b"), flipper],
+        response_mode="json",
+    )
+    invented_name = renames(["a b"])["a b"]
+    steps: list[dict[str, Any]] = [
+        {"op": "listTools"},
+        {"op": "callTool", "name": invented_name, "arguments": {}},
+        {"op": "callTool", "name": "flip", "arguments": {}},
+        {"op": "listTools"},
+        {"op": "callTool", "name": "a_b", "arguments": {}},
+        {"op": "callTool", "name": invented_name, "arguments": {}},
+    ]
+    with serve(server) as up, proxy_for(up + "/mcp") as px:
+        for client in ("ts-sdk-1", "ts-client-2", "python"):
+            version["now"] = 1  # each client alone: the list changes in its session
+            if client == "python":
+                record = await run_python(px + "/mcp", steps)
+            else:
+                session = {"url": px + "/mcp", "steps": steps}
+                record = (await run_node("v1" if client == "ts-sdk-1" else "v2", [session], request_timeout=30))[0]
+            listed = [
+                [t["name"] for t in step["value"]["tools"]] for step in record["steps"] if "tools" in step["value"]
+            ]
+            assert listed == [[invented_name, "flip"], [invented_name, "a_b", "flip"]], client
+            assert _ran(record)[1:3] == ["ran a b", "flipped"] and _ran(record)[4:] == ["ran a_b", "ran a b"], client
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_scope_with_no_map_lists_the_tools_before_it_forwards_an_invented_name() -> None:
+    """Another replica (or this one after a restart, or an evicted scope) has no map: the call for
+    an invented name waits for the proxy's own ``tools/list``, then goes upstream by the original
+    name. A name that only looks invented, and is no tool of the list, goes as sent."""
+    server = ScriptedServer([_named("get data"), _named("plain")], response_mode="sse")
+    invented_name = renames(["get data"])["get data"]
+    with serve(server) as up:
+        with proxy_for(up + "/mcp") as first:
+            listing = await three_clients(first + "/mcp", ["none"], [{"op": "listTools"}], request_timeout=30)
+        assert [t["name"] for t in listing["python"][0]["steps"][0]["value"]["tools"]] == [invented_name, "plain"]
+        # The same sessions' calls, on a proxy that never saw their tools/list:
+        steps: list[dict[str, Any]] = [
+            {"op": "callTool", "name": invented_name, "arguments": {}},
+            {"op": "callTool", "name": "look_alike_0123456789abcdef", "arguments": {}},
+        ]
+        with proxy_for(up + "/mcp") as second:
+            through = await three_clients(second + "/mcp", ["none"], steps, request_timeout=30)
+    for client, records in through.items():
+        ran = _ran(records[0])
+        assert ran[0] == "ran get data", client
+        assert ran[1] == "failed" or "Unknown tool" in ran[1], client  # the upstream's own answer, as sent
+    called = [m["params"]["name"] for m, _ in server.requests if m.get("method") == "tools/call"]
+    assert called.count("get data") == 3 and called.count("look_alike_0123456789abcdef") == 3
+    assert invented_name not in called
