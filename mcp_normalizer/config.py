@@ -162,6 +162,12 @@ class ProxyConfig:
         "",
         "the key the scopes' names in that store are hashed with (the same on every replica); empty: unkeyed.",
     )
+    state_scopes_per_client: int = setting(
+        1000,
+        "new scopes one client address may write to that store per minute, per replica (past it they "
+        "stay in the replica's memory); 0: no bound. Behind a load balancer, list it in "
+        "``trusted_proxies`` so that clients are told apart.",
+    )
 
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:

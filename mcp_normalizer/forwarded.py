@@ -85,6 +85,18 @@ class ForwardingPolicy:
         """True when ``address`` (a peer's IP) is a trusted proxy."""
         return bool(self.trusted) and address is not None and self._trusts(address)
 
+    def client(self, headers: RawHeaders, peer: str | None) -> str | None:
+        """The client's address: ``peer``, or when ``peer`` is a trusted proxy the last address of
+        ``X-Forwarded-For`` that is not one (what the chain of trusted proxies saw connect)."""
+        if not self.trusts(peer):
+            return peer
+        chain = b",".join(v for k, v in headers if k == b"x-forwarded-for")
+        for node in reversed(chain.split(b",")):
+            address = node.strip().decode("latin-1")
+            if address and not self.trusts(address):
+                return address
+        return peer
+
     def apply(self, headers: RawHeaders, peer: str | None, scheme: str, host: str | None) -> RawHeaders:
         """``headers`` (request headers, names lower-case) with the forwarding headers decided.
 

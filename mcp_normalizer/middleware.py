@@ -27,6 +27,7 @@ from .capture import Capture
 from .catalog import scope_key
 from .config import NormalizerConfig, redact_url
 from .errors import ClientDisconnect, ConfigError, ResponseRefused, UpstreamError
+from .forwarded import ForwardingPolicy, parse_networks
 from .jsonrpc import (
     TOOLS_CALL,
     TOOLS_LIST,
@@ -45,7 +46,7 @@ from .request_rewrite import REWRITE, rename_calls
 from .responses import error_body, respond
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .rules.tool_names import invented
-from .scopes import Limits, ScopeState, ScopeStore, SharedBackend
+from .scopes import Changes, Limits, ScopeState, ScopeStore, SharedBackend
 from .tools_fetch import ToolsFetcher
 from .tracing import tracing_for
 from .transform import Exchange, ResponseTransformer
@@ -97,7 +98,11 @@ class NormalizerMiddleware:
                 from .shared_state import RedisState
 
                 shared = RedisState(
-                    config.proxy.state_url, secret=config.proxy.state_secret, limits=limits, metrics=metrics
+                    config.proxy.state_url,
+                    secret=config.proxy.state_secret,
+                    limits=limits,
+                    metrics=metrics,
+                    scopes_per_client=config.proxy.state_scopes_per_client,
                 )
             except ModuleNotFoundError as exc:
                 if exc.name is None or not exc.name.startswith("redis"):
@@ -107,6 +112,7 @@ class NormalizerMiddleware:
                 ) from None
             logger.info("sharing scope state in %s (state_url)", redact_url(config.proxy.state_url))
         self.scopes = ScopeStore(limits, shared=shared)
+        self.forwarding = ForwardingPolicy(trusted=parse_networks(config.proxy.trusted_proxies))
         self.audit = AuditLog(upstream, metrics=metrics)
         if metrics is not None:
             metrics.watch_catalogs(self.scopes)
@@ -186,14 +192,14 @@ class NormalizerMiddleware:
         state = self.scopes.state(key) if info.watched else self.scopes.peek(key) or self.scopes.detached()
         shared = self._shared_id(headers) if info.watched else None
         if shared is not None:  # what another replica learned for the scope, and the tools of its tasks
-            state.share(shared)
+            state.share(shared, self._client_address(scope))
             tasks = {
                 r.task_id for r in info.pending.values() if r.task_id is not None and state.task_tool(r.task_id) is None
             }
             await self.scopes.load(state, tasks)
         client = profile_for(info.client_info) if info.client_info is not None else state.client
         if info.initializes and client is not UNKNOWN:
-            send = self._naming_session(headers, client, send)
+            send = self._naming_session(scope, client, send)
         private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
         exchange = Exchange(
             info.pending,
@@ -259,7 +265,7 @@ class NormalizerMiddleware:
         shared = self._shared_id(headers)
         if shared is not None:  # the requests may have gone through another replica
             state = state if state is not None else self.scopes.state(key)
-            state.share(shared)
+            state.share(shared, self._client_address(scope))
             await self.scopes.load(state, pending=True)
         if state is None:
             await self.app(scope, receive, self._watch_session(scope, send))
@@ -351,10 +357,10 @@ class NormalizerMiddleware:
         scopes = self.scopes
 
         async def sharing(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] >= 300 and state.changes:
-                # The upstream refused the request (an unknown session's 404, a 400): no later
-                # GET will carry its answer, so its unanswered requests are not shared.
-                state.changes.awaited.clear()
+            if message["type"] == "http.response.start" and not 200 <= message["status"] < 300 and state.changes:
+                # The upstream refused the request (an unknown session's 404, a 401, a 400):
+                # nothing of it is shared (a client minting scopes the upstream refuses fills no store).
+                state.changes = Changes()
             if state.changes:
                 await scopes.flush(state)
             await send(message)
@@ -388,9 +394,16 @@ class NormalizerMiddleware:
 
         return check
 
-    def _naming_session(self, headers: RawHeaders, client: ClientProfile, send: Send) -> Send:
+    def _client_address(self, scope: Scope) -> str | None:
+        """The address of the request's client (behind ``trusted_proxies``, the one they forwarded)."""
+        peer = scope.get("client")
+        return self.forwarding.client(scope["headers"], peer[0] if peer else None)
+
+    def _naming_session(self, scope: Scope, client: ClientProfile, send: Send) -> Send:
         """``send`` that remembers ``client`` for the session the ``initialize`` response assigns
         (``Mcp-Session-Id``): the session's later requests do not name their client."""
+        headers: RawHeaders = scope["headers"]
+        writer = self._client_address(scope)
 
         async def naming(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 200:
@@ -400,7 +413,7 @@ class NormalizerMiddleware:
                     state = self.scopes.state(scope_key(self.upstream, session, auth, cookie))
                     shared = self.scopes.shared_id(self.upstream, session, auth, cookie)
                     if shared is not None:
-                        state.share(shared)
+                        state.share(shared, writer)
                     state.name_client(client)
                     await self.scopes.flush(state)  # before the client has its session id
             await send(message)

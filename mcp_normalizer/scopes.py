@@ -108,8 +108,11 @@ class SharedBackend(Protocol):
         when ``pending``); ``None`` when it cannot be reached."""
         ...
 
-    async def write(self, scope: str, changes: Changes, learned: Mapping[str, Learned]) -> None:
-        """Write ``changes`` (and, when they say so, the whole ``learned`` map) for ``scope``."""
+    async def write(
+        self, scope: str, changes: Changes, learned: Mapping[str, Learned], writer: str | None = None
+    ) -> None:
+        """Write ``changes`` (and, when they say so, the whole ``learned`` map) for ``scope``;
+        ``writer`` is the address of the scope's client (what one client may write is bounded)."""
         ...
 
     async def forget(self, scope: str) -> None:
@@ -167,6 +170,8 @@ class ScopeState:
     shared: str | None = None
     #: What was learned since the last flush to the shared backend (``None``: nothing is shared).
     changes: Changes | None = None
+    #: The address of the scope's client (what it may write to the shared backend is bounded).
+    writer: str | None = None
 
     # Every write of the scope's state goes through the methods below (the middleware, the
     # transformer and the tools/list fetch read the fields, never assign them).
@@ -234,10 +239,11 @@ class ScopeState:
         for tool, found in snapshot.learned.items():
             self._merge(tool, found)
 
-    def share(self, scope: str) -> None:
-        """From now on queue what this state learns for the shared backend, as scope ``scope``."""
+    def share(self, scope: str, writer: str | None = None) -> None:
+        """From now on queue what this state learns for the shared backend, as scope ``scope``
+        (``writer``: the address of its client)."""
         if self.shared is None:
-            self.shared, self.changes = scope, Changes()
+            self.shared, self.changes, self.writer = scope, Changes(), writer
 
     def _merge(self, tool: str, found: Learned) -> bool:
         before = self.learned.get(tool)
@@ -328,7 +334,9 @@ class ScopeStore:
         if self.shared is None or state.shared is None or not changes:
             return
         state.changes = Changes()
-        await self.shared.write(state.shared, changes, dict(state.learned) if changes.learned else {})
+        await self.shared.write(
+            state.shared, changes, dict(state.learned) if changes.learned else {}, writer=state.writer
+        )
 
     async def forget_shared(self, key: str, shared: str | None) -> None:
         """:meth:`forget` scope ``key``, here and in the shared backend (as ``shared``)."""

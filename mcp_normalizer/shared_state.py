@@ -13,18 +13,31 @@ fetches ``tools/list`` itself):
   after the request); the key expires ``pending_ttl`` after its last write, expired fields are
   ignored, at most ``max_pending`` are kept.
 - ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session) and ``learned``
-  (JSON ``{tool: [drop_output_schema, [place, ...]]}``); the key expires ``learned_ttl`` after its
-  last write. Tool name maps (rule ``tool_names``) are never stored: a replica derives the same map
-  from the listing it fetches itself.
+  (the 32 hex digits naming a learned-schemas entry); the key expires ``learned_ttl`` after its
+  last write.
+- ``{prefix}l:{digest}``: string, learned schemas (JSON ``{tool: [drop_output_schema, [place,
+  ...]]}``, 8 KiB at most), stored once by content however many scopes point at it; expires
+  ``learned_ttl`` after its last write. Tool name maps (rule ``tool_names``) are never stored: a
+  replica derives the same map from the listing it fetches itself.
+
+What one scope and one client may write is bounded: a scope's hash holds two short fields, its
+pending hash at most :data:`MAX_SHARED_PENDING` entries of bounded size; one client address (the
+TCP peer, or behind ``trusted_proxies`` the address they forwarded) may create at most
+``state_scopes_per_client`` new scopes a minute per replica, past which its new scopes stay in the
+replica's memory alone (``mcp_normalizer_state_errors_total{op="capped"}``). Only scopes whose
+request the upstream accepted (a 2xx) are written at all.
 
 ``scope`` is a BLAKE2b hash (32 hex digits) of the upstream, session id, ``Authorization`` and
 ``Cookie``, keyed with ``state_secret`` (the same on every replica; unkeyed when empty): the raw
 values never reach Redis.
 
-Fail-open: every call is bounded by :data:`TIMEOUT`; a call that fails or times out is counted
-(``mcp_normalizer_state_errors_total{op}``), logged at most once per :data:`LOG_INTERVAL`, and the
-store is left alone for :data:`RETRY_AFTER` seconds (calls meanwhile are skipped and counted). The
-proxy then works from its in-memory state alone; a store that answers again is used again.
+Fail-open: every call is bounded by :data:`TIMEOUT` (waiting for one of the
+:data:`MAX_CONNECTIONS` pooled connections included); a call that fails or times out is counted
+(``mcp_normalizer_state_errors_total{op}``) and logged at most once per :data:`LOG_INTERVAL` (and
+its recovery once after that). A store that refuses connections, or times out
+:data:`DOWN_AFTER` calls in a row, is left alone for :data:`RETRY_AFTER` seconds (calls meanwhile
+are skipped and counted): one slow call, for one scope, never turns the store off for the others.
+The proxy then works from its in-memory state alone; a store that answers again is used again.
 
 ``redis`` (redis-py, the ``[redis]`` extra) is imported only when a :class:`RedisState` is made.
 """
@@ -39,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
+from cachetools import LRUCache
 
 from .errors import ConfigError
 from .jsonrpc import IdKey, PendingRequest
@@ -59,6 +73,14 @@ TIMEOUT = 0.25
 RETRY_AFTER = 1.0
 #: Seconds between two warnings about an unreachable store.
 LOG_INTERVAL = 30.0
+#: Connections to the store one replica holds at most (a call waits for a free one, within TIMEOUT).
+MAX_CONNECTIONS = 32
+#: Calls timing out in a row after which the store is left alone (a refused connection: at once).
+DOWN_AFTER = 3
+#: Unanswered requests of one session shared at most (the latest kept).
+MAX_SHARED_PENDING = 256
+#: Seconds of the window in which one client address may create ``scopes_per_client`` scopes.
+CLIENT_WINDOW = 60.0
 #: Prefix of every key.
 PREFIX = "mcp-normalizer:"
 #: The longest text (bytes of UTF-8: a tool name, a task id, a method, a client name) stored; an
@@ -85,6 +107,9 @@ class RedisState:
         retry_after: seconds the store is left alone after a failure.
         log_interval: seconds between two warnings about it.
         prefix: the prefix of every key (:data:`PREFIX`).
+        scopes_per_client: new scopes one client address may write per :data:`CLIENT_WINDOW`
+            (``0``: no bound).
+        max_connections: connections to the store at most.
     """
 
     def __init__(
@@ -98,14 +123,20 @@ class RedisState:
         retry_after: float = RETRY_AFTER,
         log_interval: float = LOG_INTERVAL,
         prefix: str = PREFIX,
+        scopes_per_client: int = 1000,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
         try:
-            self.redis: Redis = Redis.from_url(
+            # A bounded pool: 200 sessions at once share MAX_CONNECTIONS connections instead of
+            # opening one each (which ran into the pool's own limit and into connect timeouts).
+            pool = BlockingConnectionPool.from_url(
                 url,
+                max_connections=max_connections,
+                timeout=timeout,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=Retry(NoBackoff(), 0),  # fail once, fast: the caller goes on without the store
@@ -113,6 +144,7 @@ class RedisState:
             )
         except ValueError as exc:  # a bad port, query argument or host: one line at start, not later
             raise ConfigError(f"state_url is not a usable Redis URL: {exc}") from None
+        self.redis: Redis = Redis(connection_pool=pool)
         self.limits = limits if limits is not None else Limits()
         self.metrics = metrics
         self.timeout = timeout
@@ -123,7 +155,12 @@ class RedisState:
         self._down_until = 0.0  # monotonic: calls before it are skipped
         self._next_log = 0.0
         self._failed = 0  # calls failed or skipped since the last warning
-        self._down = False
+        self._timeouts = 0  # calls timed out in a row
+        self._warned = False  # a warning went out since the store last answered
+        self.scopes_per_client = scopes_per_client
+        self._written: LRUCache[str, None] = LRUCache(100_000)  # scopes this replica has written
+        self._clients: LRUCache[str, list[float]] = LRUCache(100_000)  # client -> [window start, new scopes]
+        self._learned_seen: LRUCache[str, dict[str, Learned]] = LRUCache(1024)  # entries by digest
 
     # -- the SharedBackend interface ----------------------------------------------------------
 
@@ -150,17 +187,42 @@ class RedisState:
         replies = await self._call("read", run)
         if replies is None:
             return None
-        snapshot = _scope_snapshot(replies[0])
+        snapshot, digest = _scope_snapshot(replies[0])
         for task_id, tool in zip(task_ids, replies[1 : 1 + len(task_ids)], strict=True):
             if isinstance(tool, bytes):
                 snapshot.tasks[task_id] = tool.decode("utf-8", "replace")
         if pending:
-            snapshot.pending = _pending(replies[-1], time.time(), self.limits.max_pending)
+            snapshot.pending = _pending(replies[-1], time.time(), self._pending_bound)
+        if digest is not None:
+            snapshot.learned = await self._learned_entry(digest)
         return snapshot
 
-    async def write(self, scope: str, changes: Changes, learned: Mapping[str, Learned]) -> None:
-        """One round trip writing ``changes`` (TTLs renewed on the keys written)."""
+    async def _learned_entry(self, digest: str) -> dict[str, Learned]:
+        """The learned schemas stored under ``digest`` (read once per replica: entries never change)."""
+        found = self._learned_seen.get(digest)
+        if found is not None:
+            return found
+
+        async def run(redis: Redis) -> Any:
+            return await redis.get(self._key("l", digest))
+
+        raw = await self._call("read", run)
+        if not isinstance(raw, bytes):
+            return {}
+        found = self._learned_seen[digest] = _learned(raw)
+        return found
+
+    async def write(
+        self, scope: str, changes: Changes, learned: Mapping[str, Learned], writer: str | None = None
+    ) -> None:
+        """One round trip writing ``changes`` (TTLs renewed on the keys written). ``writer``: the
+        client address the scope is the client of; a new scope past its bound is not written."""
         limits = self.limits
+        if scope not in self._written:
+            if not self._admit(writer):
+                self._capped(writer)
+                return
+            self._written[scope] = None
         # Everything is encoded before the round trip: an entry that cannot be (or is too long)
         # is left out alone; it never counts as the store failing.
         tasks = {
@@ -179,8 +241,11 @@ class RedisState:
         client = _text(changes.client) if changes.client is not None else None
         if client is not None:
             scope_fields["client"] = client
+        entry: tuple[str, bytes] | None = None
         if changes.learned:
-            scope_fields["learned"] = _learned_json(learned)
+            content = _learned_json(learned)
+            digest = hashlib.blake2b(content, digest_size=16, person=b"mcpn-learned").hexdigest()
+            scope_fields["learned"], entry = digest, (digest, content)
         if not (tasks or awaited or answered or scope_fields):
             return
 
@@ -199,12 +264,14 @@ class RedisState:
                     scope_key = self._key("s", scope)
                     pipe.hset(scope_key, mapping=scope_fields)
                     pipe.expire(scope_key, _seconds(limits.learned_ttl))
+                if entry is not None:  # one copy however many scopes learned the same
+                    pipe.set(self._key("l", entry[0]), entry[1], ex=_seconds(limits.learned_ttl))
                 return list(await pipe.execute())
 
         replies = await self._call("write", run)
         if replies is not None and awaited:
             count = replies[len(tasks) + 2]
-            if isinstance(count, int) and count > limits.max_pending:
+            if isinstance(count, int) and count > self._pending_bound:
                 await self._trim_pending(scope)
 
     async def forget(self, scope: str) -> None:
@@ -219,7 +286,7 @@ class RedisState:
         """Close the connection pool."""
         try:
             with anyio.fail_after(self.timeout):
-                await self.redis.aclose()
+                await self.redis.aclose(close_connection_pool=True)
         except Exception:  # closing a pool whose server is gone: nothing to keep
             logger.debug("closing the shared state store failed", exc_info=True)
 
@@ -239,14 +306,44 @@ class RedisState:
         async def run(redis: Redis) -> int:
             entries = await redis.hgetall(key)
             by_deadline = sorted(entries.items(), key=lambda item: _deadline(item[1]))
-            drop = [name for name, _ in by_deadline[: max(len(entries) - self.limits.max_pending, 0)]]
+            drop = [name for name, _ in by_deadline[: max(len(entries) - self._pending_bound, 0)]]
             return int(await redis.hdel(key, *drop)) if drop else 0
 
         await self._call("write", run)
 
+    @property
+    def _pending_bound(self) -> int:
+        return min(self.limits.max_pending, MAX_SHARED_PENDING)
+
+    def _admit(self, writer: str | None) -> bool:
+        """Whether client ``writer`` may create one more scope in the store in this window."""
+        if self.scopes_per_client <= 0 or writer is None:
+            return True
+        now = time.monotonic()
+        window = self._clients.get(writer)
+        if window is None or now - window[0] >= CLIENT_WINDOW:
+            window = self._clients[writer] = [now, 0.0]
+        if window[1] >= self.scopes_per_client:
+            return False
+        window[1] += 1
+        return True
+
+    def _capped(self, writer: str | None) -> None:
+        if self.metrics is not None:
+            self.metrics.state_errors.labels(op="capped").inc()
+        logger.warning(
+            "a client created more than %d scopes in %g s: its new scopes are not shared (state_scopes_per_client)",
+            self.scopes_per_client,
+            CLIENT_WINDOW,
+        )
+
     async def _call(self, op: str, run: Any) -> Any:
         """``run(redis)`` bounded by the timeout; ``None`` when it failed, timed out or was skipped
-        (the store failed less than ``retry_after`` seconds ago)."""
+        (the store refused a connection, or timed out :data:`DOWN_AFTER` calls in a row, less
+        than ``retry_after`` seconds ago)."""
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeout
+
         now = time.monotonic()
         if now < self._down_until:
             self._count(op, now, None)
@@ -255,23 +352,28 @@ class RedisState:
             with anyio.fail_after(self.timeout):
                 result = await run(self.redis)
         except Exception as exc:  # redis errors, OSError, TimeoutError: the proxy goes on without the store
-            self._down_until = time.monotonic() + self.retry_after
+            slow = isinstance(exc, TimeoutError | RedisTimeout)
+            self._timeouts = self._timeouts + 1 if slow else 0
+            if not slow and isinstance(exc, RedisConnectionError | OSError) or self._timeouts >= DOWN_AFTER:
+                self._down_until = time.monotonic() + self.retry_after
             self._count(op, time.monotonic(), exc)
             return None
-        if self._down:
-            self._down = False
+        self._timeouts = 0
+        if self._warned:
+            self._warned = False
             logger.info("shared state store reachable again")
         return result
 
     def _count(self, op: str, now: float, error: BaseException | None) -> None:
-        """Count a failed or skipped call; warn at most once per ``log_interval``."""
-        self._down = True
+        """Count a failed or skipped call; warn at most once per ``log_interval`` (and say that it
+        answers again once after each warning)."""
         self._failed += 1
         if self.metrics is not None:
             self.metrics.state_errors.labels(op=op).inc()
         if error is not None and now >= self._next_log:
             self._next_log = now + self.log_interval
             failed, self._failed = self._failed, 0
+            self._warned = True
             logger.warning(  # the error's type only: redis-py's text can quote a command's arguments
                 "shared state store unreachable (%s); working from this process's state alone"
                 " (%d calls failed or skipped since the last warning)",
@@ -353,20 +455,21 @@ def _learned_json(learned: Mapping[str, Learned]) -> bytes:
     return orjson.dumps({tool: [d.drop_output_schema, [p.text for p in d.relax]] for tool, d in learned.items()})
 
 
-def _scope_snapshot(fields: object) -> Snapshot:
-    """The client and learned schemas of a scope hash (malformed parts ignored)."""
+def _scope_snapshot(fields: object) -> tuple[Snapshot, str | None]:
+    """The client of a scope hash, and the digest of its learned schemas (malformed parts ignored)."""
     snapshot = Snapshot()
+    digest: str | None = None
     if not isinstance(fields, dict):
-        return snapshot
+        return snapshot, digest
     for raw_name, raw in fields.items():
         name = raw_name.decode("utf-8", "replace") if isinstance(raw_name, bytes) else str(raw_name)
         if not isinstance(raw, bytes):
             continue
         if name == "client":
             snapshot.client = raw.decode("utf-8", "replace")[:128]
-        elif name == "learned":
-            snapshot.learned = _learned(raw)
-    return snapshot
+        elif name == "learned" and len(raw) == 32 and raw.isalnum():
+            digest = raw.decode("ascii")
+    return snapshot, digest
 
 
 def _learned(raw: bytes) -> dict[str, Learned]:

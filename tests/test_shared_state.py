@@ -18,6 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -135,11 +136,13 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @contextmanager
-def replicas(upstream: str, state_url: str | None) -> Iterator[tuple[list[str], list[list[str]]]]:
+def replicas(
+    upstream: str, state_url: str | None, log_level: str = "warning"
+) -> Iterator[tuple[list[str], list[list[str]]]]:
     """Two ``mcp-normalizer`` processes in front of ``upstream`` (sharing ``state_url`` when given);
     yields their base URLs and, once they stopped, their stderr lines."""
     env = {"MCP_NORMALIZER_STATE_URL": state_url or "", "MCP_NORMALIZER_STATE_SECRET": "test-secret"}
-    env["MCP_NORMALIZER_LOG_LEVEL"] = "warning"  # (stderr is a pipe read at the end: no rewrite lines to fill it)
+    env["MCP_NORMALIZER_LOG_LEVEL"] = log_level
     with ExitStack() as stack:
         urls, logs = [], []
         for _ in range(2):
@@ -363,3 +366,128 @@ def test_redis_is_imported_only_when_state_url_is_set() -> None:
     )
     done = subprocess.run([EXE.replace("mcp-normalizer", "python"), "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# -- issue 22, major 5: what a client may write, and one scope never turns the store off ---------
+
+
+@pytest.mark.anyio
+async def test_a_client_minting_sessions_writes_a_bounded_number_of_scopes() -> None:
+    """Each made-up session of one client address writes its scope (its client's name) until the
+    bound; past it the sessions work from the replica's memory, counted, logged once."""
+    with redis_server() as store:
+        config = NormalizerConfig.shipped().with_proxy({"state_url": store.url, "state_scopes_per_client": 10})
+        app = NormalizerMiddleware(task_server(), config, metrics=(metrics := Metrics()))
+        transport = httpx.ASGITransport(app=app, client=("203.0.113.9", 4000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:1") as http:
+            for _ in range(40):
+                await initialize(http, "/mcp")
+        assert app.scopes.shared is not None
+        await app.scopes.shared.close()
+        keys = [item for item in store.dump() if item.startswith(b"mcp-normalizer:s:")]
+    assert len(keys) == 10
+    assert metrics.registry.get_sample_value("mcp_normalizer_state_errors_total", {"op": "capped"}) == 30
+
+
+@pytest.mark.anyio
+async def test_requests_the_upstream_rejects_as_unauthorized_are_not_shared() -> None:
+    inner = task_server()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != b"Bearer good":
+            await read_body(receive)
+            await respond(send, 401, b'{"error":"invalid_token"}', headers=[(b"www-authenticate", b"Bearer")])
+            return
+        await inner(scope, receive, send)
+
+    with redis_server() as store:
+        config = NormalizerConfig.shipped().with_proxy({"state_url": store.url})
+        app = NormalizerMiddleware(guarded, config)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:1") as http:
+            for i in range(20):  # a new made-up credential and cookie each time
+                bad = {"authorization": f"Bearer forged-{i}", "cookie": f"c={i}"}
+                assert (
+                    await http.post("/mcp", content=orjson.dumps(INIT_2025), headers={**HEADERS, **bad})
+                ).status_code == 401
+            good = await http.post(
+                "/mcp", content=orjson.dumps(INIT_2025), headers={**HEADERS, "authorization": "Bearer good"}
+            )
+            assert good.status_code == 200
+        assert app.scopes.shared is not None
+        await app.scopes.shared.close()
+        keys = [item for item in store.dump() if item.startswith(b"mcp-normalizer:")]
+    assert len(keys) == 1  # the accepted session's, only
+
+
+INIT_2025 = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
+
+
+@pytest.mark.anyio
+async def test_one_scopes_slow_read_never_turns_the_store_off_for_the_others() -> None:
+    """A scope whose pending hash takes longer than the bound to read (100,000 fields written
+    behind the proxy's back) times out alone: the next scope's read is served."""
+    with redis_server() as store:
+        state = RedisState(store.url, limits=Limits(), timeout=0.05, retry_after=60.0)
+        heavy, light = state.scope_id("up", "heavy", None, None), state.scope_id("up", "light", None, None)
+        await state.write(light, Changes(client="claude-code"), {})
+        direct = redis.Redis(port=store.port)
+        value = b'{"m":"tools/call","d":9999999999,"t":"' + b"x" * 400 + b'"}'
+        for start in range(0, 100_000, 10_000):
+            direct.hset(
+                f"mcp-normalizer:p:{heavy}",
+                mapping={orjson.dumps(["n", i]): value for i in range(start, start + 10_000)},
+            )
+        slow = await state.read(heavy, [], pending=True)
+        assert direct.ping()  # (Redis is done sending that reply)
+        direct.close()
+        served = await state.read(light, [], pending=False)
+        await state.close()
+    assert slow is None  # (its own read gave up at the bound)
+    assert served is not None and served.client == "claude-code"  # not skipped for retry_after
+
+
+@pytest.mark.anyio
+async def test_learned_schemas_are_stored_once_by_content_and_every_scope_points_at_them() -> None:
+    with redis_server() as store:
+        state = RedisState(store.url, limits=Limits(), timeout=5.0)
+        learned = {"tool.\u00e9": Learned(relax=(PointerPattern.parse("/runtimes/*/scope"),))}
+        scopes = [state.scope_id("up", f"s{i}", None, None) for i in range(50)]
+        for scope in scopes:
+            await state.write(scope, Changes(learned=True), learned)
+        other = RedisState(store.url, limits=Limits(), timeout=5.0)  # another replica reads them back
+        found = await other.read(scopes[7], [], pending=False)
+        await state.close()
+        await other.close()
+        entries = [item for item in store.dump() if item.startswith(b"mcp-normalizer:l:")]
+    assert found is not None and found.learned == learned
+    assert len(entries) == 1
+
+
+@pytest.mark.anyio
+async def test_two_hundred_sessions_at_once_over_two_replicas_lose_nothing_and_log_little() -> None:
+    """The load that gave 30,158 read errors and 605 lines: a bounded pool, a store marked down
+    only when it refuses or times out calls in a row, one warning (and one recovery) per interval."""
+    with redis_server() as store, serve(task_server()) as up:
+        with replicas(up + "/mcp", store.url, "info") as (urls, logs):
+            a, b = (url + "/mcp" for url in urls)
+            answered: list[int] = []
+
+            async def session(http: httpx.AsyncClient) -> None:
+                ids = await initialize(http, a)
+                for i in range(5):
+                    call = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "protean.whoami"}}
+                    reply = await http.post(a if i % 2 else b, content=orjson.dumps(call), headers={**HEADERS, **ids})
+                    answered.append(reply.status_code)
+
+            limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+            async with httpx.AsyncClient(timeout=60, limits=limits) as http, anyio.create_task_group() as tg:
+                for _ in range(200):
+                    tg.start_soon(session, http)
+    assert answered == [200] * 1000
+    for log in logs:
+        assert sum(WARNING in line for line in log) <= 1 and sum("reachable again" in line for line in log) <= 1
