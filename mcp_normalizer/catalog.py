@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import msgspec
+import orjson
 
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
@@ -150,18 +151,21 @@ class ToolSet(dict[str, ToolEntry]):
         self._entry_bytes += entry.size + _PER_NAME
 
     def sealed(self) -> ToolSet:
-        """This set, its :attr:`key` and :attr:`size` computed; add nothing after."""
+        """This set, its :attr:`key` and :attr:`size` computed (once); add nothing after."""
+        if self.key:
+            return self
         names = self.names
         size = sys.getsizeof(self) + self._entry_bytes
         if names:
             digest = self._digest.copy()
-            for advertised, upstream in names.items():
-                for text in (advertised, upstream):
-                    raw = text.encode("utf-8", "surrogatepass")
-                    digest.update(len(raw).to_bytes(4, "little") + raw)
-            size += sys.getsizeof(names) + sum(
-                2 * _PER_NAME + len(advertised) + len(upstream) for advertised, upstream in names.items()
-            )
+            try:  # one C pass over the names (a 50,000-name map: milliseconds, not a loop's tens)
+                digest.update(orjson.dumps(names))
+            except orjson.JSONEncodeError:  # a lone surrogate: name by name
+                for advertised, upstream in names.items():
+                    for text in (advertised, upstream):
+                        raw = text.encode("utf-8", "surrogatepass")
+                        digest.update(len(raw).to_bytes(4, "little") + raw)
+            size += sys.getsizeof(names) + sum(map(len, names)) + sum(map(len, names.values())) + 240 * len(names)
             self.key = digest.digest()
         else:
             self.key = self._digest.digest()

@@ -92,14 +92,24 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+#: A text nesting deeper than the C decoder recurses (about 1,000 levels) is read again with a loop
+#: only when it is at most this long and nests at most :data:`MAX_DEPTH` levels: the loop costs about
+#: a microsecond a token, and a hostile 100,000-level ``tools/list`` must not hold every other
+#: session for seconds. Past either bound the message passes through unread.
+DEEP_BYTES = 64 * 1024
+#: The deepest nesting the proxy reads (see :data:`DEEP_BYTES`).
+MAX_DEPTH = 4096
+
+
 def split_object(raw: bytes | memoryview | Raw) -> dict[str, Raw]:
     """The members of a JSON object as undecoded texts (one C pass; duplicate names: the last wins).
 
-    When a member nests deeper than the decoder recurses, the text is read again with a loop
-    (grammar checked throughout), so one hostile member does not hide the others.
+    When a member nests deeper than the decoder recurses, a text of at most :data:`DEEP_BYTES`
+    is read again with a loop (grammar checked throughout, :data:`MAX_DEPTH` levels at most), so
+    one hostile member of a small message does not hide the others.
 
     Raises:
-        DecodeError: ``raw`` is not one JSON object.
+        DecodeError: ``raw`` is not one JSON object, or nests too deep to read within the bounds.
     """
     try:
         return _OBJECT.decode(raw)
@@ -152,9 +162,12 @@ def _split_deep(raw: bytes, *, object_: bool) -> list[tuple[str | None, Raw]]:
     exactly one valid JSON value of that kind raises, so nothing is cut, dropped or made up.
 
     Raises:
-        DecodeError: the text is not one JSON object (or array) of valid JSON.
+        DecodeError: the text is not one JSON object (or array) of valid JSON, is longer than
+            :data:`DEEP_BYTES`, or nests deeper than :data:`MAX_DEPTH`.
     """
     kind = "object" if object_ else "array"
+    if len(raw) > DEEP_BYTES:
+        raise DecodeError(f"not read: a JSON {kind} of {len(raw)} bytes nesting deeper than the decoder recurses")
     stack: list[bytes] = []
     expect = "value"  # value | value-or-close | key | key-or-close | colon | comma-or-close
     out: list[tuple[str | None, Raw]] = []
@@ -189,6 +202,8 @@ def _split_deep(raw: bytes, *, object_: bool) -> list[tuple[str | None, Raw]]:
             if depth == 1:
                 start = at
             if mark is not None:
+                if depth >= MAX_DEPTH:
+                    raise DecodeError(f"not read: a JSON {kind} nesting deeper than {MAX_DEPTH} levels")
                 stack.append(mark)
                 expect = "key-or-close" if mark == b"{" else "value-or-close"
             else:

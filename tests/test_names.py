@@ -9,6 +9,7 @@ it used to go wrong with the three strict clients, and a replica that never saw 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from typing import Any
 
@@ -259,3 +260,33 @@ async def test_a_scope_with_no_map_lists_the_tools_before_it_forwards_an_invente
     called = [m["params"]["name"] for m, _ in server.requests if m.get("method") == "tools/call"]
     assert called.count("get data") == 3 and called.count("look_alike_0123456789abcdef") == 3
     assert invented_name not in called
+
+
+@pytest.mark.pure
+def test_renaming_a_huge_list_keeps_nothing_for_the_collector_between_slices() -> None:
+    """50,000 renamed tools held every session 0.6 s: each renamed tool was decoded whole and its
+    tree stayed alive across the pauses, for the collector to walk at each. Now only its name and
+    ``_meta`` are read: across a pause the job holds almost no tracked object per tool (a count,
+    not a time)."""
+    count = 20_000
+    tools = [
+        {"name": f"tool {i} \u00e9", "inputSchema": {"type": "object", "properties": {"a": {}}}} for i in range(count)
+    ]
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})
+    del tools
+    store = ScopeStore()
+    t = ResponseTransformer(
+        exchange(store.state("s"), store, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        NORMALIZER,
+        AuditLog("test"),
+    )
+    t.start(200, JSON_HEADERS)
+    gc.collect()
+    base, peak, pauses = len(gc.get_objects()), 0, 0
+    out = t.feed(body) + t.finish()
+    while t.busy:
+        pauses += 1
+        peak = max(peak, len(gc.get_objects()) - base)
+        out += t.resume()
+    assert pauses > 1 and len(orjson.loads(out)["result"]["tools"]) == count
+    assert peak < count // 4  # (it was five objects a tool)

@@ -71,10 +71,11 @@ def test_non_200_and_encoded_responses_pass_through() -> None:
     assert t.mode == "pass"
 
 
-def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repaired() -> None:
-    """One hostile tool (100,000 levels deep) in a ``tools/list`` isolates to itself: it is passed on
-    byte for byte and logged as a fault; the tools beside it are repaired and learned."""
-    depth = 100_000
+@pytest.mark.parametrize("depth", [2_000, 4_000])
+def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repaired(depth: int) -> None:
+    """One hostile tool (deeper than the C decoder recurses) in a small ``tools/list`` isolates to
+    itself: it is passed on byte for byte and logged as a fault; the tools beside it are repaired
+    and learned."""
     deep = b'{"name":"deep","inputSchema":{"type":"object","default":' + b"[" * depth + b"]" * depth + b"}}"
     draft07 = {"name": "a", "inputSchema": {"type": "object"}, "outputSchema": {"$schema": DRAFT07, "type": "object"}}
     other = {**draft07, "name": "b"}
@@ -99,7 +100,7 @@ def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repa
     assert [line["pointers"] for line in faults] == [["/tools/1"]]
 
 
-DEEP = b"[" * 100_000 + b"]" * 100_000
+DEEP = b"[" * 3_000 + b"]" * 3_000
 CALL_FAULT = b'"result":{"content":[{"type":"text","text":"x"}],"_meta":null,"structuredContent":{}}'
 
 
@@ -119,8 +120,8 @@ def test_a_deep_message_that_is_not_valid_json_passes_untouched() -> None:
     bodies = [
         head + DEEP + b'}{"jsonrpc":"2.0","id":2,"result":{}}',  # a second message after the first
         head + DEEP + b'"y":1}',  # a missing comma
-        head + b"[" * 100_000 + b"]" * 100_001 + b',"y":2}',  # one closer too many
-        head + b"[" * 100_000 + b"}" * 100_001,  # mismatched closers
+        head + b"[" * 3_000 + b"]" * 3_001 + b',"y":2}',  # one closer too many
+        head + b"[" * 3_000 + b"}" * 3_001,  # mismatched closers
         head + DEEP + b',"y":NaN}',
     ]
     for body in bodies:
@@ -132,6 +133,24 @@ def test_a_deep_message_that_is_not_valid_json_passes_untouched() -> None:
     good = head + DEEP + b"}"
     out = feed_all(t, good)
     assert out != good and DEEP in out and b'"_meta":null' not in out
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # 100,000 levels
+        b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"x":' + b"[" * 5_000 + b"]" * 5_000 + b"}",  # past MAX_DEPTH
+        b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"pad":"' + b"x" * 70_000 + b'","x":' + DEEP + b"}",  # past DEEP_BYTES
+    ],
+    ids=["100000-levels", "past-max-depth", "past-deep-bytes"],
+)
+def test_a_message_nested_past_the_bounds_passes_through_unread(body: bytes) -> None:
+    """Reading 100,000 levels with a loop held every session for seconds: past the depth or size the
+    proxy reads, the message goes out byte for byte, unread (issue 22)."""
+    t, _ = json_transformer()
+    with capture_rewrites() as log:
+        assert feed_all(t, body) == body
+    assert log.lines == []
 
 
 def test_bytes_that_are_not_utf8_beside_a_fault_mean_no_rewrite_and_no_log_line() -> None:
