@@ -59,6 +59,8 @@ def create_app(
         configure_logging(settings.log_level)
     limits = config.proxy
     metrics = Metrics()
+    owned = tracer_provider is None
+    tracer_provider = tracer_provider or tracer_provider_from_env()  # None: the global one, if set
     forwarder = Forwarder(
         settings.upstream,
         connect_timeout=limits.connect_timeout,
@@ -77,7 +79,8 @@ def create_app(
             config,
             upstream=settings.upstream_label,
             metrics=metrics,
-            tracer_provider=tracer_provider or tracer_provider_from_env(),  # None: the global one, if set
+            tracer_provider=tracer_provider,
+            shutdown_tracer_provider=owned and tracer_provider is not None,
         ),
         admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready),
         hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),

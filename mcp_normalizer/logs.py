@@ -84,12 +84,13 @@ class Throttle(logging.Filter):
 
 
 def configure_logging(level: str) -> None:
-    """Send ``mcp_normalizer``, ``uvicorn`` and ``asyncio`` logs to stderr as JSON lines at ``level``,
-    warnings and errors throttled (:class:`Throttle`)."""
+    """Send ``mcp_normalizer``, ``uvicorn``, ``asyncio`` and ``opentelemetry`` logs (the SDK's and
+    its exporters') to stderr as JSON lines at ``level``, warnings and errors throttled
+    (:class:`Throttle`)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JSONFormatter())
     handler.addFilter(Throttle())
-    roots = ("mcp_normalizer", "uvicorn", "asyncio")
+    roots = ("mcp_normalizer", "uvicorn", "asyncio", "opentelemetry")
     for name in (*roots, "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         logger.handlers = [handler] if name in roots else []

@@ -70,6 +70,8 @@ class NormalizerMiddleware:
         metrics: count rewrites and oversize pass-throughs there.
         tracer_provider: where the spans of MCP requests go (:mod:`mcp_normalizer.tracing`);
             ``None``: the global provider, if one is set by then, else no tracing.
+        shutdown_tracer_provider: shut ``tracer_provider`` down when the app shuts down (the
+            standalone proxy owns the one it builds from ``OTEL_*``); else it is only flushed.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class NormalizerMiddleware:
         max_body_bytes: int = 4 * 1024 * 1024,
         metrics: Metrics | None = None,
         tracer_provider: TracerProvider | None = None,
+        shutdown_tracer_provider: bool = False,
     ) -> None:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
@@ -127,7 +130,8 @@ class NormalizerMiddleware:
             max_bytes=config.proxy.max_rewrite_bytes,
             capture=self.capture,
         )
-        self.tracing = tracing_for(tracer_provider)  # None: tracing off, nothing done per request
+        # None: tracing off, nothing done per request
+        self.tracing = tracing_for(tracer_provider, owned=shutdown_tracer_provider)
         # Every rule off and nothing to capture or trace: no request is read, no response inspected.
         self._idle = self.normalizer.idle and self.capture is None and self.tracing is None
 

@@ -57,8 +57,10 @@ sets the global one before it builds the middleware.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points, version
@@ -70,6 +72,7 @@ from msgspec import UNSET
 
 from .audit import AuditLog, kind_of
 from .body import with_length
+from .config import redact_url
 from .errors import ConfigError, DecodeError
 from .jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
 from .jsonrpc import TOOLS_CALL, IdKey, RequestInfo, header, id_key, read_batch, read_envelope
@@ -88,18 +91,19 @@ logger = logging.getLogger(__name__)
 TRACER_NAME = "mcp_normalizer"
 #: The ``params._meta`` and header keys of trace context (W3C Trace Context and Baggage; SEP-414).
 _CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
-_CONTEXT_HEADERS = frozenset(key.encode() for key in _CONTEXT_KEYS)
+_PAIR = frozenset({b"traceparent", b"tracestate"})
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 #: The largest response body (or SSE event) read for the responses it carries; past it, spans
 #: end with the stream.
 _MAX_READ = 16 * 1024 * 1024
 
 
-def tracing_for(provider: TracerProvider | None) -> Tracing | None:
+def tracing_for(provider: TracerProvider | None, *, owned: bool = False) -> Tracing | None:
     """The tracing of a middleware, or ``None`` when tracing is off (nothing to do per request).
 
     Args:
         provider: the tracer provider to use; ``None``: the global one, if one was set.
+        owned: ``provider`` is the process's own, shut down with the app (see :class:`Tracing`).
     """
     if provider is None:
         try:
@@ -114,7 +118,7 @@ def tracing_for(provider: TracerProvider | None) -> Tracing | None:
     tracer = provider.get_tracer(TRACER_NAME, version("mcp-normalizer"))
     if isinstance(tracer, trace.NoOpTracer):  # e.g. the SDK's provider under OTEL_SDK_DISABLED=true
         return None
-    return Tracing(tracer, provider)
+    return Tracing(tracer, provider, owned)
 
 
 def tracing_requested(environ: Mapping[str, str] | None = None) -> bool:
@@ -162,9 +166,14 @@ def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> Tracer
     names = [name.strip().lower() for name in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if name.strip()]
     exporters = [_exporter(name, env) for name in names if name != "none"]
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "mcp-normalizer"}
-    provider = TracerProvider(resource=Resource.create(attributes))
+    # Shut down by the lifespan, within SHUTDOWN_SECONDS (Tracing.flushing), never by the SDK's
+    # exit hook: that one waits for every queued batch to fail against an unreachable collector.
+    provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
     for exporter in exporters:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        try:
+            provider.add_span_processor(BatchSpanProcessor(exporter))
+        except ValueError as exc:  # an OTEL_BSP_* variable out of range: one line at start
+            raise ConfigError(f"OTEL_BSP_* variables: {exc}") from None
     return provider
 
 
@@ -202,22 +211,42 @@ def session_digest(session: str) -> str:
     return hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-class Tracing:
-    """The spans of one middleware (:func:`tracing_for` makes it when tracing is on)."""
+#: Seconds the spans still queued at shutdown get to reach the collector (then they are dropped).
+SHUTDOWN_SECONDS = 5.0
 
-    def __init__(self, tracer: Tracer, provider: TracerProvider) -> None:
+
+class Tracing:
+    """The spans of one middleware (:func:`tracing_for` makes it when tracing is on).
+
+    Args:
+        tracer: where spans start.
+        provider: its provider (flushed at shutdown).
+        owned: the provider is this process's own (:func:`tracer_provider_from_env`): it is shut
+            down at shutdown, not only flushed.
+    """
+
+    def __init__(self, tracer: Tracer, provider: TracerProvider, owned: bool = False) -> None:
         self.tracer = tracer
         self.provider = provider
+        self.owned = owned
 
     def flushing(self, receive: Receive) -> Receive:
         """The lifespan's ``receive``, exporting the spans still queued when the server shuts down
-        (an SDK provider's ``force_flush``; a worker process may never run its exit hooks)."""
-        flush = getattr(self.provider, "force_flush", None)
+        (an SDK provider's ``force_flush``, or its ``shutdown`` when the proxy owns it; a worker
+        process may never run its exit hooks), for :data:`SHUTDOWN_SECONDS` at most: a collector
+        that is unreachable costs that, never a retry per queued batch (it was 44 s)."""
+        close = getattr(self.provider, "shutdown" if self.owned else "force_flush", None)
 
         async def closing() -> Message:
             message = await receive()
-            if message["type"] == "lifespan.shutdown" and flush is not None:
-                await anyio.to_thread.run_sync(flush)
+            if message["type"] == "lifespan.shutdown" and close is not None:
+                # A daemon thread: one still exporting when the bound is reached is left behind,
+                # and the process exits all the same (anyio's worker threads would be waited for).
+                worker = threading.Thread(target=close, name="mcp-normalizer-span-flush", daemon=True)
+                worker.start()
+                with anyio.move_on_after(SHUTDOWN_SECONDS):
+                    while worker.is_alive():
+                        await anyio.sleep(0.02)
             return message
 
         return closing
@@ -262,7 +291,7 @@ class Tracing:
             else:
                 target = None
             if pending.method in _RESOURCE_METHODS and found is not None and found.uri is not None:
-                attributes["mcp.resource.uri"] = _cap(found.uri)
+                attributes["mcp.resource.uri"] = _cap(redact_url(found.uri))  # (a ?token= stays out)
             parent = from_header
             links = []
             if found is not None and found.carrier:
@@ -362,7 +391,10 @@ class Trace:
         if new is not None:
             body = new
         first = next(iter(carriers.values()), {})
-        headers = [(k, v) for k, v in scope["headers"] if k not in _CONTEXT_HEADERS]
+        # traceparent and tracestate go as a pair (the span's); the client's baggage stays unless
+        # the propagators write their own
+        replaced = _PAIR | {key.encode() for key in first}
+        headers = [(k, v) for k, v in scope["headers"] if k not in replaced]
         headers += [(k.encode(), v.encode("latin-1")) for k, v in first.items()]
         return {**scope, "headers": with_length(headers, len(body))}, body
 
@@ -438,7 +470,11 @@ class Trace:
 
 def _with_meta(body: bytes, carriers: Mapping[IdKey, Mapping[str, str]]) -> bytes | None:
     """``body`` with each request's ``params._meta`` holding its carrier's keys (every other byte
-    copied as it came); ``None`` when it cannot be rewritten so (it then goes as it came)."""
+    copied as it came); ``None`` when it cannot be rewritten so (it then goes as it came): also
+    when the body repeats a member name, which re-writing the objects would collapse into one
+    (the upstream reads duplicates its own way; the proxy never changes which one counts)."""
+    if _repeats_a_name(body):
+        return None
     try:
         items = read_batch(body)
         messages = items if items is not None else [Raw(body)]
@@ -469,6 +505,26 @@ def _with_meta(body: bytes, carriers: Mapping[IdKey, Mapping[str, str]]) -> byte
         return join_array(out) if items is not None else bytes(out[0])
     except DecodeError:
         return None
+
+
+def _repeats_a_name(body: bytes) -> bool:
+    """True when an object anywhere in the JSON ``body`` names a member twice (or ``body`` is not JSON)."""
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        names = [name for name, _ in items]
+        if len(set(names)) != len(names):
+            raise _Repeated
+        return dict(items)
+
+    try:
+        json.loads(body, object_pairs_hook=pairs)
+    except (_Repeated, ValueError, RecursionError):
+        return True
+    return False
+
+
+class _Repeated(Exception):
+    """Internal: an object repeats a member name."""
 
 
 class _Responses:

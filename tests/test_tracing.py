@@ -454,3 +454,73 @@ async def test_the_middleware_around_the_sdk_app_traces_with_the_provider_it_is_
     assert failed.kind is SpanKind.SERVER and attributes(failed)["error.type"] == "tool_error"
     assert [dict(e.attributes or {})["mcp_normalizer.rule"] for e in failed.events] == ["error_problem"]
     assert NormalizerMiddleware(sdk_app(False)).tracing is None  # no provider given, none set globally
+
+
+# -- issue 22, minors of the attack on tracing -------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_with_tracing_on_repeated_names_and_the_clients_baggage_reach_the_upstream_as_sent() -> None:
+    """Adding trace context to ``params._meta`` must not re-write the objects of a body that repeats
+    a member name (that collapsed the duplicates: the upstream would read another value); such a
+    body goes as it came, its context in the headers only. The client's ``baggage`` header stays."""
+    with traced("json") as (url, recorded, _):
+        async with httpx.AsyncClient(headers=JSON_HEADERS) as http:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            answer = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+            session = {"mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+            twice = (
+                b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"protean.scope_list",'
+                b'"name":"protean.whoami","arguments":{"n":12.50,"s":"caf\\u00e9"}}}'
+            )
+            await http.post(url, content=twice, headers={**session, "baggage": "tenant=t-1,region=eu"})
+            joined = {"name": "protean.whoami", "_meta": {"traceparent": CLIENT_PARENT}}  # its context in _meta
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": joined}
+            await http.post(url, json=call, headers={**session, "baggage": "tenant=t-2"})
+    headers, body = next((h, b) for h, b in recorded.posts if b"arguments" in b)
+    assert body == twice
+    assert headers["baggage"] == "tenant=t-1,region=eu" and headers["traceparent"]
+    message, headers = recorded.request("tools/call", "3")
+    assert headers["baggage"] == "tenant=t-2" and CLIENT_TRACE in message["params"]["_meta"]["traceparent"]
+
+
+@pytest.mark.anyio
+async def test_a_resource_uri_reaches_spans_without_its_query_values() -> None:
+    with traced("json") as (url, _, exporter):
+        async with httpx.AsyncClient(headers=JSON_HEADERS) as http:
+            read = {"uri": "https://files.example/r?token=s3cret-t0ken&v=2"}
+            await http.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": read})
+    span = next(span for span in exporter.get_finished_spans() if span.name == "resources/read")
+    assert attributes(span)["mcp.resource.uri"] == "https://files.example/r?token=***&v=***"
+    assert not any("s3cret" in str(value) for s in exporter.get_finished_spans() for value in attributes(s).values())
+
+
+def test_an_otel_batch_setting_out_of_range_is_one_line_and_exit_2() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_MAX_QUEUE_SIZE": "-5"}
+    done = run_cli("--upstream", "http://127.0.0.1:9/mcp", "--port", str(free_port()), env=env)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "OTEL_BSP_" in done.stderr
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_collector_delays_shutdown_by_a_bounded_time_and_its_lines_are_json() -> None:
+    """Many queued batches for a collector that refuses connections: the proxy used to retry each
+    at exit (44 s with a 10 s grace). It stops within the shutdown bound, and what OpenTelemetry
+    logs meanwhile is JSON lines like every other."""
+    with serve(protean_server("json")) as up:
+        port = free_port()
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",  # nothing listens: refused
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1",
+            "OTEL_BSP_SCHEDULE_DELAY": "60000",
+        }
+        argv = [EXE, "--upstream", up + "/mcp", "--port", str(port), "--config", str(DEMO_CONFIG)]
+        started = threading.Event()
+        with running(argv, port, env=env) as log:
+            async with httpx.AsyncClient(headers=JSON_HEADERS, timeout=30) as http:
+                for n in range(20):  # twenty batches of one span each, queued
+                    await http.post(f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": n, "method": "ping"})
+            started.set()
+        # (running() waits 20 s at most for the process to end after SIGTERM: it did, or it raised)
+    assert started.is_set()
+    assert log and all(line.startswith("{") and json.loads(line) for line in log), log[:5]

@@ -102,6 +102,7 @@ def test_a_tool_nested_too_deep_to_read_passes_untouched_and_the_others_are_repa
 
 DEEP = b"[" * 3_000 + b"]" * 3_000
 CALL_FAULT = b'"result":{"content":[{"type":"text","text":"x"}],"_meta":null,"structuredContent":{}}'
+HEAD = b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT
 
 
 def json_transformer() -> tuple[ResponseTransformer, Exchange]:
@@ -138,9 +139,9 @@ def test_a_deep_message_that_is_not_valid_json_passes_untouched() -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # 100,000 levels
-        b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"x":' + b"[" * 5_000 + b"]" * 5_000 + b"}",  # past MAX_DEPTH
-        b'{"jsonrpc":"2.0","id":1,' + CALL_FAULT + b',"pad":"' + b"x" * 70_000 + b'","x":' + DEEP + b"}",  # past DEEP_BYTES
+        HEAD + b',"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # 100,000 levels
+        HEAD + b',"x":' + b"[" * 5_000 + b"]" * 5_000 + b"}",  # past MAX_DEPTH
+        HEAD + b',"pad":"' + b"x" * 70_000 + b'","x":' + DEEP + b"}",  # past DEEP_BYTES
     ],
     ids=["100000-levels", "past-max-depth", "past-deep-bytes"],
 )
