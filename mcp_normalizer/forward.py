@@ -487,7 +487,10 @@ class Forwarder:
             headers = [(k, v) for k, v in headers if k != b"content-length"]
         if self.public_origin:
             public = self.public_origin
-            headers = [(k, rewrite_www_authenticate(v, public) if k == b"www-authenticate" else v) for k, v in headers]
+            headers = [
+                (k, rewrite_www_authenticate(v, public, self.origin) if k == b"www-authenticate" else v)
+                for k, v in headers
+            ]
         return headers
 
     async def _relay_document(

@@ -8,8 +8,10 @@ reach an internal metadata URL anyway.
 
 With ``public_url`` set (``scheme://host[:port]``, the origin clients dial), the proxy rewrites:
 
-- in ``WWW-Authenticate`` headers, the origin of a ``resource_metadata`` URL, to the public origin
-  (the document is served through the proxy at the same path);
+- in ``WWW-Authenticate`` headers, the origin of a ``resource_metadata`` URL on the upstream's own
+  origin or on an internal one (:func:`internal`: how the server may know itself inside its
+  network), to the public origin (the document is served through the proxy at the same path); a
+  URL on a public origin (a metadata host of its own) is left alone;
 - in ``/.well-known/oauth-protected-resource*`` documents, the origin of ``resource`` to the public
   origin, and every other URL on the upstream's own origin;
 - in ``/.well-known/oauth-authorization-server*`` and ``/.well-known/openid-configuration*``
@@ -21,6 +23,7 @@ URLs of other origins (an external authorization server) are left alone.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import urlsplit
 
@@ -47,9 +50,31 @@ def rewrites_document(path: str) -> bool:
     return path.startswith(RESOURCE_METADATA) or path.startswith(SERVER_METADATA)
 
 
-def rewrite_www_authenticate(value: bytes, public_origin: str) -> bytes:
-    """A ``WWW-Authenticate`` value with each ``resource_metadata`` URL moved to ``public_origin``."""
-    return _METADATA_PARAM.sub(lambda m: m.group(1) + public_origin.encode(), value)
+def internal(origin: str) -> bool:
+    """True when ``origin`` names a host inside a private network: a loopback, private or
+    link-local address, a name without a dot (``upstream``, a compose service), or one under
+    ``.local``, ``.internal``, ``.localhost`` or ``.cluster.local`` (a Kubernetes service)."""
+    host = (urlsplit(origin).hostname or "").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host.endswith((".local", ".internal", ".localhost", ".cluster.local"))
+    return address.is_private or address.is_loopback or address.is_link_local
+
+
+def rewrite_www_authenticate(value: bytes, public_origin: str, upstream_origin: str) -> bytes:
+    """A ``WWW-Authenticate`` value with each ``resource_metadata`` URL on ``upstream_origin`` or
+    on an :func:`internal` origin moved to ``public_origin``; one on a public origin (an external
+    metadata host) is left alone."""
+    upstream = upstream_origin.lower()
+
+    def moved(match: re.Match[bytes]) -> bytes:
+        found = match.group(2).decode("latin-1").lower()
+        if found != upstream and not internal(found):
+            return match.group(0)
+        return match.group(1) + public_origin.encode()
+
+    return _METADATA_PARAM.sub(moved, value)
 
 
 def rewrite_document(body: bytes, path: str, public_origin: str, upstream_origin: str) -> bytes | None:

@@ -803,18 +803,20 @@ class ResponseTransformer:
                 new_tools = texts
         self.exchange.learn_tools(result, entries.sealed(), first_page=request.cursor is None)
         yield
-        if new_tools is None:
+        exchange = self.exchange
+        # Made for this client or scope (fewer repairs, learned declarations), changed or not: no
+        # shared cache may hand it to another (2026-07-28 server/utilities/caching.mdx, cacheScope).
+        # Only what an unknown client gets (every repair) is everyone's.
+        tailored = result.get("cacheScope") == "public" and (exchange.client is not UNKNOWN or exchange.state.learned)
+        if new_tools is None and not tailored:
             return None, records
         # Every byte copied is UTF-8: each tool was decoded (or is the text of one that was), and
         # so were the other members, but for those kept undecoded: they are checked here.
         unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
         if not all(_utf8(bytes(text)) for text in unread):
             return None, []  # the message cannot be rewritten: nor is anything logged
-        out: dict[str, Raw | list[Raw]] = {**members, "tools": new_tools}
-        exchange = self.exchange
-        if result.get("cacheScope") == "public" and (exchange.client is not UNKNOWN or exchange.state.learned):
-            # Made for this client or scope (fewer repairs, learned declarations): no shared cache
-            # may hand it to another (2026-07-28 server/utilities/caching.mdx, cacheScope).
+        out: dict[str, Raw | list[Raw]] = dict(members) if new_tools is None else {**members, "tools": new_tools}
+        if tailored:
             out["cacheScope"] = Raw(b'"private"')
         return out, records  # written with the message, in one pass
 

@@ -246,3 +246,28 @@ async def test_a_2026_07_28_completed_task_is_normalized_with_the_schema_of_its_
     assert results["protean.scope_list"]["result"]["_meta"][PROBLEM_KEY] == FORBIDDEN
     assert "structuredContent" not in results["protean.whoami"]["result"]
     assert results["protean.whoami"]["resultType"] == "complete"
+
+
+@pytest.mark.anyio
+async def test_a_public_list_made_for_a_known_client_goes_out_private_even_unchanged() -> None:
+    """A 2020-12 ``$schema`` is repaired for unknown clients only (the Python SDK client accepts
+    it): the Python client gets the upstream's own tools, but that list is its, not everyone's; a
+    shared cache must not hand it to a client that needs the repair (issue 22)."""
+    tool = {
+        "name": "dialect",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"},
+    }
+    upstream = ScriptedServer(
+        [ToolSpec(tool, returning({"content": [], "structuredContent": {}}))],
+        response_mode="json",
+        cache_scope="public",
+    )
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        python = await run_python(px + "/mcp", [{"op": "listTools"}], mode="2026-07-28")
+        async with httpx.AsyncClient(timeout=30) as http:
+            unknown = (await rpc(http, px + "/mcp", "tools/list", params(), 1, **headers("tools/list")))["result"]
+    listed = python["steps"][0]["value"]
+    assert listed["tools"][0]["outputSchema"]["$schema"].endswith("2020-12/schema")  # the upstream's own
+    assert listed["cacheScope"] == "private"
+    assert "$schema" not in unknown["tools"][0]["outputSchema"] and unknown["cacheScope"] == "public"

@@ -171,10 +171,18 @@ async def test_the_upstream_sees_forwarding_headers_only_when_they_are_on() -> N
 def test_metadata_urls_move_to_the_public_origin_and_others_stay() -> None:
     public, upstream = "https://mcp.example.com", "http://127.0.0.1:3001"
     challenge = b'Bearer error="invalid_token", resource_metadata="http://10.0.0.7:3001/.well-known/oauth-protected-resource/mcp"'
-    assert rewrite_www_authenticate(challenge, public) == (
+    assert rewrite_www_authenticate(challenge, public, upstream) == (
         b'Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"'
     )
-    assert rewrite_www_authenticate(b"Basic realm=x", public) == b"Basic realm=x"
+    assert rewrite_www_authenticate(b"Basic realm=x", public, upstream) == b"Basic realm=x"
+    for own_name in (upstream, "http://mcp-server:3001", "http://api.team.svc.cluster.local"):
+        header = rewrite_www_authenticate(
+            b'Bearer resource_metadata="%s/.well-known/x"' % own_name.encode(), public, upstream
+        )
+        assert header == b'Bearer resource_metadata="https://mcp.example.com/.well-known/x"'
+    # A metadata host on a public origin of its own (issue 22): never moved to the proxy's origin.
+    external = b'Bearer resource_metadata="https://auth.example.org/.well-known/oauth-protected-resource/mcp"'
+    assert rewrite_www_authenticate(external, public, upstream) == external
     own = orjson.dumps(
         {
             "issuer": "http://127.0.0.1:3001",
@@ -231,3 +239,32 @@ def test_every_forwarding_spelling_is_dropped_and_a_trusted_chain_is_kept_whole(
     out = dict(lb.apply(lines, "127.0.0.1", "http", "h"))
     assert out[b"x-forwarded-for"] == b"1.1.1.1, 2.2.2.2, 127.0.0.1"
     assert out[b"forwarded"] == b"for=1.1.1.1, for=127.0.0.1;proto=http;host=h"
+
+
+@pytest.mark.anyio
+async def test_a_metadata_url_on_a_public_origin_of_its_own_is_left_alone() -> None:
+    """An upstream whose protected-resource metadata lives on a host of its own (issue 22): the
+    challenge reaches the client as the upstream wrote it; one naming the upstream itself moves."""
+    external = b'Bearer resource_metadata="https://auth.example.org/.well-known/oauth-protected-resource/mcp"'
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        own = (
+            b'Bearer resource_metadata="http://%s/.well-known/oauth-protected-resource/mcp"'
+            % dict(scope["headers"])[b"host"]
+        )
+        challenge = external if scope["path"] == "/mcp" else own
+        headers = [(b"www-authenticate", challenge), (b"content-length", b"0")]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+    public = "https://mcp.example.com"
+    with serve(guarded) as up, proxy_for(up + "/mcp", _public(public)) as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            elsewhere = await http.post(px + "/mcp", content=b"{}", headers=HEADERS)
+            itself = await http.post(px + "/other", content=b"{}", headers=HEADERS)
+    assert elsewhere.status_code == 401 and elsewhere.headers["www-authenticate"].encode() == external
+    assert itself.headers["www-authenticate"] == (
+        f'Bearer resource_metadata="{public}/.well-known/oauth-protected-resource/mcp"'
+    )
