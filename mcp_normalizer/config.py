@@ -34,12 +34,31 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigError
 from .forwarded import parse_networks
+from .hosts import host_pattern_problem, origin_pattern_problem
 from .keys import KEY, Key, documented, from_env, only, read, setting, spec
 from .pointer import PointerPattern
 from .rules import RULES_BY_NAME, Mode, RuleSettings
 from .rules.base import is_meta_key
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+#: The most worker processes one proxy starts (each is a whole proxy: 100,000 would exhaust the host).
+MAX_WORKERS = 256
+
+
+def _unwritable(path: str) -> str | None:
+    """Why the capture cannot append to ``path`` (checked without opening it: a FIFO would block),
+    ``None`` when it can."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        return "is a directory"
+    if os.path.exists(target):
+        return None if os.access(target, os.W_OK) else "is not writable"
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        return "is in a folder that does not exist"
+    return None if os.access(parent, os.W_OK | os.X_OK) else "cannot be created (its folder is not writable)"
+
+
 _DEFAULTS = RuleSettings()
 
 
@@ -186,6 +205,18 @@ class ProxyConfig:
             parse_networks(values.get("trusted_proxies", ()))
         except ValueError as exc:
             raise ConfigError(f"{where} trusted_proxies: {exc}") from None
+        for key, problem_of in (("allowed_hosts", host_pattern_problem), ("allowed_origins", origin_pattern_problem)):
+            for pattern in values.get(key, ()):
+                problem = problem_of(pattern)
+                if problem is not None:
+                    raise ConfigError(f"{where} {key}: {problem}")
+        if values.get("workers", 1) > MAX_WORKERS:
+            raise ConfigError(f"{where} workers must be at most {MAX_WORKERS}")
+        capture = values.get("capture_file", "")
+        if capture:
+            problem = _unwritable(capture)
+            if problem is not None:
+                raise ConfigError(f"{where} capture_file {capture!r} {problem}")
         public = values.get("public_url", "")
         if public:
             parts = urlsplit(public)
@@ -343,6 +374,11 @@ class NormalizerConfig:
 
 _PROXY_KEYS = spec(ProxyConfig)
 _NORMALIZER_KEYS = {**spec(RuleSettings), **spec(NormalizerConfig)}
+#: The ``[normalizer]`` keys a ``MCP_NORMALIZER_<KEY>`` variable sets (``path`` is the upstream
+#: URL's; ``report_only`` is also a process setting, read there).
+_NORMALIZER_ENV_KEYS = {
+    name: key for name, key in spec(NormalizerConfig).items() if name not in ("path", "report_only")
+}
 
 
 _NO_TOOL = ToolConfig()
@@ -460,7 +496,9 @@ class Settings:
             ConfigError: the rule file cannot be read or is invalid.
         """
         config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
-        overrides = from_env(os.environ if self.environ is None else self.environ, _PROXY_KEYS)
+        env = os.environ if self.environ is None else self.environ
+        config = replace(config, **from_env(env, _NORMALIZER_ENV_KEYS))  # [normalizer] keys, checked the same
+        overrides = from_env(env, _PROXY_KEYS)
         proxy = config.with_proxy(overrides, "environment:").proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):

@@ -17,6 +17,7 @@ for hosts and ``scheme://name[:port|:*]`` for origins, compared case-insensitive
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -36,6 +37,38 @@ def is_loopback(address: str | None) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_loopback
+
+
+_NAME = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]*[a-z0-9])?|\[[0-9a-f:.]+\]")
+_PORT = re.compile(r"(?::(?:[0-9]{1,5}|\*))?")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://")
+
+
+def host_pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be an ``allowed_hosts`` entry (``*``, ``name``, ``name:port``,
+    ``name:*``; a name is a DNS name, an IPv4 address or a bracketed IPv6 one), ``None`` when it can.
+    A pattern that could never match (``http://x``, ``*.example.com``, ``x/``) would refuse every
+    request with 421."""
+    text = pattern.strip().lower()
+    if text == "*":
+        return None
+    name = _NAME.match(text)
+    if name is None or _PORT.fullmatch(text, name.end()) is None:
+        return f"{pattern!r} is not name, name:port or name:* (no scheme, path or wildcard in the name)"
+    return None
+
+
+def origin_pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be an ``allowed_origins`` entry (``*`` or ``scheme://name[:port|:*]``),
+    ``None`` when it can. An origin without a scheme never matches: every ``Origin`` would get 403."""
+    text = pattern.strip().lower().rstrip("/")
+    if text == "*":
+        return None
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        return f"{pattern!r} has no scheme: origins are scheme://name[:port|:*]"
+    problem = host_pattern_problem(text[scheme.end() :])
+    return None if problem is None else f"{pattern!r} is not scheme://name[:port|:*]"
 
 
 class _Patterns:

@@ -188,6 +188,15 @@ def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path: Path) -
         ("http://127.0.0.1:9/mcp", '[proxy]\npublic_url = "https://mcp.example.com/team/mcp"\n', {}, "public_url"),
         ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"}, "lb.internal"),
         ("http://127.0.0.1:9/mcp", '[proxy]\nhttp = "h2"\n', {}, "httptools"),
+        # issue 22: each started silently and then refused every request, or could never work
+        ("http://127.0.0.1:9/mcp", '[proxy]\nallowed_hosts = ["*.example.com"]\n', {}, "allowed_hosts"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_ALLOWED_HOSTS": "http://mcp.example.com"}, "allowed_hosts"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_ALLOWED_ORIGINS": "localhost:3000"}, "has no scheme"),
+        ("http://127.0.0.1:9/mcp", '[proxy]\ncapture_file = "/nonexistent-dir/c.jsonl"\n', {}, "capture_file"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_CAPTURE_FILE": "/"}, "is a directory"),
+        ("http://127.0.0.1:9/mcp", "[proxy]\nworkers = 100000\n", {}, "workers must be at most 256"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_MAX_SCOPES": "abc"}, "MCP_NORMALIZER_MAX_SCOPES"),
+        ("http://127.0.0.1:9/mcp", "", {"MCP_NORMALIZER_FETCH_TIMEOUT": "0"}, "FETCH_TIMEOUT must be greater"),
     ],
 )
 def test_a_setting_that_cannot_work_is_one_line_and_exit_2(
