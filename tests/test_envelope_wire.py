@@ -206,3 +206,27 @@ async def test_a_response_held_for_its_id_goes_out_as_it_came_when_the_upstream_
                     async for chunk in response.aiter_bytes():
                         received += chunk
     assert received == event
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["json", "sse"])
+async def test_an_error_result_with_content_null_reaches_every_client_as_an_error(mode: Literal["sse", "json"]) -> None:
+    """``content: null`` on an ``isError`` result (a serializer writing an empty list as null): the
+    TS clients reject the result directly; through the proxy ``content`` is a list and the error
+    stays an error, its message readable (a mutant that skipped error results survived: issue 22)."""
+    error = {"content": None, "isError": True, "_meta": {"trace": "caf\u00e9-12.50"}}
+    tool = {"name": "fails", "inputSchema": {"type": "object"}}
+    server = ScriptedServer([ToolSpec(tool, returning(error))], response_mode=mode)
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "fails", "arguments": {}}]
+    with serve(server) as up:
+        direct = await three_clients(up + "/mcp", ["none"], steps, request_timeout=10)
+        with proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+            through = await three_clients(px + "/mcp", ["none"], steps, request_timeout=30)
+    assert not direct["ts-sdk-1"][0]["steps"][1]["ok"]
+    for client, records in through.items():
+        step = records[0]["steps"][1]
+        assert step["ok"], (client, step)
+        value = step["value"]
+        assert value["isError"] is True and isinstance(value["content"], list), (client, value)
+        assert value["_meta"]["trace"] == "caf\u00e9-12.50"
+    assert log.rewrites(rule="null_members", pointers=["/content"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+from typing import Any
 
 import httpx
 import orjson
@@ -97,3 +98,43 @@ async def test_a_host_with_a_plain_log_formatter_still_reads_the_rewrites_fields
     lines = [orjson.loads(line) for line in structured.getvalue().splitlines()]
     problem = next(line for line in lines if line["rule"] == "error_problem")
     assert problem["tool"] == "protean.scope_list" and "/structuredContent" in problem["pointers"]
+
+
+@pytest.mark.anyio
+async def test_a_renamed_call_reaches_the_in_process_app_with_its_new_content_length() -> None:
+    """Middleware mode: the tool advertised under a new name is called upstream by its original
+    one, and the app gets the body's own ``Content-Length`` (the audit's mutant left the old one:
+    146 for a 227-byte body), as the real clients send it."""
+    original = "t\u00f6ol-" + "x" * 140
+    seen: list[tuple[bytes | None, int, object]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = orjson.loads(body)
+        seen.append((dict(scope["headers"]).get(b"content-length"), len(body), request.get("params", {}).get("name")))
+        if request["method"] == "tools/list":
+            result: dict[str, Any] = {"tools": [{"name": original, "inputSchema": {"type": "object"}}]}
+        else:
+            result = {"content": [{"type": "text", "text": f"ran {request['params']['name']}"}]}
+        out = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": out})
+
+    wrapped = NormalizerMiddleware(app)
+    session = {"mcp-session-id": "s-1", "content-type": "application/json", "accept": "application/json"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=wrapped), base_url="http://127.0.0.1") as http:
+        listed = await http.post("/mcp", content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', headers=session)
+        advertised = listed.json()["result"]["tools"][0]["name"]
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": advertised, "arguments": {}}}
+        answer = await http.post("/mcp", content=orjson.dumps(call), headers=session)
+    assert advertised != original and answer.json()["result"]["content"][0]["text"] == f"ran {original}"
+    length, size, name = seen[-1]
+    assert name == original and length == str(size).encode()
