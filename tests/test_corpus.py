@@ -209,7 +209,7 @@ async def test_new_cases_of_every_kind_are_accepted_with_the_defaults(mode: str)
     cases: list[dict[str, Any]] = [{"id": i, "kind": k, "tool": t, "result": r} for i, k, t, r in NEW_CASES]
     assert len({case["kind"] for case in cases}) >= 20
     with serve(case_server(cases, mode)) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
-        direct = await replay(up + "/mcp", cases, request_timeout=5)
+        direct = await replay(up + "/mcp", cases, request_timeout=15)
         proxied = await replay(px + "/mcp", cases)
     check(cases, proxied, {case["id"] for case in cases})
     rejected = {

@@ -127,7 +127,7 @@ async def test_envelope_and_framing_faults_break_clients_directly_and_none_throu
 ) -> None:
     faults = FAULTS[mode]
     with serve(upstream(mode)) as up:
-        direct = await three_clients(up + "/mcp", faults, STEPS, request_timeout=4)
+        direct = await three_clients(up + "/mcp", faults, STEPS, request_timeout=8)
         with proxy_for(up + "/mcp") as px, capture_rewrites() as log:
             through = await three_clients(px + "/mcp", faults, STEPS, request_timeout=30)
     for index, fault in enumerate(faults):
@@ -152,7 +152,7 @@ async def test_a_reply_under_another_id_value_is_refused_with_an_error_never_sta
     gets a JSON-RPC error naming the fault at once, where directly the TS clients wait for their
     timeout (the Python client takes any reply on its POST's stream: it is refused there too)."""
     with serve(upstream(mode)) as up:
-        direct = await three_clients(up + "/mcp", ["id_offset"], STEPS, request_timeout=4)
+        direct = await three_clients(up + "/mcp", ["id_offset"], STEPS, request_timeout=8)
         with proxy_for(up + "/mcp") as px, capture_rewrites() as log:
             through = await three_clients(px + "/mcp", ["id_offset"], STEPS, request_timeout=30)
     assert not direct["ts-sdk-1"][0]["steps"][0]["ok"] and not direct["ts-client-2"][0]["steps"][0]["ok"]

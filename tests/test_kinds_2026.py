@@ -235,7 +235,7 @@ async def test_the_2026_kinds_break_clients_directly_and_none_through_the_proxy(
     upstream = Mangled(ScriptedServer(tools, response_mode=mode), {"lone": _lone})
     steps: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": "media", "arguments": {}}]
     with serve(upstream) as up:
-        direct = await three_clients(up + "/mcp", ["lone"], steps, request_timeout=4)
+        direct = await three_clients(up + "/mcp", ["lone"], steps, request_timeout=8)
         with proxy_for(up + "/mcp") as px, capture_rewrites() as log:
             through = await three_clients(px + "/mcp", ["lone"], steps, request_timeout=30)
     assert [name for name, records in direct.items() if not _accepted(records[0])]
