@@ -217,7 +217,7 @@ async def test_an_error_result_with_content_null_reaches_every_client_as_an_erro
     error = {"content": None, "isError": True, "_meta": {"trace": "caf\u00e9-12.50"}}
     tool = {"name": "fails", "inputSchema": {"type": "object"}}
     server = ScriptedServer([ToolSpec(tool, returning(error))], response_mode=mode)
-    steps = [{"op": "listTools"}, {"op": "callTool", "name": "fails", "arguments": {}}]
+    steps: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": "fails", "arguments": {}}]
     with serve(server) as up:
         direct = await three_clients(up + "/mcp", ["none"], steps, request_timeout=10)
         with proxy_for(up + "/mcp") as px, capture_rewrites() as log:
