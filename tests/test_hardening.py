@@ -28,6 +28,7 @@ from .support import (
     capture_rewrites,
     proxy_for,
     raw_request,
+    read_body,
     read_request,
     sdk_app,
     serve,
@@ -442,3 +443,48 @@ async def test_http_methods_outside_the_known_set_share_one_metric_label(parser:
     if parser == "h11":  # every one reached the proxy's app and was counted, as other
         others = [float(line.rsplit(" ", 1)[1]) for line in counted if 'http_method="other"' in line]
         assert sum(others) == len(methods)
+
+
+DEEP_SCHEMA = b'{"name":"deep","inputSchema":{"type":"object","default":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+DRAFT07_TOOL = b'{"name":"repaired","inputSchema":{"type":"object"},"outputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"price":{"type":"number","default":12.50}}}}'
+
+
+async def _deep_lister(scope: Scope, receive: Receive, send: Send) -> None:
+    """An upstream whose ``tools/list`` holds one tool nested 100,000 deep beside one to repair;
+    any other request gets an empty result with the request's id."""
+    request = orjson.loads(await read_body(receive))
+    if request.get("method") == "tools/list":
+        body = b'{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s,%s]}}' % (
+            orjson.dumps(request["id"]),
+            DEEP_SCHEMA,
+            DRAFT07_TOOL,
+        )
+    else:
+        body = orjson.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": {}})
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.anyio
+async def test_a_tools_list_100000_deep_passes_through_unread_and_other_calls_are_answered() -> None:
+    """A hostile ``tools/list`` 100,000 deep (issue 22: it held the loop 2.4 s in the splitter):
+    past the depth the proxy reads, the whole message reaches the client byte for byte, unread
+    (the tool beside it is not repaired; nothing is logged as a rewrite), and the calls other
+    clients make meanwhile are answered, each with its own id."""
+    with serve(_deep_lister) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+        async with httpx.AsyncClient(timeout=30) as http:
+            responses: list[httpx.Response] = []
+
+            async def post(body: bytes) -> None:
+                responses.append(await http.post(px + "/mcp", content=body, headers=HEADERS))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(post, b'{"jsonrpc":"2.0","id":"l\\u00e9","method":"tools/list"}')
+                for n in range(20):
+                    tg.start_soon(post, b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % n)
+    listed = next(r for r in responses if b"tools" in r.content)
+    expected = b'{"jsonrpc":"2.0","id":"l\xc3\xa9","result":{"tools":[%s,%s]}}' % (DEEP_SCHEMA, DRAFT07_TOOL)
+    assert listed.status_code == 200 and listed.content == expected
+    pings = sorted(orjson.loads(r.content)["id"] for r in responses if r is not listed)
+    assert pings == list(range(20))
+    assert [line for line in log.lines if line["event"] == "rewrite"] == []
