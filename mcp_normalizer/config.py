@@ -260,6 +260,11 @@ class NormalizerConfig:
         "``tools/call`` results larger than this pass on unread (not validated, not repaired; "
         "streamed when the upstream sends a ``content-length``).",
     )
+    interventions: bool = setting(
+        True,
+        "apply the table of known servers' declarations (``mcp_normalizer/interventions.toml``) besides "
+        "the rule file's.",
+    )
     fetch_tools_list: bool = setting(True, "fetch ``tools/list`` from the upstream when a call names an unknown tool.")
     fetch_timeout: float = setting(10.0, "seconds allowed for that fetch (all pages).", exclusive=True)
     path: str | None = setting(
@@ -300,11 +305,6 @@ class NormalizerConfig:
         if self.report_only and mode is Mode.ON:
             return Mode.REPORT
         return mode
-
-    def nullable_for(self, tool: str | None) -> tuple[PointerPattern, ...]:
-        """The configured nullable places of ``tool``."""
-        found = self.tools.get(tool) if tool is not None else None
-        return found.nullable if found is not None else ()
 
     def tool(self, name: str | None) -> ToolConfig:
         """The declarations for tool ``name`` (empty ones when the config names none)."""

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import msgspec
 from cachetools import LRUCache
 
-from . import suggest
+from . import interventions, suggest
 from .catalog import ToolEntry, build_entry
 from .config import NormalizerConfig
 from .errors import DecodeError
@@ -173,6 +173,13 @@ Hook = Callable[[JSONObject, Any], "tuple[JSONObject, Rewrite] | None"]
 _TOOL_HOOKS = tuple((rule.name, rule.on_tool) for rule in TOOL_RULES if rule.on_tool is not None)
 
 
+def _joined(first: tuple[PointerPattern, ...], *more: tuple[PointerPattern, ...]) -> tuple[PointerPattern, ...]:
+    """Pointer patterns of every group, each once, in the order first seen."""
+    if not any(more):
+        return first
+    return tuple({p.text: p for group in (first, *more) for p in group}.values())
+
+
 class Normalizer:
     """Applies the configured rules.
 
@@ -198,6 +205,8 @@ class Normalizer:
             _MAX_LISTED_BYTES, getsizeof=lambda listed: _ITEM_BYTES + len(listed.text or b"")
         )
         self._inert: dict[str | None, bool] = {}
+        #: Declarations for known servers (:mod:`mcp_normalizer.interventions`), unless turned off.
+        self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
     def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> ToolEntry:
         """The shared entry of an advertised tool (one per distinct content and nullable places)."""
@@ -274,13 +283,22 @@ class Normalizer:
         name = tool["name"]
         try:
             nullable_on = self.config.mode("nullable", name) is not Mode.OFF
-            configured = self.config.nullable_for(name) if nullable_on else ()
-            track = _Track(tool, tool)
             declared = self.config.tool(name)
-            relax, drop, declared_by = declared.relax, declared.drop_output_schema, "declared in config"
+            configured, relax, drop = declared.nullable, declared.relax, declared.drop_output_schema
+            declared_by = "declared in config"
+            applied = self.interventions.for_tool(tool)
+            if applied:
+                configured = _joined(configured, *(entry.nullable for entry in applied))
+                relax = _joined(relax, *(entry.relax for entry in applied))
+                drop = drop or any(entry.drop_output_schema for entry in applied)
+                labels = ", ".join(entry.label for entry in applied)
+                declared_by = f"declared in config and by {labels}" if name in self.config.tools else labels
+            configured = configured if nullable_on else ()
+            track = _Track(tool, tool)
+            nullable_by = declared_by
             taught = learned.get(name)
             if taught is not None:
-                relax = tuple({p.text: p for p in (*relax, *taught.relax)}.values())
+                relax = _joined(relax, taught.relax)
                 drop = drop or taught.drop_output_schema
                 declared_by = "learned from this tool's results in this scope (rule learn_schema)"
             context = ToolContext(
@@ -291,6 +309,7 @@ class Normalizer:
                 drop_output_schema=drop,
                 client=client,
                 declared_by=declared_by,
+                nullable_by=nullable_by,
             )
             track.run(self.config, _TOOL_HOOKS, context, name)
             places = declared_places(tool, configured) if nullable_on else ()

@@ -36,7 +36,6 @@ from mcp.server.lowlevel import Server
 from mcp_normalizer import NormalizerConfig, Settings, create_app
 from mcp_normalizer.audit import REWRITE_LOGGER, AuditLog
 from mcp_normalizer.config import ProxyConfig
-from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, ScriptedServer, ToolSpec, protean_tools, returning
 from mcp_normalizer.jsonrpc import inspect_request
@@ -54,9 +53,9 @@ CASES_FILE = SHARED / "cases" / "public.json"
 
 
 def protean_rules() -> NormalizerConfig:
-    """The demo's rule file (the shipped defaults and the Protean ``list_runtimes`` declaration), as
-    an operator of the Protean upstream passes it with ``--config``."""
-    return NormalizerConfig.from_file(DEMO_CONFIG)
+    """What the demo and a user with no rule file run: the shipped defaults (the interventions
+    table declares the Protean ``list_runtimes`` scope nullable, :mod:`mcp_normalizer.interventions`)."""
+    return NormalizerConfig.shipped()
 
 
 #: How a test upstream answers: ``text/event-stream`` or ``application/json``.

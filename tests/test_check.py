@@ -18,7 +18,6 @@ import pytest
 from mcp_normalizer.check import audit_capture, audit_server
 from mcp_normalizer.check.faults import KINDS
 from mcp_normalizer.config import ProxyConfig
-from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
 from mcp_normalizer.rules import RULES
@@ -49,7 +48,7 @@ def faults(report: dict[str, Any]) -> set[tuple[str, str, str]]:
 @pytest.mark.parametrize("era", ["auto", "legacy"])
 def test_the_protean_faults_are_listed_with_their_repairs_and_none_through_the_proxy(era: str) -> None:
     with serve(protean_server()) as up, proxy_for(up + "/mcp", protean_rules()) as px:
-        direct = check(up + "/mcp", *CALLS, "--era", era, "--format", "json", "--config", str(DEMO_CONFIG))
+        direct = check(up + "/mcp", *CALLS, "--era", era, "--format", "json")  # no rule file
         proxied = check(px + "/mcp", *CALLS, "--era", era, "--format", "json")
     code, out, err = direct
     assert code == 1, err
@@ -66,15 +65,26 @@ def test_the_protean_faults_are_listed_with_their_repairs_and_none_through_the_p
     assert orjson.loads(out)["findings"] == [] and orjson.loads(out)["calls"] == 4
 
 
-def test_without_a_rule_file_the_null_for_a_string_is_reported_with_the_declaration_that_repairs_it() -> None:
+def test_the_interventions_table_repairs_the_old_protean_shape_and_without_it_check_prints_the_fix(
+    tmp_path: Path,
+) -> None:
+    off = tmp_path / "off.toml"
+    off.write_text("[normalizer]\ninterventions = false\n", encoding="utf-8")
     with serve(protean_server()) as up:
         code, out, err = check(up + "/mcp", *CALLS, "--era", "legacy", "--format", "json")
-    assert code == 1, err
+        code_off, out_off, err_off = check(
+            up + "/mcp", *CALLS, "--era", "legacy", "--format", "json", "--config", str(off)
+        )
+    assert code == 1, err  # the other faults are still faults of the server
     (finding,) = (f for f in orjson.loads(out)["findings"] if f["tool"] == "protean.list_runtimes")
+    assert (finding["where"], finding["rule"], finding["fix"]) == ("tools/list", "nullable", "")
+    assert "intervention protean-legacy-runtime-scope" in finding["reason"]
+    assert code_off == 1, err_off
+    (finding,) = (f for f in orjson.loads(out_off)["findings"] if f["tool"] == "protean.list_runtimes")
     assert finding["where"] == "tools/call" and finding["rule"] == "conformance"
     assert finding["kind"] == "unrepaired"
     assert finding["fix"] == '[tools."protean.list_runtimes"]\nnullable = ["/runtimes/*/scope"]'
-    assert tomllib.loads(finding["fix"]) == tomllib.loads(DEMO_CONFIG.read_text(encoding="utf-8"))  # the demo's file
+    assert tomllib.loads(finding["fix"]) == {"tools": {"protean.list_runtimes": {"nullable": ["/runtimes/*/scope"]}}}
 
 
 def test_the_table_names_each_fault_what_it_breaks_and_the_repair() -> None:
@@ -139,7 +149,7 @@ async def test_a_capture_of_the_proxys_traffic_gives_the_live_findings_offline(t
     key = [(f.tool, f.where, f.rule) for f in live.findings]
     assert [(f.tool, f.where, f.rule) for f in offline.findings] == key
     assert [f.count for f in offline.findings] == [2 * f.count for f in live.findings]  # two sessions
-    code, out, _ = check("--capture", str(path), "--format", "json", "--config", str(DEMO_CONFIG))
+    code, out, _ = check("--capture", str(path), "--format", "json")
     assert code == 1 and {(t, r) for t, _, r in faults(orjson.loads(out))} == {(t, r) for t, _, r in key}
 
 

@@ -17,7 +17,6 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
 from mcp_normalizer.server import bind
@@ -35,24 +34,25 @@ STEPS = [
 ]
 
 
-def assert_protean_fixed(record: dict[str, object]) -> None:
+def assert_protean_fixed(record: dict[str, object], problem_key: str = PROBLEM_KEY) -> None:
     steps = record["steps"]
     assert isinstance(steps, list) and all(step["ok"] for step in steps), steps
     scope_list, list_runtimes = steps[1]["value"], steps[2]["value"]
-    assert scope_list["isError"] is True and scope_list["_meta"][PROBLEM_KEY] == FORBIDDEN
+    assert scope_list["isError"] is True and scope_list["_meta"][problem_key] == FORBIDDEN
     assert [b["text"] for b in scope_list["content"]] == ["[SCOPE_DENIED] token lacks scope 'scopes:read'"]
     assert list_runtimes["structuredContent"] == RUNTIMES
 
 
 @pytest.mark.anyio
-async def test_cli_proxy_fixes_protean_for_the_ts_sdk_1_client() -> None:
+async def test_cli_proxy_fixes_protean_for_the_ts_sdk_1_client(tmp_path: Path) -> None:
     port = free_port()
+    rules = write(tmp_path, '[normalizer]\nproblem_meta_key = "com.example/problem"\n')  # a rule file is read
     with serve(protean_server()) as up:
         direct = (await run_node("v1", [{"url": up + "/mcp", "steps": STEPS}]))[0]
-        with running([EXE, "--upstream", up + "/mcp", "--port", str(port), "--config", str(DEMO_CONFIG)], port) as log:
+        with running([EXE, "--upstream", up + "/mcp", "--port", str(port), "--config", rules], port) as log:
             proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert not direct["steps"][1]["ok"] and not direct["steps"][2]["ok"]  # both throw directly
-    assert_protean_fixed(proxied)
+    assert_protean_fixed(proxied, "com.example/problem")  # list_runtimes by the interventions table
     lines = [orjson.loads(line) for line in log]  # every log line is JSON
     rewrites = [line for line in lines if line.get("event") == "rewrite"]
     assert sorted(line["rule"] for line in rewrites) == ["error_problem", "nullable"]
@@ -62,8 +62,7 @@ async def test_cli_proxy_fixes_protean_for_the_ts_sdk_1_client() -> None:
 async def test_python_m_proxy_reads_its_settings_from_the_environment() -> None:
     port = free_port()
     with serve(protean_server("json")) as up:
-        env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_PORT": str(port)}
-        env["MCP_NORMALIZER_CONFIG"] = str(DEMO_CONFIG)
+        env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_PORT": str(port)}  # no rule file
         with running([sys.executable, "-m", "mcp_normalizer"], port, env):
             proxied = (await run_node("v1", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)
@@ -74,7 +73,7 @@ async def test_uvicorn_factory_command_from_the_readme() -> None:
     port = free_port()
     with serve(protean_server()) as up:
         argv = [sys.executable, "-m", "uvicorn", "mcp_normalizer.app:create_app", "--factory", "--port", str(port)]
-        env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp", "MCP_NORMALIZER_CONFIG": str(DEMO_CONFIG)}
+        env = {"MCP_NORMALIZER_UPSTREAM": up + "/mcp"}
         with running(argv, port, env) as log:
             proxied = (await run_node("v2", [{"url": f"http://127.0.0.1:{port}/mcp", "steps": STEPS}]))[0]
     assert_protean_fixed(proxied)

@@ -45,7 +45,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
-from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import (
     FORBIDDEN,
@@ -361,7 +360,7 @@ STEPS: list[dict[str, Any]] = [
 @pytest.mark.anyio
 async def test_real_clients_get_normalized_results_through_the_image_command(tmp_path: Path) -> None:
     mounted = tmp_path / "normalizer.toml"  # the operator's rule file, mounted into the container
-    mounted.write_text(DEMO_CONFIG.read_text(encoding="utf-8"), encoding="utf-8")
+    mounted.write_text('[tools."protean.list_runtimes"]\nnullable = ["/runtimes/*/scope"]\n', encoding="utf-8")
     logged = tmp_path / "proxy.log"
     with serve(protean_server()) as up, image_process(up + "/mcp", logged, MCP_NORMALIZER_CONFIG=str(mounted)) as image:
         python = await run_python(image.url + "/mcp", STEPS)

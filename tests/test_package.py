@@ -34,7 +34,8 @@ def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(wheel: Path)
     tops = {name.split("/", 1)[0] for name in names}
     (info,) = (top for top in tops if top.endswith(".dist-info"))
     assert tops == {"mcp_normalizer", info}
-    assert {"mcp_normalizer/py.typed", "mcp_normalizer/normalizer.toml", "mcp_normalizer/cli.py"} <= set(names)
+    packaged = {"mcp_normalizer/py.typed", "mcp_normalizer/normalizer.toml", "mcp_normalizer/interventions.toml"}
+    assert packaged <= set(names)
     shipped = zipfile.ZipFile(wheel).read("mcp_normalizer/normalizer.toml").decode()
     assert shipped == (ROOT / "config" / "normalizer.toml").read_text(encoding="utf-8")  # the file, not a link
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
@@ -42,7 +43,7 @@ def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(wheel: Path)
     assert f"{info}/licenses/LICENSE" in names
     metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata and "Classifier: Typing :: Typed" in metadata
-    demo = {"normalizer.toml", "node/client.mjs", "node/package.json", "node/package-lock.json"}
+    demo = {"node/client.mjs", "node/package.json", "node/package-lock.json"}
     assert {f"mcp_normalizer/demo/{name}" for name in demo} <= set(names)
     assert not any("node_modules" in name for name in names)  # the npm clients are installed, not shipped
 

@@ -28,7 +28,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_normalizer import NormalizerMiddleware, Settings, create_app
-from mcp_normalizer.demo import DEMO_CONFIG
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, protean_server
 from mcp_normalizer.tracing import session_digest, tracer_provider_from_env, tracing_requested
@@ -109,7 +108,7 @@ def traced(mode: ResponseMode = "sse", *, tracing: bool = True) -> Iterator[tupl
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with serve(recording(protean_server(mode), recorded)) as up:
-        settings = Settings(upstream=up + "/mcp", config_file=str(DEMO_CONFIG))
+        settings = Settings(upstream=up + "/mcp")
         config = settings.load_config()
         app = create_app(settings, config=config, tracer_provider=provider if tracing else None)
         with serve(app, proxy=config.proxy) as px:
@@ -400,7 +399,7 @@ async def test_traces_reach_a_collector_over_otlp_http_from_the_cli() -> None:
                 "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
                 "OTEL_SERVICE_NAME": "normalizer-under-test",
             }
-            argv = [EXE, "--upstream", up + "/mcp", "--port", str(port), "--config", str(DEMO_CONFIG)]
+            argv = [EXE, "--upstream", up + "/mcp", "--port", str(port)]
             with running(argv, port, env=env):
                 record = await run_python(f"http://127.0.0.1:{port}/mcp", STEPS)
     finally:
@@ -514,7 +513,7 @@ async def test_an_unreachable_collector_delays_shutdown_by_a_bounded_time_and_it
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1",
             "OTEL_BSP_SCHEDULE_DELAY": "60000",
         }
-        argv = [EXE, "--upstream", up + "/mcp", "--port", str(port), "--config", str(DEMO_CONFIG)]
+        argv = [EXE, "--upstream", up + "/mcp", "--port", str(port)]
         started = threading.Event()
         with running(argv, port, env=env) as log:
             async with httpx.AsyncClient(headers=JSON_HEADERS, timeout=30) as http:

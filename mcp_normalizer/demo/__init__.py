@@ -13,7 +13,6 @@ import json
 import logging
 import shutil
 import sys
-from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -34,9 +33,6 @@ from .clients import (
     run_python,
 )
 from .upstream import protean_server
-
-#: The demo's rule file: the shipped defaults and the Protean ``list_runtimes`` declaration.
-DEMO_CONFIG = Path(__file__).resolve().parent / "normalizer.toml"
 
 CALLS = [
     ("protean.scope_list", {}),
@@ -166,7 +162,7 @@ def run_demo(
         "date_header": False,
     }
     upstream = uvicorn.Server(uvicorn.Config(protean_server(response_mode), **quiet))  # type: ignore[arg-type]
-    settings = Settings(upstream=direct, config_file=str(DEMO_CONFIG))
+    settings = Settings(upstream=direct)  # no rule file: the shipped defaults
     config = settings.load_config()
     proxy = uvicorn.Server(uvicorn_config(create_app(settings, config=config), config.proxy, log_level="warning"))
 

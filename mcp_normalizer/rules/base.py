@@ -137,6 +137,7 @@ class ToolContext:
         drop_output_schema: the config says to advertise the tool without its ``outputSchema``.
         client: the client the list goes to (:mod:`mcp_normalizer.rules.clients`: repairs only some need).
         declared_by: where ``relax``/``drop_output_schema`` come from (for the log line).
+        nullable_by: where the ``nullable`` places come from (the config, an intervention).
     """
 
     era: str | None
@@ -146,6 +147,7 @@ class ToolContext:
     drop_output_schema: bool = False
     client: ClientProfile = UNKNOWN
     declared_by: str = "declared in config"
+    nullable_by: str = "declared in config"
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ def _advertise(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite]
     if converted:
         reasons.append(f"{converted} OpenAPI 'nullable: true' keyword(s)")
     if len(pointers) > (1 if converted else 0):
-        reasons.append("declared nullable in config (the server sends null there; its schema does not allow it)")
+        reasons.append(f"{ctx.nullable_by}: nullable (the server sends null there; its schema does not allow it)")
     return (
         {**tool, "outputSchema": new_schema},
         Rewrite("nullable", "advertised nullable places in outputSchema", tuple(pointers), "; ".join(reasons)),
