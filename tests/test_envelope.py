@@ -290,3 +290,110 @@ def test_lone_surrogates_are_repaired_in_notifications_and_server_requests_too()
     request = b'data: {"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"x":"\\udc00"}}\n\n'
     out = feed_all(transformer("tools/call", content_type=SSE), notice, request)
     assert out == notice.replace(b"\\ud83d", b"\\ufffd") + request.replace(b"\\udc00", b"\\ufffd")
+
+
+@pytest.mark.parametrize(
+    ("method", "body", "sent", "record"),
+    [
+        (
+            "ping",
+            b'{"jsonrpc":"2.0","id":1,"result":{"n":1.10},"error":null}',
+            b'{"jsonrpc":"2.0","id":1,"result":{"n":1.10}}',
+            (
+                "jsonrpc_envelope",
+                "dropped error: null beside result",
+                ["/error"],
+                "never both (JSON-RPC 2.0 section 5); error was null",
+            ),
+        ),
+        (
+            "ping",
+            b'{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":1,"message":"m"}}',
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}',
+            ("jsonrpc_envelope", "dropped result: null beside error", ["/result"], "result was null"),
+        ),
+        (
+            "tools/list",
+            b'{"jsonrpc":"2.0","id":1,"result":{"tools":[],"nextCursor":null}}',
+            b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}',
+            ("null_cursor", "dropped nextCursor: null", ["/result/nextCursor"], "null means no further page"),
+        ),
+        (
+            "ping",
+            b'[{"jsonrpc":"2.0","id":1,"result":{}}]',
+            b'{"jsonrpc":"2.0","id":1,"result":{}}',
+            ("jsonrpc_envelope", "unwrapped a one-message batch", [""], "not an array (JSON-RPC 2.0 section 6)"),
+        ),
+        (
+            "ping",
+            b'{"jsonrpc":"2.0","result":{}}',
+            b'{"id":1,"jsonrpc":"2.0","result":{}}',  # a missing id goes first, as it came from no member
+            ("jsonrpc_id", "stamped the request's id", ["/id"], "one-request POST answers that request but had no id"),
+        ),
+        (
+            "ping",
+            b'{"jsonrpc":"2.0","id":"1","result":{}}',
+            b'{"jsonrpc":"2.0","id":1,"result":{}}',
+            ("jsonrpc_id", "stamped the request's id", ["/id"], 'but had id "1"'),
+        ),
+    ],
+)
+def test_each_envelope_repair_logs_its_rule_action_pointer_and_reason(
+    method: str, body: bytes, sent: bytes, record: tuple[str, str, list[str], str]
+) -> None:
+    """The log line is the product's account of a change: the rule's name (what a rule file turns
+    off), the action, the pointer and why, for each envelope repair."""
+    rule, action, pointers, reason = record
+    with capture_rewrites() as log:
+        assert feed_all(transformer(method), body) == sent
+    [line] = log.rewrites()
+    assert (line["rule"], line["action"], line["pointers"]) == (rule, action, pointers)
+    assert reason in line["reason"]
+
+
+def test_a_long_id_is_cut_to_40_bytes_in_the_reason_and_a_matching_id_logs_nothing() -> None:
+    rid = "r" * 60
+    with capture_rewrites() as log:
+        out = feed_all(transformer("ping", rid), b'{"jsonrpc":"2.0","id":null,"result":{}}')
+        assert orjson.loads(out)["id"] == rid
+        assert feed_all(transformer("ping", rid), b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","result":{}}')
+    [line] = log.rewrites()
+    assert line["reason"].endswith("but had id null")
+    with capture_rewrites() as log:
+        feed_all(transformer("ping", 1), b'{"jsonrpc":"2.0","id":"' + b"1" * 60 + b'","result":{}}')
+    assert not log.rewrites(rule="jsonrpc_id")  # another value: refused, never stamped
+
+
+@pytest.mark.parametrize(
+    ("body", "sent"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"result":null}', None),  # null is a result like any other
+        (b'{"jsonrpc":"2.0","id":1,"error":null}', None),  # nothing beside it to keep: as it came
+        # both null: the result (null, a valid one) is the answer; the error beside it is dropped
+        (b'{"jsonrpc":"2.0","id":1,"result":null,"error":null}', b'{"jsonrpc":"2.0","id":1,"result":null}'),
+    ],
+)
+def test_a_null_result_stays_and_a_null_error_goes_only_beside_a_result(body: bytes, sent: bytes | None) -> None:
+    with capture_rewrites() as log:
+        assert feed_all(transformer(), body) == (sent or body)
+    assert [line["pointers"] for line in log.rewrites(rule="jsonrpc_envelope")] == ([["/error"]] if sent else [])
+
+
+def test_an_envelope_repair_and_a_result_repair_both_apply_to_one_response() -> None:
+    """The envelope rules hand the result on: ``error: null`` dropped and ``nextCursor: null`` too."""
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[],"nextCursor":null,"n":2.5E-3},"error":null}'
+    with capture_rewrites() as log:
+        out = feed_all(transformer("tools/list"), body)
+    assert out == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[],"n":2.5E-3}}'
+    assert sorted(line["rule"] for line in log.rewrites()) == ["jsonrpc_envelope", "null_cursor"]
+
+
+def test_an_array_of_two_messages_answering_a_single_request_keeps_both() -> None:
+    """Only a one-message array is unwrapped: a response and a notification in one array both go on."""
+    body = (
+        b'[{"jsonrpc":"2.0","id":1,"result":{"n":1.10}},'
+        b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"\\u00e9"}}]'
+    )
+    with capture_rewrites() as log:
+        assert feed_all(transformer("ping", 1), body) == body
+    assert not log.rewrites(rule="jsonrpc_envelope")

@@ -24,10 +24,10 @@ from mcp_normalizer.catalog import CatalogPool
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
-from mcp_normalizer.jsonrpc import inspect_request
+from mcp_normalizer.jsonrpc import id_key, inspect_request
 from mcp_normalizer.normalize import Normalizer
 from mcp_normalizer.request_rewrite import rename_calls
-from mcp_normalizer.rules.tool_names import INVENTED, ORIGINAL_NAME_KEY, SPEC, VALID, Renamer, renames
+from mcp_normalizer.rules.tool_names import INVENTED, ORIGINAL_NAME_KEY, SPEC, VALID, Renamer, renames, rewrite
 from mcp_normalizer.scopes import Limits, ScopeState, ScopeStore
 from mcp_normalizer.transform import Exchange, ResponseTransformer
 
@@ -132,6 +132,71 @@ def test_invented_names_collide_only_as_checked_and_are_the_same_everywhere() ->
     assert Renamer(["a b"]).name_for("a b", True) == taken
     clash = Renamer(["a b", taken])
     assert clash.name_for("a b", True) not in (taken, None)  # the page itself lists the first choice
+
+
+@pytest.mark.pure
+def test_advertised_names_are_stable_across_releases_and_every_salt_is_tried() -> None:
+    """Hosts save tool names (permissions, allow lists): an invented name is a contract, fixed here.
+    A name with a lone surrogate (JSON ``"\\ud800"``) is hashed too, never an error."""
+    assert renames(["get data", "ok_name", "\ud800x", "ok_name"]) == {
+        "get data": "get_data_abd45b55fd59d4b1",
+        "\ud800x": "_x_4e3e9af3f16484a8",
+    }  # a valid name listed twice keeps its own both times
+    first, second = "a_b_bb37dea5c027f928", "a_b_3b07d0454637d9aa"  # salts 0 and 1
+    assert renames(["a b"]) == {"a b": first}
+    assert renames(["a b", first]) == {"a b": second}
+    third = renames(["a b", first, second])["a b"]
+    assert third not in (first, second) and INVENTED.fullmatch(third)
+
+
+@pytest.mark.pure
+def test_in_a_batch_only_the_renamed_call_changes_byte_for_byte() -> None:
+    """2025-03-26 batching: a notification with params (no id), a call of a valid name, a ping and
+    a call with no params sit beside the renamed call and go as they came, in order."""
+    advertised = "get_data_abd45b55fd59d4b1"
+    others = [
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"name":"get_data_abd45b55fd59d4b1"}}',
+        b'{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"ok","arguments":{"n":1E+2}}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/call"}',
+    ]
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"%s","arguments":{"v":12.50}}}'
+    body = b"[" + b",".join([others[0], call % advertised.encode(), *others[1:]]) + b"]"
+    info = inspect_request(body, [])
+    assert info is not None
+    done = rename_calls(body, info.pending, {advertised: "get data"})
+    assert done is not None
+    text, pending, renamed = done
+    expected = b",".join([others[0], call % b"get data", *others[1:]])
+    assert text == b"[" + expected + b"]"
+    one, b = ("n", 1), ("s", "b")
+    assert renamed == [one] == [id_key(1)] and id_key("b") == b
+    assert pending[one].tool == "get data" and pending[b].tool == "ok"
+    assert rename_calls(body, info.pending, {"other_1": "other"}) is None  # no call of a renamed tool
+
+
+@pytest.mark.pure
+def test_a_tool_listed_again_on_a_later_page_keeps_the_name_it_was_given() -> None:
+    """A server that repeats a tool across pages: the renamed one keeps its invented name, the
+    valid one its own, never the other way round."""
+    invented = renames(["a b"])["a b"]
+    later = Renamer(["a b", "ok"], listed=["a b", "ok"], names={invented: "a b"})
+    assert later.name_for("a b", True) == invented
+    assert later.name_for("ok", True) is None
+    assert later.renamed == {"a b": invented}
+
+
+@pytest.mark.pure
+def test_the_rename_record_says_why_without_the_name() -> None:
+    invalid = rewrite("get data \u00e9", 3)
+    assert (invalid.rule, invalid.action, invalid.pointers) == (
+        "tool_names",
+        "advertised the tool under a valid name",
+        ("/tools/3/name",),
+    )
+    assert invalid.reason == "a name of 10 characters outside the spec's [A-Za-z0-9_.-]{1,128}"
+    taken = rewrite("a_b", 0, taken=True)
+    assert "an earlier page's" in taken.reason and "a_b" not in taken.reason
 
 
 @pytest.mark.pure

@@ -168,6 +168,29 @@ def test_null_members_depend_on_the_era() -> None:
     assert modern == {"content": [{"type": "text", "text": "x"}], "structuredContent": None}
 
 
+def test_null_members_drops_each_null_optional_and_names_each_pointer() -> None:
+    """``content: null`` becomes ``[]`` (an error result with it reached clients as no list), a
+    block's null members go; the record names every place."""
+    result = {
+        "content": None,
+        "isError": None,
+        "_meta": None,
+        "structuredContent": None,
+    }
+    done = call(normalizer(), tool(None), result)
+    assert done.result == {"content": []}
+    (record,) = (r.rewrite for r in done.records if r.rewrite.rule == "null_members")
+    assert record.pointers == ("/_meta", "/isError", "/structuredContent", "/content")
+    assert (record.action, record.reason) == ("dropped null optional members", "optional member is null")
+    blocks = {
+        "content": [{"type": "text", "text": "y"}, {"type": "text", "text": "x", "annotations": None, "_meta": None}]
+    }
+    done = call(normalizer(), tool(None), blocks)
+    assert done.result["content"] == [{"type": "text", "text": "y"}, {"type": "text", "text": "x"}]
+    (record,) = (r.rewrite for r in done.records if r.rewrite.rule == "null_members")
+    assert record.pointers == ("/content/1/annotations", "/content/1/_meta")
+
+
 def test_modes_per_rule_per_tool_and_report_only() -> None:
     n = normalizer('[rules]\ntext_mirror = "off"\n[tools.t.rules]\ntext_mirror = "on"\nerror_problem = "report"\n')
     assert n.config.mode("text_mirror", "t").value == "on"

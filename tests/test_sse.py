@@ -146,3 +146,96 @@ def reference(stream: bytes) -> tuple[list[bytes], bytes]:
 @given(stream=streams())
 def test_the_splitter_cuts_where_a_browser_dispatches(stream: bytes) -> None:
     assert split(stream, []) == reference(stream)
+
+
+def browser_fields(block: bytes) -> tuple[str, bytes | None, bytes | None]:
+    """Event type, data and last id of one block as WHATWG HTML 9.2.6 reads them, line by line."""
+    event, data, event_id = b"", [], None
+    block = block.removeprefix(b"\xef\xbb\xbf")
+    for line in re.split(rb"\r\n|\r|\n", block):
+        if not line or line[:1] == b":":
+            continue
+        name, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event = value
+        elif name == b"id" and b"\0" not in value:
+            event_id = value
+    return event.decode("utf-8", "replace") or "message", b"\n".join(data) if data else None, event_id
+
+
+FIELD_LINES = st.sampled_from(
+    [
+        b"event: note",
+        b"event:",
+        b"event: caf\xc3\xa9 \xff",  # invalid UTF-8 in a type: replaced, never an error
+        b"eventx: y",
+        b"data:  two spaces kept but one",
+        b"data",
+        b"data: 1.10E+3",
+        b"id: 7",
+        b"id: a\0b",  # an id with NUL is ignored (the last good one stays)
+        b"id",
+        b": comment",
+        b"retry: 10",
+        "data: \u00e9\u2028".encode(),
+    ]
+)
+
+
+@settings(max_examples=500)
+@given(lines=st.lists(FIELD_LINES, max_size=8), eol=st.sampled_from(EOLS), bom=st.booleans())
+def test_parse_event_reads_each_field_as_a_browser_does(lines: list[bytes], eol: bytes, bom: bool) -> None:
+    block = (b"\xef\xbb\xbf" if bom else b"") + b"".join(line + eol for line in lines) + eol
+    event = parse_event(block)
+    assert (event.event, event.data, event.id) == browser_fields(block)
+
+
+def test_an_event_of_exactly_max_pending_bytes_is_held_one_more_overflows() -> None:
+    splitter = SSESplitter(max_pending=16)
+    assert splitter.feed(b"data: " + b"x" * 10) == [] and not splitter.overflowed
+    assert splitter.feed(b"y") == [] and splitter.overflowed
+
+
+def test_an_early_event_with_its_own_type_and_cr_line_ends_keeps_them() -> None:
+    """A named event goes out early with no ``event: message`` added, in the stream's CR style."""
+    message = b'{"jsonrpc":"2.0","id":1,"result":{"n":12.50}}'
+    splitter = SSESplitter()
+    splitter.feed(b"id: 3\revent: note\rdata: " + message + b"\r")
+    assert splitter.take_whole() == [b"id: 3\revent: note\rdata: " + message + b"\r\r"]
+    assert splitter.feed(b"\r") == []  # the blank line it lacked, late: dropped
+    splitter.feed(b"data: " + message + b"\r\n")
+    assert splitter.take_whole() == [b"event: message\r\ndata: " + message + b"\r\n\r\n"]
+
+
+def test_an_early_event_is_found_after_crlf_field_lines_and_within_4_kib_only() -> None:
+    """The first data line is looked for past CRLF field lines (each CRLF is one line end), in the
+    block's first 4096 bytes (it may start at the 4096th); past them the event waits for its blank line."""
+    message = b'{"jsonrpc":"2.0","id":1,"result":{"n":1.10}}'
+    splitter = SSESplitter()
+    splitter.feed(b"id: 1\r\nretry: 5\r\ndata: " + message + b"\r\n")
+    assert splitter.take_whole() == [b"event: message\r\nid: 1\r\nretry: 5\r\ndata: " + message + b"\r\n\r\n"]
+    for head, early in ((b": " + b"c" * 4093 + b"\n", True), (b": " + b"c" * 4094 + b"\n", False)):
+        assert len(head) in (4096, 4097)  # a data line that starts at byte 4096 is the last looked at
+        splitter = SSESplitter()
+        splitter.feed(head + b"data: " + message + b"\n")
+        assert bool(splitter.take_whole()) is early
+
+
+def test_only_the_one_blank_line_an_early_event_lacked_is_dropped() -> None:
+    message = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":0.5}}'
+    splitter = SSESplitter()
+    splitter.feed(b"data: " + message + b"\n")
+    assert splitter.take_whole() == [b"event: message\ndata: " + message + b"\n\n"]
+    assert splitter.feed(b"\n") == []  # the one it lacked
+    assert splitter.feed(b"data: hello") == [] and splitter.feed(b"\n") == []
+    assert splitter.feed(b"\n") == [b"data: hello\n\n"]  # a later blank line in a chunk of its own counts
+
+
+def test_the_pending_bound_counts_only_the_unfinished_events_bytes() -> None:
+    splitter = SSESplitter(max_pending=16)
+    assert splitter.feed(b"data: a\n\ndata: " + b"x" * 10) == [b"data: a\n\n"]
+    assert not splitter.overflowed  # 16 bytes pending: the dispatched event is not counted
