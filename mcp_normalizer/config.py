@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 from .forwarded import parse_networks
 from .hosts import host_pattern_problem, origin_pattern_problem
-from .keys import KEY, Key, documented, from_env, only, read, setting, spec
+from .keys import KEY, Key, documented, from_env, only, pointers, read, setting, spec
 from .pointer import PointerPattern
 from .rules import RULES_BY_NAME, Mode, RuleSettings
 from .rules.base import is_meta_key
@@ -334,8 +334,8 @@ class NormalizerConfig:
             if not isinstance(drop, bool):
                 raise ConfigError(f"{where} drop_output_schema must be true or false")
             tools[str(name)] = ToolConfig(
-                nullable=_pointers(table, "nullable", where),
-                relax=_pointers(table, "relax", where),
+                nullable=pointers(table, "nullable", where),
+                relax=pointers(table, "relax", where),
                 drop_output_schema=drop,
                 rules=_modes(table.get("rules", {}), f"{where} rules"),
             )
@@ -382,16 +382,6 @@ _NORMALIZER_ENV_KEYS = {
 
 
 _NO_TOOL = ToolConfig()
-
-
-def _pointers(table: Mapping[str, Any], key: str, where: str) -> tuple[PointerPattern, ...]:
-    pointers = table.get(key, [])
-    if not isinstance(pointers, list) or not all(isinstance(p, str) for p in pointers):
-        raise ConfigError(f"{where} {key} must be a list of JSON pointers")
-    try:
-        return tuple(PointerPattern.parse(p) for p in pointers)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _table(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:

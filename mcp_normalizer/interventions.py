@@ -28,10 +28,11 @@ interventions = false`` turns the table off. Pure: no I/O beyond reading the pac
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -40,24 +41,11 @@ from typing import Any
 import orjson
 
 from .errors import ConfigError
-from .keys import only
+from .keys import only, pointers
 from .pointer import PointerPattern
 from .rules.schemas import widen_at
 from .types import JSON, JSONObject
 
-_KEYS = {
-    "id",
-    "tool",
-    "string_at",
-    "definition",
-    "nullable",
-    "relax",
-    "drop_output_schema",
-    "summary",
-    "author_fix",
-    "source",
-    "date",
-}
 _DIGEST = re.compile(r"[0-9a-f]{32}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -75,10 +63,9 @@ def _is_plain_string(node: JSON) -> bool:
     """Whether schema ``node`` says "a string, never null"."""
     if not isinstance(node, dict) or node.get("nullable") is True:
         return False
-    kind = node.get("type")
-    if kind == "string":
-        return "enum" not in node or None not in (node["enum"] if isinstance(node["enum"], list) else ())
-    return False
+    if node.get("type") != "string":
+        return False
+    return "enum" not in node or None not in (node["enum"] if isinstance(node["enum"], list) else ())
 
 
 def declares_string(schema: JSON, pattern: PointerPattern) -> bool:
@@ -181,6 +168,7 @@ class Interventions:
 
 
 NONE = Interventions({})
+_KEYS = {field.name for field in dataclasses.fields(Intervention)}
 
 
 @cache
@@ -195,16 +183,6 @@ def _text(table: Mapping[str, Any], key: str, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{where}: {key} must be a non-empty string")
     return value
-
-
-def _pointers(table: Mapping[str, Any], key: str, where: str) -> tuple[PointerPattern, ...]:
-    value = table.get(key, [])
-    if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(p, str) for p in value):
-        raise ConfigError(f"{where}: {key} must be a list of JSON pointers")
-    try:
-        return tuple(PointerPattern.parse(p) for p in value)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _entry(table: object, where: str) -> Intervention:
@@ -223,10 +201,10 @@ def _entry(table: object, where: str) -> Intervention:
     entry = Intervention(
         id=_text(table, "id", where),
         tool=_text(table, "tool", where),
-        string_at=_pointers(table, "string_at", where),
+        string_at=pointers(table, "string_at", where),
         definition=definition,
-        nullable=_pointers(table, "nullable", where),
-        relax=_pointers(table, "relax", where),
+        nullable=pointers(table, "nullable", where),
+        relax=pointers(table, "relax", where),
         drop_output_schema=drop,
         summary=_text(table, "summary", where),
         author_fix=_text(table, "author_fix", where),

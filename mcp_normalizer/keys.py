@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .errors import ConfigError
+from .pointer import PointerPattern
 
 Kind = Literal["bool", "int", "float", "str", "strlist"]
 #: The ``field`` metadata entry that holds a :class:`Key`.
@@ -135,6 +136,21 @@ def only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def pointers(table: Mapping[str, Any], key: str, where: str) -> tuple[PointerPattern, ...]:
+    """The JSON pointer patterns listed at ``key`` of ``table`` (none when absent).
+
+    Raises:
+        ConfigError: the value is not a list of strings, or one is not a pointer pattern.
+    """
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ConfigError(f"{where} {key} must be a list of JSON pointers")
+    try:
+        return tuple(PointerPattern.parse(p) for p in value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def read(table: Mapping[str, Any], keys: Mapping[str, Key], where: str) -> dict[str, Any]:

@@ -292,7 +292,8 @@ class Normalizer:
                 relax = _joined(relax, *(entry.relax for entry in applied))
                 drop = drop or any(entry.drop_output_schema for entry in applied)
                 labels = ", ".join(entry.label for entry in applied)
-                declared_by = f"declared in config and by {labels}" if name in self.config.tools else labels
+                by_config = declared.nullable or declared.relax or declared.drop_output_schema
+                declared_by = f"declared in config and by {labels}" if by_config else labels
             configured = configured if nullable_on else ()
             track = _Track(tool, tool)
             nullable_by = declared_by

@@ -102,6 +102,14 @@ def test_a_rule_file_adds_to_an_entry_and_its_modes_decide() -> None:
     assert record.rewrite.reason.startswith(f"declared in config and by intervention {ENTRY}")
     off = {"tools": {"protean.list_runtimes": {"rules": {"nullable": "off"}}}}
     assert Normalizer(NormalizerConfig.from_mapping(off)).list_tool(tool, 0, None).tool == tool
+    # A rule file that names the tool only for a mode declares nothing: the entry alone is named.
+    modes = {"tools": {"protean.list_runtimes": {"rules": {"text_mirror": "off"}}}}
+    (record,) = (
+        r
+        for r in Normalizer(NormalizerConfig.from_mapping(modes)).list_tool(tool, 0, None).records
+        if r.rewrite.rule == "nullable"
+    )
+    assert record.rewrite.reason.startswith(f"intervention {ENTRY} (")
 
 
 @pytest.mark.pure
