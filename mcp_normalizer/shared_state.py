@@ -9,7 +9,7 @@ fetches ``tools/list`` itself):
   ``task_ttl`` seconds.
 - ``{prefix}p:{scope}``: hash, the unanswered requests of a legacy session (resumption on a later
   ``GET``): field the JSON-RPC id key as JSON (``["n", 7]``, ``["s", "abc"]``), value JSON
-  ``{"m": method, "t": tool, "k": task id, "d": deadline}`` (``d``: Unix seconds, ``pending_ttl``
+  ``{"m": method, "t": tool, "k": task id, "c": cursor, "d": deadline}`` (``d``: Unix seconds, ``pending_ttl``
   after the request); the key expires ``pending_ttl`` after its last write, expired fields are
   ignored, at most ``max_pending`` are kept.
 - ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session) and ``learned``
@@ -57,6 +57,7 @@ from cachetools import LRUCache
 from .errors import ConfigError
 from .jsonrpc import IdKey, PendingRequest
 from .pointer import PointerPattern
+from .rules.jsonrpc_envelope import LIST_METHODS
 from .rules.learned import Learned
 from .scopes import Changes, Limits, Snapshot
 
@@ -412,6 +413,8 @@ def _pending_value(request: PendingRequest, deadline: float) -> bytes | None:
         value["t"] = request.tool
     if request.task_id is not None:
         value["k"] = request.task_id
+    if request.cursor is not None and request.method in LIST_METHODS and len(request.cursor) <= 1024:
+        value["c"] = request.cursor  # (a longer one is not kept: the request is, which matters more)
     try:
         encoded = orjson.dumps(value)
     except orjson.JSONEncodeError:
@@ -442,9 +445,12 @@ def _pending(entries: object, now: float, bound: int) -> dict[IdKey, PendingRequ
             continue
         if deadline <= now or kind not in ("n", "s") or not isinstance(value, int | str) or not isinstance(method, str):
             continue
-        tool, task_id = entry.get("t"), entry.get("k")
+        tool, task_id, cursor = entry.get("t"), entry.get("k"), entry.get("c")
         request = PendingRequest(
-            method, tool=tool if isinstance(tool, str) else None, task_id=task_id if isinstance(task_id, str) else None
+            method,
+            tool=tool if isinstance(tool, str) else None,
+            cursor=cursor if isinstance(cursor, str) else None,
+            task_id=task_id if isinstance(task_id, str) else None,
         )
         found.append((deadline, (kind, value), request))
     found.sort(key=lambda item: item[0])

@@ -663,9 +663,8 @@ class ResponseTransformer:
                 members = _members(raw)
                 if members is None:
                     return None
-                fixed, records = self.normalizer.response(
-                    Response(members, result), ResponseContext(request.method, sole, exchange.era), request.tool
-                )
+                context = ResponseContext(request.method, sole, exchange.era, request.cursor)
+                fixed, records = self.normalizer.response(Response(members, result), context, request.tool)
                 members = dict(fixed.members) if fixed.members is not members else None
                 result = dict(fixed.result) if fixed.result is not None and fixed.result is not result else result
             codec = Codec()

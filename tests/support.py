@@ -631,10 +631,11 @@ def transformer(
     batch: bool = False,
     modes: dict[str, Mode] | None = None,
     content_type: list[tuple[bytes, bytes]] = JSON_HEADERS,
+    params: dict[str, Any] | None = None,
 ) -> ResponseTransformer:
-    """A transformer for the response to one request (``method``, id ``rid``) on a POST, as the
-    middleware builds it from the request body."""
-    request: Any = {"jsonrpc": "2.0", "id": rid, "method": method, "params": {}}
+    """A transformer for the response to one request (``method``, id ``rid``, ``params``: ``{}``
+    unless given) on a POST, as the middleware builds it from the request body."""
+    request: Any = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
     info = inspect_request(orjson.dumps([request] if batch else request), [])
     assert info is not None
     config = NormalizerConfig(rules=modes or {})

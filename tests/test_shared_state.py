@@ -246,7 +246,11 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
         assert scope != RedisState(store.url, secret="t").scope_id("up", "session", None, None)
         changes = Changes(
             tasks={"task-1": "tool.a"},
-            awaited={("n", 7): PendingRequest("tools/call", tool="tool.b")},
+            awaited={
+                ("n", 7): PendingRequest("tools/call", tool="tool.b"),
+                ("s", "p2"): PendingRequest("tools/list", cursor="p\u00e9ge-2"),  # cursor_loop reads it
+                ("s", "p3"): PendingRequest("tools/list", cursor="x" * 2000),  # kept, without its long cursor
+            },
             client="claude-code",
             learned=True,
         )
@@ -255,9 +259,13 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
         found = await state.read(scope, ["task-1", "task-2"], pending=True)
         assert found is not None
         assert found.tasks == {"task-1": "tool.a"} and found.client == "claude-code"
-        assert found.pending == {("n", 7): PendingRequest("tools/call", tool="tool.b")}
+        assert found.pending == {
+            ("n", 7): PendingRequest("tools/call", tool="tool.b"),
+            ("s", "p2"): PendingRequest("tools/list", cursor="p\u00e9ge-2"),
+            ("s", "p3"): PendingRequest("tools/list"),
+        }
         assert found.learned == learned
-        await state.write(scope, Changes(answered={("n", 7)}), {})
+        await state.write(scope, Changes(answered={("n", 7), ("s", "p2"), ("s", "p3")}), {})
         again = await state.read(scope, [], pending=True)
         assert again is not None and again.pending == {}
         store.kill()

@@ -261,6 +261,58 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "boolean_subschema",
+            "inputSchema and outputSchema are JSON Schema objects; the MCP schema types every root properties value"
+            " as an object schema",
+            "MCP 2025-06-18+ schema.ts Tool.inputSchema, Tool.outputSchema; JSON Schema 2020-12 core section 4.3.2",
+            (
+                "TS SDK Client 1.x (refuses the whole tools/list for a property schema that is true or false)",
+                "Python SDK clients before 1.10 (crash walking a boolean subschema)",
+            ),
+        ),
+        FaultKind(
+            "output_schema_tuple",
+            "Schemas default to JSON Schema 2020-12, where prefixItems with items: false is a closed tuple",
+            "MCP 2025-11-25 basic/index.mdx, JSON Schema Usage",
+            (
+                "TS SDK Client 1.x and Cursor (Ajv draft-07 ignores prefixItems and reads items: false as"
+                " 'boolean schema is false': every non-empty array result rejected)",
+            ),
+        ),
+        FaultKind(
+            "resource_link_incomplete",
+            "A ResourceLink is a Resource: uri and name are required strings",
+            "MCP 2025-06-18+ schema.ts ResourceLink, Resource",
+            ("TS SDK Client 1.x and 2.x, Python SDK client (the whole result is rejected)",),
+        ),
+        FaultKind(
+            "annotations_invalid",
+            "Annotations.audience is a list of Role ('user' or 'assistant'); priority is a number from 0 to 1",
+            "MCP 2025-06-18+ schema.ts Annotations, Role",
+            (
+                "TS SDK Client 1.x and 2.x, Python SDK client (the whole result is rejected)",
+                "Codex (the call fails)",
+            ),
+        ),
+        FaultKind(
+            "pagination_cursor_loop",
+            "nextCursor is an opaque token for the next page; a page without one is the last",
+            "MCP 2025-03-26+ server/utilities/pagination.mdx, Response Format",
+            (
+                "C# and Java SDK clients and hosts that list everything (page the same cursor forever)",
+                "@modelcontextprotocol/client 2.x (stops paging when a page repeats)",
+            ),
+        ),
+        FaultKind(
+            "result_output_field",
+            "A CallToolResult carries its unstructured result in content, which is required",
+            "MCP 2025-06-18+ schema.ts CallToolResult.content; server/tools.mdx, Tool Result",
+            (
+                "Claude Desktop, claude.ai and other content-only hosts (show nothing)",
+                "TS SDK Client and Python SDK client (reject a result without content)",
+            ),
+        ),
+        FaultKind(
             "unrepaired",
             _CONFORM,
             _CONFORM_AT,

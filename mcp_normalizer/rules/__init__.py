@@ -10,6 +10,7 @@ conform), then the last resort, then presentation.
 from __future__ import annotations
 
 from . import (
+    block_members,
     content_blocks,
     empty_structured,
     envelope,
@@ -21,13 +22,15 @@ from . import (
     media_data,
     meta_keys,
     nullable,
+    output_member,
     sse_framing,
     text_mirror,
     tool_names,
 )
 from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
+from .boolean_schemas import BOOLEAN_SUBSCHEMA, SCHEMA_TUPLE
 from .declared import DROP_OUTPUT_SCHEMA, RELAX
-from .jsonrpc_envelope import ENVELOPE, NULL_CURSOR, STAMP_ID
+from .jsonrpc_envelope import CURSOR_LOOP, ENVELOPE, NULL_CURSOR, STAMP_ID
 from .missing_structured import ERROR_FLAG, PROMOTE_TEXT_JSON, VACUOUS_STRUCTURED_CONTENT
 from .null_values import NULL_ARRAY_TO_EMPTY, NULL_OPTIONAL_MEMBER
 from .object_root import OBJECT_RESULT, OBJECT_ROOT, REWRAP_RESULT, WRAP_RESULT
@@ -39,7 +42,9 @@ TOOL_RULES: tuple[Rule, ...] = (
     meta_keys.RULE,
     DROP_OUTPUT_SCHEMA,
     SCHEMA_SHAPE,
+    BOOLEAN_SUBSCHEMA,  # after schema_shape: a boolean root outputSchema is dropped there
     SCHEMA_DIALECT,
+    SCHEMA_TUPLE,  # after schema_dialect: a draft-07 tuple's additionalItems: false becomes items: false there
     TIMESTAMP_OBJECTS,  # reads $defs names, so before schema_refs inlines them
     SCHEMA_REFS,
     input_combinator.RULE,  # after schema_refs: arms given as $refs are inlined by then
@@ -52,8 +57,11 @@ TOOL_RULES: tuple[Rule, ...] = (
 RESULT_RULES: tuple[Rule, ...] = (
     # the envelope
     envelope.RULE,
+    output_member.RULE,  # before content_blocks, which gives a result without content an empty one
     content_blocks.RULE,
     media_data.RULE,
+    block_members.RESOURCE_LINK_NAME,
+    block_members.ANNOTATIONS,
     meta_keys.RULE,
     # errors, the shape the era requires, a missing structuredContent
     error_problem.RULE,
@@ -75,7 +83,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     text_mirror.RULE,
 )
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
-RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR)
+RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR, CURSOR_LOOP)
 #: Rules with no hook: the transformer applies them (the SSE framing, the message text before it is
 #: decoded, tool names across a page and the requests that use them, what a scope learned).
 STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE, learned.RULE)

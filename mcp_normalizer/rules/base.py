@@ -194,11 +194,14 @@ class ResponseContext:
             that POST's stream can only answer it), as an id key; ``None`` for a batch or a ``GET``
             stream, where no response can be matched by position.
         era: the negotiated protocol version, ``None`` when unknown.
+        cursor: the ``params.cursor`` of the request answered (a string), ``None`` for a first page
+            or when unknown.
     """
 
     method: str | None
     request_id: IdKey | None
     era: str | None
+    cursor: str | None = None
 
 
 ToolHook = Callable[[JSONObject, ToolContext], "tuple[JSONObject, Rewrite] | None"]

@@ -57,6 +57,11 @@ CLIENT_FAULTS: dict[str, ClientFault] = {
     "format_date_time": ClientFault(
         "Cursor and other Ajv clients with formats (-32602 on date-times without an offset)", frozenset({PYTHON_SDK})
     ),
+    "output_schema_tuple": ClientFault(
+        "TS SDK Client 1.x and Cursor (Ajv draft-07: 'boolean schema is false' on every tuple item)",
+        frozenset({PYTHON_SDK}),
+        supported=True,
+    ),
     "error_result_validated": ClientFault(
         "TS SDK Client 1.x and hosts embedding it (Claude Code, Cursor, Gemini CLI, OpenCode):"
         " -32602 on an error's non-conforming structuredContent",

@@ -1,5 +1,5 @@
 """Rules on the JSON-RPC envelope of a response, for every method: ``jsonrpc_envelope``,
-``jsonrpc_id`` and ``null_cursor``.
+``jsonrpc_id``, ``null_cursor`` and ``cursor_loop``.
 
 Fault kinds (``cases/faults.md``, "Kinds from the 2026 reports"):
 
@@ -20,8 +20,13 @@ Fault kinds (``cases/faults.md``, "Kinds from the 2026 reports"):
   ``resources/list``, ``resources/templates/list``, ``prompts/list`` (Claude Code rejects the
   list). ``nextCursor`` is an optional string; ``null`` and absence both mean "last page".
   ``null_cursor`` drops it.
+- ``pagination_cursor_loop`` (late 2026): a ``nextCursor`` that is ``""``, or the very cursor of
+  the request the page answers. A client that pages to the end asks for the same page forever
+  (C# and Java SDK clients, hosts that list everything) or stops with an error
+  (``@modelcontextprotocol/client`` 2.x). ``cursor_loop`` drops it and logs it: the page is the
+  last one the client can reach anyway.
 
-All three are lossless: what is dropped is a ``null`` the protocol gives no meaning, and the
+All four are lossless: what is dropped is a ``null`` the protocol gives no meaning, and the
 stamped id is the one the client sent. Pointers are relative to the message.
 """
 
@@ -88,6 +93,27 @@ def _cursor(response: Response, ctx: ResponseContext) -> tuple[Response, Rewrite
     )
 
 
+def _loop(response: Response, ctx: ResponseContext) -> tuple[Response, Rewrite] | None:
+    result = response.result
+    text = result.get("nextCursor") if result is not None and ctx.method in LIST_METHODS else None
+    if text is None or result is None:
+        return None
+    try:
+        cursor = loads(text)
+    except DecodeError:
+        return None
+    if cursor == "":
+        reason = "an empty nextCursor names no page; a client that pages to the end would ask for the first again"
+    elif isinstance(cursor, str) and cursor == ctx.cursor:
+        reason = "nextCursor is the cursor of the request it answers: the next page would be this one, forever"
+    else:
+        return None
+    kept = {name: value for name, value in result.items() if name != "nextCursor"}
+    return Response(response.members, kept), Rewrite(
+        "cursor_loop", "dropped a nextCursor that does not advance", ("/result/nextCursor",), reason
+    )
+
+
 def unwrap_single(items: list[Raw], request_id: IdKey | None) -> Rewrite | None:
     """The rewrite that unwraps ``items`` (a JSON-RPC batch in a response body or SSE event) into
     its one message, or ``None`` when it must stay a batch: the POST carried a batch (2025-03-26
@@ -117,4 +143,11 @@ NULL_CURSOR = Rule(
     kind="null_optional_fields",
     summary="nextCursor: null dropped from tools/list, resources/list, resources/templates/list, prompts/list.",
     on_response=_cursor,
+)
+CURSOR_LOOP = Rule(
+    name="cursor_loop",
+    kind="pagination_cursor_loop",
+    summary="A list page's nextCursor that is empty, or the cursor of the request it answers, is dropped (clients "
+    "that page to the end would loop).",
+    on_response=_loop,
 )
