@@ -122,20 +122,51 @@ async def test_every_client_accepts_what_a_repair_exists_for_and_nothing_else_ch
     assert all(line["fix"] == '[tools."score"]\nnullable = ["/value"]' for line in unrepaired)
 
 
+class Reading(pydantic.BaseModel):
+    taken: datetime
+    on: str
+
+
+def naive_app() -> Any:
+    """A FastMCP server with the fault: a ``datetime`` without a time zone (and a date-time string
+    its author typed by hand), next to a good one."""
+    server = fastmcp.FastMCP("fastmcp-naive")
+
+    @server.tool
+    def reading() -> Reading:
+        return Reading(taken=datetime(2026, 12, 3, 9, 30, 0, 500_000), on="caf\u00e9")
+
+    @server.tool
+    def aware() -> Reading:
+        return Reading(taken=datetime(2026, 12, 3, 9, 30, tzinfo=UTC), on="\u2713")
+
+    return server.http_app(path="/mcp")
+
+
+def test_check_reports_a_date_time_without_offset_only_where_a_result_has_one() -> None:
+    with serve(naive_app(), lifespan="on") as url:
+        code, report = run_check(url + "/mcp", "--call", "reading", "{}", "--call", "aware", "{}")
+    assert code == 0, report  # advisory: no supported client checks formats
+    found = [(f["tool"], f["where"], f["rule"], f["pointers"], f["advisory"]) for f in report["findings"]]
+    assert found == [("reading", "tools/call", "date_time_format", ["/structuredContent/taken"], True)]
+    spec = report["findings"][0]["spec"]["rule"]
+    assert "offset" in spec and report["findings"][0]["kind"] == "format_date_time"
+
+
 def run_check(url: str, *args: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([EXE, "check", url, "--format", "json", *args], capture_output=True, text=True, timeout=120)
     report: dict[str, Any] = json.loads(done.stdout)
     return done.returncode, report
 
 
-def test_check_reports_the_list_as_advisory_only_and_the_faults_of_the_results(upstream: str) -> None:
+def test_check_finds_nothing_in_the_list_and_the_faults_of_the_results(upstream: str) -> None:
     code, report = run_check(upstream)
-    assert code == 0 and report["clean"], report
-    assert [(f["rule"], f["advisory"]) for f in report["findings"]] == [("date_time_format", True)]
+    # format: date-time is a precaution the proxy takes for format-checking clients, not a fault
+    assert code == 0 and report["clean"] and report["findings"] == [], report
     calls = [arg for call in CALLS[:3] for arg in ("--call", call["name"], json.dumps(call.get("arguments", {})))]
     code, report = run_check(upstream, *calls)
     assert code == 1  # lookup's null is a fault every strict client rejects
-    assert {f["rule"] for f in report["findings"] if not f["advisory"]} == {"null_optional_member"}
+    assert {f["rule"] for f in report["findings"]} == {"null_optional_member"}  # event's ...Z is a date-time
     with proxy_for(upstream) as px:
         code, report = run_check(px + "/mcp", *calls)
     assert code == 0 and report["clean"], report  # through the proxy: repaired

@@ -20,10 +20,18 @@ from ..normalize import Normalizer, Record
 from ..rules.clients import CLIENT_FAULTS
 from ..types import JSONObject
 from .advisories import advisories
+from .date_times import failing_formats
 from .faults import KINDS, FaultKind, kind_of
 
 #: What the proxy does about a finding that no rule repairs.
 NOT_REPAIRED = "none: the proxy passes it through unchanged and logs it (clients still reject it)"
+#: Rules whose ``tools/list`` rewrite is a precaution for some clients, not a fault of the server:
+#: ``check`` reports them only when a result shows the fault (rule -> how it is found).
+PRECAUTIONS = frozenset({"date_time_format"})
+DATE_TIME_REPAIR = (
+    "the proxy moves date and time format assertions into the description for clients that check formats"
+    " (rule date_time_format), so they accept the value; send an offset (2026-12-03T09:30:00Z) to fix it at the source"
+)
 
 
 @dataclass(slots=True)
@@ -62,6 +70,11 @@ class Finding:
         return self.kind.advisory or (bool(self.for_clients) and not CLIENT_FAULTS[self.for_clients].supported)
 
     @property
+    def spec(self) -> str:
+        """The spec rule it breaks: the client table's more precise word, else its fault kind's."""
+        return (CLIENT_FAULTS[self.for_clients].spec if self.for_clients else "") or self.kind.spec
+
+    @property
     def clients(self) -> tuple[str, ...]:
         """The clients it breaks: the fault kind's, or for a client-specific fault the table's row."""
         return (CLIENT_FAULTS[self.for_clients].breaks,) if self.for_clients else self.kind.clients
@@ -76,7 +89,7 @@ class Finding:
             "kind": kind.name,
             "pointers": list(self.pointers),
             "reason": self.reason,
-            "spec": {"rule": kind.spec, "section": kind.section},
+            "spec": {"rule": self.spec, "section": kind.section},
             "clients": list(self.clients),
             "advisory": self.advisory,
             "repair": self.repair,
@@ -122,6 +135,7 @@ class Auditor:
         self._index: dict[tuple[str | None, str, str, tuple[str, ...], str], Finding] = {}
         self._tools: set[str] = set()
         self._listing: dict[str, set[str]] = {}  # names in the current listing (all pages) per scope
+        self._output_schemas: dict[tuple[str, str], JSONObject] = {}  # as the server listed them
 
     def era(self, era: str | None) -> None:
         """Note the protocol version of what is audited."""
@@ -157,6 +171,11 @@ class Auditor:
             if name in listed:
                 self._list_fault(name, (f"/tools/{index}/name",), "the name is listed twice")
             listed.add(name)
+            schema = tool.get("outputSchema")
+            if isinstance(schema, dict):
+                self._output_schemas[(scope, name)] = schema
+            else:
+                self._output_schemas.pop((scope, name), None)
             if name not in self._tools:
                 self._tools.add(name)
                 self.audit.tools.append(name)
@@ -177,17 +196,28 @@ class Auditor:
         outcome = self.normalizer.tools_call(result, tool, entry, era, size)
         for record in outcome.records:
             self.add(record, "tools/call")
-        self.advise(tool, result, entry)
+        self.advise(tool, result, entry, scope)
 
-    def advise(self, tool: str | None, result: JSONObject, entry: ToolEntry | None) -> None:
-        """Count one audited result and report the faults no rule repairs by default."""
+    def advise(self, tool: str | None, result: JSONObject, entry: ToolEntry | None, scope: str = "") -> None:
+        """Count one audited result and report the faults no rule repairs by default, and those a
+        precaution covers (:data:`PRECAUTIONS`): date and time values that fail the ``format`` the
+        server listed."""
         self.audit.calls += 1
         for found in advisories(result, entry):
             self._note(tool, "tools/call", found.name, found.pointers, found.reason, KINDS[found.name], found.repair)
+        schema = self._output_schemas.get((scope, tool)) if tool is not None else None
+        if schema is None or result.get("isError") is True or "structuredContent" not in result:
+            return
+        for pointer, name in failing_formats(result["structuredContent"], schema):
+            reason = f"not an RFC 3339 {name}" + (" (no time-zone offset?)" if name != "date" else "")
+            where, kind = ("/structuredContent" + pointer,), KINDS["format_date_time"]
+            self._note(tool, "tools/call", "date_time_format", where, reason, kind, DATE_TIME_REPAIR, "", kind.name)
 
     def add(self, record: Record, where: str) -> None:
         """Report one record of the rule engine (``where``: ``tools/list`` or ``tools/call``)."""
         rewrite = record.rewrite
+        if where == "tools/list" and rewrite.rule in PRECAUTIONS:
+            return  # not the server's fault: reported when a result shows it (advise)
         if record.event == "skipped":
             self.audit.notes.append(f"{record.tool!r}: {rewrite.reason}; not validated")
             return

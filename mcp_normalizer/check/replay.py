@@ -114,7 +114,7 @@ def _observe(
         auditor.list_shape(result, scope, first_page=request.cursor is None)
     elif request.method == TOOLS_CALL and result.get("resultType", "complete") == "complete" and "task" not in result:
         exchange = Exchange({}, era, scope, store.state(scope), store.public)
-        auditor.advise(request.tool, result, exchange.tool(request.tool))
+        auditor.advise(request.tool, result, exchange.tool(request.tool), scope)
 
 
 def _transform(

@@ -57,7 +57,7 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
             lines.append(f"  {finding.where:<10}  {finding.rule:<26}  {pointers}{seen}")
             label = "advisory" if finding.advisory else "fault"
             lines += _field(label, f"{finding.kind.name}: {finding.reason}")
-            lines += _field("breaks", f"{finding.kind.spec} ({finding.kind.section})")
+            lines += _field("breaks", f"{finding.spec} ({finding.kind.section})")
             lines += _field("clients", "; ".join(finding.clients))
             lines += _field("repair", finding.repair)
             if finding.fix:

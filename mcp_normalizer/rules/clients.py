@@ -33,11 +33,14 @@ class ClientFault:
         accepted_by: ``clientInfo`` names of clients known to accept it (the repair is skipped for them).
         supported: a supported client (TS SDK 1.x, ``@modelcontextprotocol/client`` 2.x, the Python
             SDK, as installed here) rejects it: ``check`` then counts it as a fault, else as advisory.
+        spec: what the spec says of the message, when that is more precise than its fault kind's rule
+            (the message is valid and the clients are at fault), else ``""``.
     """
 
     breaks: str
     accepted_by: frozenset[str]
     supported: bool = False
+    spec: str = ""
 
 
 #: The table. Keys are the names rules ask with :meth:`ClientProfile.needs`.
@@ -45,17 +48,24 @@ CLIENT_FAULTS: dict[str, ClientFault] = {
     "schema_dialect_2020": ClientFault(
         "VS Code GitHub Copilot (rejects a 2020-12 $schema: one bad tool breaks the session)",
         frozenset({PYTHON_SDK, CONFORMANCE}),
+        spec="An explicit 2020-12 $schema is valid (2020-12 is the default dialect): a client that rejects it"
+        " refuses a valid schema",
     ),
     "schema_dialect_draft": ClientFault(
         "@modelcontextprotocol/client 2.x before PR #2534 (Claude desktop, claude.ai, Claude Code, pi-mcp-adapter:"
         " 'The default validator supports JSON Schema 2020-12 only')",
         frozenset({PYTHON_SDK}),
+        spec="A schema that declares its dialect with $schema (draft-07) is valid; implementations MUST support"
+        " 2020-12 and SHOULD document the other dialects they support: a 2020-12-only client refuses a valid schema",
     ),
     "schema_ref_local": ClientFault(
         "code-mode/UTCP (MissingRefError on $defs; tool discovery fails)", frozenset({PYTHON_SDK, CONFORMANCE})
     ),
     "format_date_time": ClientFault(
-        "Cursor and other Ajv clients with formats (-32602 on date-times without an offset)", frozenset({PYTHON_SDK})
+        "Cursor and other Ajv clients with formats (-32602 on date-times without an offset)",
+        frozenset({PYTHON_SDK}),
+        spec="format: date-time is an RFC 3339 date-time, which has a time-zone offset (Z or +hh:mm); a value"
+        " without one does not conform",
     ),
     "output_schema_tuple": ClientFault(
         "TS SDK Client 1.x and Cursor (Ajv draft-07: 'boolean schema is false' on every tuple item)",

@@ -19,8 +19,9 @@ clients reject it: they apply only for clients not known to accept the original
   boolean ``exclusiveMaximum``) and loses its ``$schema``, so 2020-12-only validators accept it; an
   explicit 2020-12 ``$schema`` (the default) is dropped from both schemas.
 - ``date_time_format`` (``format_date_time``): ``format: date-time`` / ``date`` / ``time`` in an
-  ``outputSchema`` is moved into the ``description``: servers emit naive date-times and clients
-  that check formats reject them; no value changes.
+  ``outputSchema`` is moved into the ``description``: many servers emit date-times without an
+  offset and clients that check formats reject them; no value changes. A precaution taken before
+  any value is seen (``check`` reports a fault only for a value that fails).
 - ``timestamp_objects`` (``type_mismatch``): a ``$defs`` entry named like a date or time whose
   schema is a bare ``{"type": "object"}`` (a schema-generator artifact for ``java.time`` and kin)
   becomes a date-time string.
@@ -341,7 +342,10 @@ def _fix_date_formats(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, R
     if out is tool:
         return None
     out = with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY)
-    reason = "servers emit date-times without offset; clients that check formats reject them (for those clients)"
+    reason = (
+        "clients that check formats reject a date-time sent without a time-zone offset, which many servers send"
+        " (a precaution for those clients: check reports a value only when one fails)"
+    )
     return out, Rewrite(
         "date_time_format",
         "moved date/time format assertions to the description",
