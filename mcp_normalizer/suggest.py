@@ -20,8 +20,31 @@ from .schema import Violation
 from .types import JSON
 
 
-def _table(tool: str) -> str:
-    return f"[tools.{json.dumps(tool, ensure_ascii=False)}]"  # a JSON string is a TOML basic string
+def toml_string(text: str) -> str | None:
+    """``text`` as a one-line TOML basic string (``"..."``), every character that is not printable
+    (controls, DEL, NEL, line and paragraph separators) escaped; ``None`` when TOML cannot hold it
+    (a lone surrogate is no Unicode scalar value)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append(f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}")
+    return '"' + "".join(out) + '"'
+
+
+def _table(tool: str) -> str | None:
+    name = toml_string(tool)
+    return f"[tools.{name}]" if name is not None else None
 
 
 def _place(violation: Violation) -> str:
@@ -43,7 +66,10 @@ def for_violations(tool: str | None, structured: JSON | Raw, violations: Sequenc
         target = nullable if found and value is None else relax
         if place and place not in target:
             target.append(place)
-    lines = [_table(tool)]
+    table = _table(tool)
+    if table is None:
+        return ""
+    lines = [table]
     if nullable:
         lines.append(f"nullable = {json.dumps(nullable)}")
     if relax:
@@ -53,4 +79,5 @@ def for_violations(tool: str | None, structured: JSON | Raw, violations: Sequenc
 
 def for_missing_structured(tool: str | None) -> str:
     """The TOML that advertises ``tool`` without the ``outputSchema`` its results never meet."""
-    return f"{_table(tool)}\ndrop_output_schema = true" if tool is not None else ""
+    table = _table(tool) if tool is not None else None
+    return f"{table}\ndrop_output_schema = true" if table is not None else ""

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from mcp_normalizer.check import audit_capture, audit_server
+from mcp_normalizer.check.author_fixes import AUTHOR_FIXES, author_fix
 from mcp_normalizer.check.faults import KINDS
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.clients import run_node
@@ -121,6 +122,8 @@ def test_every_rule_and_advisory_names_what_it_breaks() -> None:
             assert rule.kind in KINDS, rule.name
     for kind in KINDS.values():
         assert kind.spec and kind.section and kind.clients
+        assert author_fix(kind.name), kind.name  # and what the server's author changes
+    assert set(AUTHOR_FIXES) == set(KINDS)
 
 
 @pytest.mark.anyio

@@ -9,6 +9,7 @@ repaired in place, or carried in ``_meta``)."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,9 @@ import orjson
 import pytest
 
 from mcp_normalizer import NormalizerConfig
+from mcp_normalizer.check.auditor import Finding
+from mcp_normalizer.check.command import audit_server
+from mcp_normalizer.check.write_config import rule_file
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.errors import DecodeError
 from mcp_normalizer.jsoncodec import loads
@@ -234,3 +238,32 @@ def test_the_rules_touch_only_what_needs_it() -> None:
     result = {"content": text('{"n":1}'), "structuredContent": {"n": 1}}
     called = normalizer.tools_call(result, "fine", listed.entries[0], "2025-11-25", 10)
     assert not called.changed and not called.records
+
+
+@pytest.mark.anyio
+async def test_check_writes_the_rule_file_that_makes_every_public_case_accepted(tmp_path: Path) -> None:
+    """The round trip: the corpus's server -> ``check --write-config`` (one audit per case, its tool
+    called) -> the proxy started with the file -> every case accepted by the three clients, and the
+    same audit through the proxy clean."""
+    cases = [case for case in load_cases() if case.get("tool")]
+    shipped = NormalizerConfig.shipped()
+
+    async def audit(url: str, case: dict[str, Any]) -> list[Finding]:
+        calls: list[tuple[str, dict[str, Any]]] = [(case["tool"]["name"], {})]
+        done, _ = await audit_server(url, calls, shipped, {"x-case": case["id"]}, era="legacy")
+        return done.findings
+
+    with serve(case_server(cases, "json")) as up:
+        findings = [finding for case in cases for finding in await audit(up + "/mcp", case)]
+        assert any(finding.fix for finding in findings) and any(not finding.advisory for finding in findings)
+        path = tmp_path / "rules.toml"
+        path.write_text(rule_file(findings, up + "/mcp"), encoding="utf-8")
+        written = path.read_text(encoding="utf-8")
+        assert "[tools.Bash]" not in written and '[tools."Bash"]' in written  # names quoted, as suggest writes them
+        assert "drop_output_schema = true" in written and "author fix:" in written
+        with proxy_for(up + "/mcp", NormalizerConfig.from_file(str(path))) as px:
+            proxied = await replay(px + "/mcp", cases)
+            through = {case["id"]: await audit(px + "/mcp", case) for case in cases}
+    check(cases, proxied, {case["id"] for case in cases})
+    blocking = {case: [f.rule for f in found if not f.advisory] for case, found in through.items()}
+    assert not any(blocking.values()), {case: rules for case, rules in blocking.items() if rules}

@@ -12,13 +12,17 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import fastmcp
 import pydantic
 import pytest
+
+from mcp_normalizer import NormalizerConfig
 
 from .support import EXE, capture_rewrites, each_client, proxy_for, serve
 
@@ -120,6 +124,31 @@ async def test_every_client_accepts_what_a_repair_exists_for_and_nothing_else_ch
     unrepaired = [line for line in log.lines if line["event"] == "unrepaired"]
     assert unrepaired and all(line["tool"] == "score" for line in unrepaired)
     assert all(line["fix"] == '[tools."score"]\nnullable = ["/value"]' for line in unrepaired)
+
+
+def test_check_writes_the_rule_file_that_makes_the_audit_clean(upstream: str, tmp_path: Path) -> None:
+    calls = [arg for call in CALLS for arg in ("--call", call["name"], json.dumps(call.get("arguments", {})))]
+    rules = tmp_path / "rules.toml"
+    code, report = run_check(upstream, *calls, "--write-config", str(rules))
+    assert code == 1 and {f["rule"] for f in report["findings"] if not f["advisory"]} >= {"null_optional_member"}
+    assert all(f["author"] for f in report["findings"])
+    written = rules.read_text(encoding="utf-8")
+    assert tomllib.loads(written) == {"tools": {"score": {"nullable": ["/value"]}}}  # NaN: no default repair
+    comments = " ".join(line.lstrip("# ") for line in written.splitlines())
+    assert "str | None = None" in comments  # the author's fix for lookup's `name: str = None`
+    with proxy_for(upstream, NormalizerConfig.from_file(str(rules))) as px:
+        code, report = run_check(px + "/mcp", *calls)
+    assert code == 0 and report["clean"], report
+    # a base rule file is copied first; declaring the same tool twice would be invalid TOML: refused
+    base = tmp_path / "base.toml"
+    base.write_text('[tools."score"]\nrelax = ["/label"]\n', encoding="utf-8")
+    done = subprocess.run(
+        [EXE, "check", upstream, *calls, "--config", str(base), "--write-config", str(tmp_path / "again.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and '"score"' in done.stderr and not (tmp_path / "again.toml").exists()
 
 
 class Reading(pydantic.BaseModel):

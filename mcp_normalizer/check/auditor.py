@@ -20,6 +20,7 @@ from ..normalize import Normalizer, Record
 from ..rules.clients import CLIENT_FAULTS
 from ..types import JSONObject
 from .advisories import advisories
+from .author_fixes import author_fix
 from .date_times import failing_formats
 from .faults import KINDS, FaultKind, kind_of
 
@@ -75,6 +76,11 @@ class Finding:
         return (CLIENT_FAULTS[self.for_clients].spec if self.for_clients else "") or self.kind.spec
 
     @property
+    def author(self) -> str:
+        """What the server's author changes to fix it at the source (:mod:`mcp_normalizer.check.author_fixes`)."""
+        return author_fix(self.kind.name)
+
+    @property
     def clients(self) -> tuple[str, ...]:
         """The clients it breaks: the fault kind's, or for a client-specific fault the table's row."""
         return (CLIENT_FAULTS[self.for_clients].breaks,) if self.for_clients else self.kind.clients
@@ -93,6 +99,7 @@ class Finding:
             "clients": list(self.clients),
             "advisory": self.advisory,
             "repair": self.repair,
+            "author": self.author,
             "fix": self.fix,
             "count": self.count,
         }

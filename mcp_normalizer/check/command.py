@@ -5,8 +5,8 @@ fault the proxy would repair, changing nothing.
 
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL ['{json args}'] ...]
                              [--calls FILE] [--format table|json] [--config FILE] [--era auto|legacy|VERSION]
-                             [--timeout S]
-    mcp-normalizer check --capture FILE [--format table|json] [--config FILE]
+                             [--timeout S] [--write-config FILE] [--strict]
+    mcp-normalizer check --capture FILE [--format table|json] [--config FILE] [--write-config FILE]
 
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
 effects). Exit codes: 0 clean (advisories only: SHOULD-level faults no supported client rejects;
@@ -35,6 +35,7 @@ from .auditor import Audit, Auditor
 from .client import McpClient
 from .replay import replay
 from .report import as_json, as_table
+from .write_config import rule_file
 
 Call = tuple[str, JSONObject]
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 section 5.6.2
@@ -70,6 +71,12 @@ def _parser() -> Parser:
         " or a legacy version to offer",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument(
+        "--write-config",
+        metavar="FILE",
+        help="write a rule file with every fix (commented with the findings; --config's file copied first):"
+        " the proxy started with it makes the same audit clean",
+    )
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -255,11 +262,30 @@ def main(argv: Sequence[str]) -> int:
             run = functools.partial(audit_server, era=args.era, timeout=args.timeout)
             audit, era = anyio.run(run, url, calls, config, headers)
             source = redact_url(url)
+        if args.write_config is not None:
+            base = Path(args.config).read_text(encoding="utf-8") if args.config else ""
+            _write(args.write_config, rule_file(audit.findings, source, base))
     except (CheckError, ConfigError) as exc:
         return _fail(str(exc))
     print(as_json(audit, source, era) if args.format == "json" else as_table(audit, source, era))
     blocking = [finding for finding in audit.findings if args.strict or not finding.advisory]
     return 1 if blocking else 0
+
+
+def _write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` (replacing it whole: written beside it, then renamed).
+
+    Raises:
+        CheckError: the file cannot be written.
+    """
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise CheckError(f"cannot write --write-config {path}: {exc.strerror or exc}") from None
 
 
 def _fail(message: str) -> int:

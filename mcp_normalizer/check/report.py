@@ -19,7 +19,7 @@ def as_json(audit: Audit, source: str, era: str | None) -> str:
 
     {"source": url or file, "era": "2025-11-25", "tools": [names], "calls": 3, "clean": false,
      "findings": [{"tool", "where", "rule", "kind", "pointers", "reason", "spec": {"rule", "section"},
-                   "clients": [...], "repair", "fix", "count"}], "notes": [...]}
+                   "clients": [...], "repair", "author", "fix", "count"}], "notes": [...]}
     """
     document: JSONObject = {
         "source": source,
@@ -60,6 +60,8 @@ def as_table(audit: Audit, source: str, era: str | None) -> str:
             lines += _field("breaks", f"{finding.spec} ({finding.kind.section})")
             lines += _field("clients", "; ".join(finding.clients))
             lines += _field("repair", finding.repair)
+            if finding.author:
+                lines += _field("author", finding.author)
             if finding.fix:
                 lines.append(f"      {'fix:':<10}add to the config file:")
                 lines += [" " * 16 + line for line in finding.fix.splitlines()]
