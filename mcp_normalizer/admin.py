@@ -4,6 +4,9 @@
 - ``{prefix}/readyz``: 200 when the upstream accepts connections, else 503 (a readiness probe; the
   check is cached for a second so probes cannot load the upstream).
 - ``{prefix}/metrics``: the Prometheus metrics (:mod:`mcp_normalizer.metrics`).
+- ``{prefix}/lessons``: what results taught of their tools' schemas (:mod:`mcp_normalizer.lessons`),
+  as JSON ``{"lessons": [{"tool", "definition", "drop_output_schema", "relax", "first": {"id",
+  "at", "pointers"}}]}``: names, places and ids, never a value.
 
 The prefix is ``/.mcp-normalizer`` by default (``[proxy] admin_prefix``).
 :class:`~mcp_normalizer.front.FrontDoor` routes the prefix here, after its ``Host``/``Origin`` check.
@@ -26,10 +29,19 @@ class Admin:
         prefix: path prefix of the admin endpoints.
         metrics: the metrics to expose.
         ready: an async check that the upstream can be reached.
+        lessons: the lesson book's JSON, ``None`` for no ``lessons`` endpoint.
     """
 
-    def __init__(self, *, prefix: str, metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        metrics: Metrics,
+        ready: Callable[[], Awaitable[bool]],
+        lessons: Callable[[], bytes] | None = None,
+    ) -> None:
         self.prefix = prefix
+        self._lessons = lessons
         self.metrics = metrics
         self._ready = ready
         self._checked_at = 0.0
@@ -46,6 +58,8 @@ class Admin:
             )
         elif name == "metrics":
             await respond(send, 200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
+        elif name == "lessons" and self._lessons is not None:
+            await respond(send, 200, self._lessons(), b"application/json")
         else:
             await respond(send, 404, b"not found\n", b"text/plain")
 

@@ -46,7 +46,7 @@ def create_app(
     Returns:
         The ASGI app, outermost first: the front door (request metrics and access log, the
         request-head limit, the ``Host``/``Origin`` check, the admin endpoints ``livez``,
-        ``readyz``, ``metrics``), the normalizer middleware, and the forwarder. Lifespan passes
+        ``readyz``, ``metrics``, ``lessons``), the normalizer middleware, and the forwarder. Lifespan passes
         through to the forwarder, which closes the upstream client.
 
     Raises:
@@ -73,16 +73,19 @@ def create_app(
         public_url=limits.public_url,
         max_connections=upstream_connection_limit(limits.max_connections),
     )
+    middleware = NormalizerMiddleware(
+        forwarder,
+        config,
+        upstream=settings.upstream_label,
+        metrics=metrics,
+        tracer_provider=tracer_provider,
+        shutdown_tracer_provider=owned and tracer_provider is not None,
+    )
     return FrontDoor(
-        NormalizerMiddleware(
-            forwarder,
-            config,
-            upstream=settings.upstream_label,
-            metrics=metrics,
-            tracer_provider=tracer_provider,
-            shutdown_tracer_provider=owned and tracer_provider is not None,
+        middleware,
+        admin=Admin(
+            prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready, lessons=middleware.lessons.as_json
         ),
-        admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready),
         hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
         record=RequestRecord(metrics, access_log=limits.access_log),
         max_header_bytes=limits.max_header_bytes,

@@ -48,6 +48,9 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
         size: an estimate of the bytes the entry holds (its tool's encoded size), for the catalog bound.
         schema_text: the ``outputSchema`` as JSON, until it is decoded.
         compiled_schema: the compiled schema, once compiled.
+        definition: the digest of the tool as the server listed it
+            (:func:`mcp_normalizer.lessons.definition_digest`; what a lesson is keyed by), ``""``
+            when unknown.
     """
 
     name: str
@@ -59,6 +62,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     size: int = 0
     schema_text: bytes | None = None
     compiled_schema: CompiledSchema | None = None
+    definition: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.schema, dict | list):
@@ -97,10 +101,14 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
 
 
 def build_entry(
-    tool: JSONObject, nullable: tuple[PointerPattern, ...], compiler: SchemaCompiler, size: int = 0
+    tool: JSONObject,
+    nullable: tuple[PointerPattern, ...],
+    compiler: SchemaCompiler,
+    size: int = 0,
+    definition: str = "",
 ) -> ToolEntry:
     """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
-    ``size`` is the tool's encoded size in bytes."""
+    ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed."""
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, dict) else None
     uri = ui.get("resourceUri") if isinstance(ui, dict) else None
@@ -113,6 +121,7 @@ def build_entry(
         uri if isinstance(uri, str) else None,
         compiler,
         size=size,
+        definition=definition,
     )
 
 

@@ -55,6 +55,11 @@ def _proxy_parser() -> Parser:
         help="processes serving the port, each with its own state (default 1; env MCP_NORMALIZER_WORKERS)",
     )
     parser.add_argument(
+        "--state-dir",
+        help="keep what results taught of their tools' schemas in this directory, across restarts"
+        " (default: memory only; env MCP_NORMALIZER_STATE_DIR)",
+    )
+    parser.add_argument(
         "--http", choices=("httptools", "h11"), help="HTTP/1.1 parser (default httptools; env MCP_NORMALIZER_HTTP)"
     )
     parser.add_argument(
@@ -122,7 +127,7 @@ def _main(ns: argparse.Namespace) -> int:
             log_level=ns.log_level,
         )
         config = settings.load_config()
-        overrides = {"workers": ns.workers, "http": ns.http}
+        overrides = {"workers": ns.workers, "http": ns.http, "state_dir": ns.state_dir}
         config = config.with_proxy({k: v for k, v in overrides.items() if v is not None})
     except ConfigError as exc:
         return _fail(str(exc))

@@ -59,6 +59,20 @@ def _unwritable(path: str) -> str | None:
     return None if os.access(parent, os.W_OK | os.X_OK) else "cannot be created (its folder is not writable)"
 
 
+def _unusable_dir(path: str) -> str | None:
+    """Why ``path`` cannot be the state directory (it is made when missing and its parent is
+    writable), ``None`` when it can."""
+    target = os.path.abspath(path)
+    if os.path.exists(target) and not os.path.isdir(target):
+        return "is not a directory"
+    if not os.path.isdir(target):
+        try:
+            os.makedirs(target, exist_ok=True)
+        except OSError as exc:
+            return f"cannot be created ({exc.strerror or exc})"
+    return None if os.access(target, os.W_OK | os.X_OK) else "is not writable"
+
+
 _DEFAULTS = RuleSettings()
 
 
@@ -135,6 +149,12 @@ class ProxyConfig:
         "",
         "when set, watched requests and the upstream's responses to them are appended to this file (JSON "
         "lines, see :mod:`mcp_normalizer.capture`) for ``mcp-normalizer check --capture``.",
+    )
+    state_dir: str = setting(
+        "",
+        "when set, a directory where what results taught of their tools' schemas (rule ``learn_schema``) "
+        "is kept across restarts (:mod:`mcp_normalizer.lesson_store`); created if missing. Empty: kept in "
+        "memory (and in ``state_url``'s store, when set).",
     )
     head_timeout: float = setting(
         30.0,
@@ -217,6 +237,11 @@ class ProxyConfig:
             problem = _unwritable(capture)
             if problem is not None:
                 raise ConfigError(f"{where} capture_file {capture!r} {problem}")
+        state_dir = values.get("state_dir", "")
+        if state_dir:
+            problem = _unusable_dir(state_dir)
+            if problem is not None:
+                raise ConfigError(f"{where} state_dir {state_dir!r} {problem}")
         public = values.get("public_url", "")
         if public:
             parts = urlsplit(public)

@@ -38,13 +38,17 @@ from .jsonrpc import (
     header,
     inspect_request,
 )
+from .lesson_store import LessonStore
+from .lessons import LessonBook
 from .metrics import Metrics
 from .normalize import Normalizer, Record
 from .observe import RPC_METHOD_KEY, metric_method
 from .relay import TransformingSend
 from .request_rewrite import REWRITE, rename_calls
 from .responses import error_body, respond
+from .rules.base import Mode
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
+from .rules.learned import RULE as LEARN_RULE
 from .rules.tool_names import invented
 from .scopes import Changes, Limits, ScopeState, ScopeStore, SharedBackend
 from .tools_fetch import ToolsFetcher
@@ -87,8 +91,10 @@ class NormalizerMiddleware:
     ) -> None:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
-        self.normalizer = Normalizer(self.config)
         config = self.config
+        #: What results taught of their tools, for every session of this upstream (:mod:`mcp_normalizer.lessons`).
+        self.lessons = LessonBook(enabled=config.mode(LEARN_RULE.name, None) is not Mode.OFF)
+        self.normalizer = Normalizer(config, lessons=self.lessons)
         limits = Limits(
             max_scopes=config.max_scopes,
             max_pending=config.max_pending,
@@ -115,6 +121,8 @@ class NormalizerMiddleware:
                 ) from None
             logger.info("sharing scope state in %s (state_url)", redact_url(config.proxy.state_url))
         self.scopes = ScopeStore(limits, shared=shared)
+        self.lesson_store = LessonStore(self.lessons, upstream, config.proxy.state_dir or None, shared)
+        self.lesson_store.load()
         self.forwarding = ForwardingPolicy(trusted=parse_networks(config.proxy.trusted_proxies))
         self.audit = AuditLog(upstream, metrics=metrics)
         if metrics is not None:
@@ -301,6 +309,8 @@ class NormalizerMiddleware:
         needed: for the requests of ``info``, the POST's, or of ``fetch_info`` on a ``GET``)."""
         fetch_info = fetch_info if fetch_info is not None else info
         state = exchange.state
+        if info is not None and any(r.method == TOOLS_LIST for r in info.pending.values()):
+            await self.lesson_store.refresh()  # what another replica learned, before the tools are listed
         if state.changes is not None:  # what the exchange learns is shared before the client can act on it
             send = self._sharing(state, send)
         limit = self.config.proxy.max_rewrite_bytes
@@ -334,6 +344,8 @@ class NormalizerMiddleware:
                 self.metrics.upstream_errors.labels("foreign_response").inc()
         if state.changes:
             await self.scopes.flush(state)  # learned after the last byte went out
+        if self.lessons.dirty:
+            await self.lesson_store.save()
         if failure is not None:
             if wrapped.started:
                 held = transformer.release()  # nothing is lost: what waited goes out as it came

@@ -24,6 +24,7 @@ from .config import NormalizerConfig
 from .errors import DecodeError
 from .jsoncodec import Codec, Raw, dumps, fingerprint
 from .jsonrpc import IdKey, object_only
+from .lessons import LessonBook, definition_digest
 from .pointer import PointerPattern
 from .rules import (
     RESPONSE_RULES,
@@ -188,8 +189,13 @@ class Normalizer:
         compiler: shared schema compiler (one per process is enough).
     """
 
-    def __init__(self, config: NormalizerConfig, compiler: SchemaCompiler | None = None) -> None:
+    def __init__(
+        self, config: NormalizerConfig, compiler: SchemaCompiler | None = None, lessons: LessonBook | None = None
+    ) -> None:
         self.config = config
+        #: What results taught of their tools, for every session of the upstream (:mod:`mcp_normalizer.lessons`);
+        #: the normalizer reads it when it lists tools, the transformer adds to it.
+        self.lessons = lessons if lessons is not None else LessonBook(enabled=False)
         self.compiler = compiler or SchemaCompiler()
         self._plans: dict[str | None, tuple[tuple[str, Hook, Mode] | None, ...]] = {}
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
@@ -208,20 +214,22 @@ class Normalizer:
         #: Declarations for known servers (:mod:`mcp_normalizer.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
-    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...]) -> ToolEntry:
-        """The shared entry of an advertised tool (one per distinct content and nullable places)."""
+    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...], definition: str) -> ToolEntry:
+        """The shared entry of an advertised tool (one per distinct content, nullable places and
+        definition as the server listed it)."""
         try:
             text = fingerprint(tool)
         except DecodeError:
-            return build_entry(tool, places, self.compiler)
+            return build_entry(tool, places, self.compiler, definition=definition)
         try:
             # compact JSON holds no raw line break: the key is unambiguous
             key = text + b"\n" + dumps([place.text for place in places]) if places else text
         except DecodeError:
-            return build_entry(tool, places, self.compiler)
+            return build_entry(tool, places, self.compiler, definition=definition)
+        key += b"\n" + definition.encode()
         found = self._entries.get(key)
         if found is None:
-            found = build_entry(tool, places, self.compiler, size=len(text))
+            found = build_entry(tool, places, self.compiler, size=len(text), definition=definition)
             if found.size + _ITEM_BYTES <= _MAX_ENTRY_BYTES:
                 self._entries[key] = found
         return found
@@ -297,11 +305,16 @@ class Normalizer:
             configured = configured if nullable_on else ()
             track = _Track(tool, tool)
             nullable_by = declared_by
+            definition = definition_digest(tool)
             taught = learned.get(name)
+            lesson = self.lessons.get(name, definition) if self.lessons.knows(name) else None
+            if lesson is not None:
+                taught = lesson if taught is None else taught.merged(lesson)
             if taught is not None:
                 relax = _joined(relax, taught.relax)
                 drop = drop or taught.drop_output_schema
-                declared_by = "learned from this tool's results in this scope (rule learn_schema)"
+                where = "of this upstream" if lesson is not None else "in this scope"
+                declared_by = f"learned from this tool's results {where} (rule learn_schema)"
             context = ToolContext(
                 era=era,
                 settings=self.config.settings,
@@ -318,7 +331,7 @@ class Normalizer:
             if places and isinstance(advertised, dict) and advertised.get(WRAP_MARK) is True:
                 # the results will be wrapped too: the places move under /result
                 places = tuple(PointerPattern("/result" + p.text, ("result", *p.segments)) for p in places)
-            entry = self._entry(track.would, places)
+            entry = self._entry(track.would, places, definition)
         except (RecursionError, DecodeError, ValueError, TypeError) as exc:
             reason = f"{type(exc).__name__} while reading the tool"
             rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
@@ -344,6 +357,7 @@ class Normalizer:
         digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
         digest.update(client.key)
         digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
+        digest.update(b"%d\n" % self.lessons.generation)  # so does the upstream, once a result taught it
         digest.update(text)
         key = digest.digest()
         found = self._listed.get(key)

@@ -119,6 +119,15 @@ class SharedBackend(Protocol):
         """Drop what the store holds for ``scope`` (its task entries expire on their own)."""
         ...
 
+    async def read_lessons(self, upstream: str) -> list[bytes] | None:
+        """The lessons every replica learned for the upstream named ``upstream`` (a digest), each
+        as JSON bytes (:mod:`mcp_normalizer.lesson_store`); ``None`` when it cannot be reached."""
+        ...
+
+    async def write_lessons(self, upstream: str, lessons: Mapping[bytes, bytes]) -> None:
+        """Add ``lessons`` (field -> lesson JSON) to the upstream's lessons."""
+        ...
+
     async def close(self) -> None:
         """Close the connections."""
         ...

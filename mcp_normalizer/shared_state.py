@@ -15,6 +15,10 @@ fetches ``tools/list`` itself):
 - ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session) and ``learned``
   (the 32 hex digits naming a learned-schemas entry); the key expires ``learned_ttl`` after its
   last write.
+- ``{prefix}k:{upstream}``: hash, the lessons every replica learned for one upstream
+  (:mod:`mcp_normalizer.lesson_store`): field ``[tool, definition digest]`` as JSON, value the
+  lesson's JSON; expires :data:`LESSONS_TTL` after its last write; at most :data:`MAX_LESSON_FIELDS`
+  fields are read.
 - ``{prefix}l:{digest}``: string, learned schemas (JSON ``{tool: [drop_output_schema, [place,
   ...]]}``, 8 KiB at most), stored once by content however many scopes point at it; expires
   ``learned_ttl`` after its last write. Tool name maps (rule ``tool_names``) are never stored: a
@@ -88,6 +92,12 @@ PREFIX = "mcp-normalizer:"
 #: entry with a longer one, or with one that is not UTF-8 or not JSON (a lone surrogate, a 39-digit
 #: id), is not shared at all (the replica keeps it): a client cannot fill the store through them.
 MAX_TEXT = 512
+#: The longest lesson (field and value) stored or read (a lesson's tool name and 20 places fit).
+MAX_LESSON_BYTES = 8192
+#: Fields of an upstream's lessons hash read at most (4 replicas' full books).
+MAX_LESSON_FIELDS = 4000
+#: Seconds an upstream's lessons outlive their last write (30 days).
+LESSONS_TTL = 30 * 86_400
 
 #: A hash field name or value as redis-py takes it.
 _Field = bytes | bytearray | memoryview | str | int | float
@@ -282,6 +292,36 @@ class RedisState:
             return int(await redis.delete(self._key("s", scope), self._key("p", scope)))
 
         await self._call("forget", run)
+
+    async def read_lessons(self, upstream: str) -> list[bytes] | None:
+        """The upstream's lessons (one round trip; a hash past :data:`MAX_LESSON_FIELDS` fields is
+        not read: no replica writes that many)."""
+
+        async def run(redis: Redis) -> list[Any]:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.hlen(self._key("k", upstream))
+                pipe.hgetall(self._key("k", upstream))
+                return list(await pipe.execute())
+
+        replies = await self._call("read", run)
+        if replies is None or not isinstance(replies[0], int) or replies[0] > MAX_LESSON_FIELDS:
+            return None
+        fields = replies[1] if isinstance(replies[1], dict) else {}
+        return [value for value in fields.values() if isinstance(value, bytes) and len(value) <= MAX_LESSON_BYTES]
+
+    async def write_lessons(self, upstream: str, lessons: Mapping[bytes, bytes]) -> None:
+        """Add the lessons to the upstream's hash; it expires :data:`LESSONS_TTL` after its last write."""
+        fields: dict[_Field, _Field] = {k: v for k, v in lessons.items() if len(k) + len(v) <= MAX_LESSON_BYTES}
+        if not fields:
+            return
+
+        async def run(redis: Redis) -> list[Any]:
+            async with redis.pipeline(transaction=False) as pipe:
+                pipe.hset(self._key("k", upstream), mapping=fields)
+                pipe.expire(self._key("k", upstream), LESSONS_TTL)
+                return list(await pipe.execute())
+
+        await self._call("write", run)
 
     async def close(self) -> None:
         """Close the connection pool."""

@@ -62,6 +62,7 @@ from .jsonrpc import (
     read_envelope,
     same_value,
 )
+from .lessons import taught_now
 from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
 from .rules import Rewrite
@@ -254,6 +255,7 @@ class ResponseTransformer:
         self.oversize = False  # a body or event was too large to rewrite and passed through
         self._answered = False  # the POST's one request has had its response
         self._announce = False  # a result taught the scope something: list_changed goes before it (SSE)
+        self._answering: JSON = None  # the JSON-RPC id of the response being normalized (a lesson's first id)
         self._answered_by_id = False  # the body (or event) being read answers it by id
         self._framing = normalizer.config.mode(SSE_FRAMING.name, None)
         self._framing_reported = False
@@ -668,6 +670,7 @@ class ResponseTransformer:
                 members = dict(fixed.members) if fixed.members is not members else None
                 result = dict(fixed.result) if fixed.result is not None and fixed.result is not result else result
             codec = Codec()
+            self._answering = jsonrpc_id
             done = (yield from self._result(request, result, codec, size)) if watched and result is not None else None
         except DecodeError as exc:  # a member the proxy will not judge (1e400, a lone surrogate): as it came
             logger.warning("%s id=%r: %s; response forwarded unchanged", request.method, envelope.id, exc)
@@ -730,22 +733,36 @@ class ResponseTransformer:
         return (codec.splice(outcome.result, result) if outcome.changed else None), outcome.records
 
     def _learned(self, tool: str, found: Learned) -> Record:
-        """Keep what a result of ``tool`` taught (rule ``learn_schema``) and say so. A scope many
-        clients share (no session, no credential) learns nothing: one client's call would change
-        every client's list. The notice goes before the result on a legacy SSE stream only (on
-        2026-07-28 ``list_changed`` belongs to ``subscriptions/listen`` streams; a JSON body has no
-        room for it): elsewhere the scope's next ``tools/list`` shows it."""
+        """Keep what a result of ``tool`` taught (rule ``learn_schema``) and say so: for the whole
+        upstream, in the lesson book (:mod:`mcp_normalizer.lessons`: every later ``tools/list`` of
+        any session lists the tool so, while its definition is the same), and for the scope. A
+        scope many clients share (no session, no credential) keeps nothing of its own. The notice
+        goes before the result on a legacy SSE stream only (on 2026-07-28 ``list_changed``
+        belongs to ``subscriptions/listen`` streams; a JSON body has no room for it): elsewhere the
+        next ``tools/list`` shows it."""
         exchange = self.exchange
         what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
-        if not exchange.private:
-            reason = "not learned: the scope has no session and no credential, so every client shares it"
-            return Record(Rewrite(LEARN_RULE.name, "left unchanged", (), reason), tool, False, "unrepaired")
-        if not exchange.state.learn(tool, found):
-            reason = "learned before; the client has not listed the tools since"
-            return Record(Rewrite(LEARN_RULE.name, f"already learned {what}", (), reason), tool, False, "unrepaired")
+        entry = exchange.tool(tool)
+        definition = entry.definition if entry is not None else ""
+        places = ("/structuredContent",) if found.drop_output_schema else tuple(p.text for p in found.relax)
+        book = self.normalizer.lessons
+        lasting = bool(definition) and book.add(taught_now(tool, definition, found, self._answering, places))
+        scoped = exchange.private and exchange.state.learn(tool, found)
+        if not lasting and not scoped:
+            in_book = book.enabled and bool(definition) and book.get(tool, definition) is not None
+            if in_book or (exchange.private and tool in exchange.state.learned):
+                reason = "learned before; the client has not listed the tools since"
+                action = f"already learned {what}"
+            elif book.enabled and book.refused:
+                reason, action = f"not learned: the lesson book is full ({len(book)} lessons)", "left unchanged"
+            else:
+                reason = "not learned: the scope has no session and no credential, so every client shares it"
+                action = "left unchanged"
+            return Record(Rewrite(LEARN_RULE.name, action, (), reason), tool, False, "unrepaired")
         self._announce = self.mode == "sse" and object_only(exchange.era)
         sent = "; sent notifications/tools/list_changed" if self._announce else ""
-        reason = "the tool's results do not meet its outputSchema; later tools/list of this scope say so"
+        where = "every session of this upstream" if lasting else "this scope"
+        reason = f"the tool's results do not meet its outputSchema; later tools/list of {where} say so"
         return Record(Rewrite(LEARN_RULE.name, f"learned {what}{sent}", (), reason), tool, True)
 
     def _tools_list(

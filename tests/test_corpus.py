@@ -138,9 +138,11 @@ async def test_with_the_defaults_only_the_unrepairable_cases_are_left_and_logged
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_makes_them_conform(mode: str) -> None:
-    """Rule ``learn_schema``: the first result is rejected as the server sent it; the scope learns the
-    declaration an operator would write (said in the log), announces ``list_changed`` on an SSE stream,
-    and the session's next ``tools/list`` advertises the tool so that the same result is accepted."""
+    """Rule ``learn_schema``: the first result is rejected as the server sent it; the upstream's lesson
+    book learns the declaration an operator would write (said in the log), announces ``list_changed``
+    on an SSE stream, and the session's next ``tools/list`` advertises the tool so that the same result
+    is accepted. Every session opened after, by another client, gets the tool so on its first list:
+    its first call is accepted."""
     cases = [case for case in load_cases() if case["id"] in UNREPAIRABLE]
 
     def twice(case: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,14 +152,18 @@ async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_m
         url = px + "/mcp"
         sessions = [{"url": url, "headers": {"x-case": c["id"]}, "steps": twice(c)} for c in cases]
         proxied = {
-            "ts-sdk-1": await run_node("v1", sessions),
+            "ts-sdk-1": await run_node("v1", sessions),  # the first sessions: they meet the faults
             "ts-client-2": await run_node("v2", sessions),
             "python": [await run_python(url, twice(c), {"x-case": c["id"]}) for c in cases],
         }
     for client, records in proxied.items():
         for case, record in zip(cases, records, strict=True):
             first, relisted, second = record["steps"][1], record["steps"][2], record["steps"][3]
-            assert not first["ok"], (client, case["id"], first)  # as the server sent it: still rejected
+            if client == "ts-sdk-1":
+                assert not first["ok"], (client, case["id"], first)  # as the server sent it: still rejected
+            else:
+                assert first["ok"], (client, case["id"], first)  # learned before this session began
+                assert record["steps"][0]["value"]["tools"] == relisted["value"]["tools"]
             assert relisted["ok"] and second["ok"], (client, case["id"], record["steps"])
             tool = relisted["value"]["tools"][0]
             assert tool["_meta"]["dev.mcp-normalizer/original-output-schema"] == case["tool"]["outputSchema"]
@@ -169,12 +175,12 @@ async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_m
             assert_values_kept(case["result"], second["value"], f"{case['id']} via {client}")
     learned = sorted((line["tool"], line["action"]) for line in log.lines if line["rule"] == "learn_schema")
     sent = "; sent notifications/tools/list_changed" if mode == "sse" else ""  # a JSON body has no room
-    # once per session (one per client), and only when something was learned and (SSE) sent
+    # once for the upstream, by the session that met it, and (SSE) announced to it
     assert learned == sorted(
-        [("Bash", "learned drop_output_schema" + sent), ("ASK_PERPLEXITY", "learned relax /raw/object" + sent)] * 3
+        [("Bash", "learned drop_output_schema" + sent), ("ASK_PERPLEXITY", "learned relax /raw/object" + sent)]
     )
     reasons = {line["reason"] for line in log.lines if line["rule"] in ("relax", "drop_output_schema")}
-    assert reasons == {"learned from this tool's results in this scope (rule learn_schema)"}
+    assert reasons == {"learned from this tool's results of this upstream (rule learn_schema)"}
 
 
 @pytest.mark.anyio

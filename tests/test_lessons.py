@@ -1,0 +1,215 @@
+"""Learning that lasts (issue 23, section 2): what one session's result teaches applies to every
+session of the same upstream whose tool has the same definition, across restarts (a state
+directory) and replicas (Redis); never across upstreams or definitions.
+
+The fault is the corpus's ``decocms-const-mismatch`` (``ASK_PERPLEXITY``: a ``const`` the upstream
+API outgrew): no rule repairs the result, rule ``learn_schema`` learns ``relax`` at the place. On the
+wire with real clients: session A (the Python SDK) meets the fault; session B (the TS SDK 1.x, opened
+after) lists the tool relaxed and its first call is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.lesson_store import LessonStore, upstream_digest
+from mcp_normalizer.lessons import MAX_LESSONS, Lesson, LessonBook, definition_digest, taught_now
+from mcp_normalizer.pointer import PointerPattern
+from mcp_normalizer.rules.learned import Learned
+
+from .support import case_server, load_cases, proxy_for, serve, steps
+from .test_shared_state import redis_server
+
+CASE_ID = "decocms-const-mismatch"
+RELAXED = {"raw": {"object": "chat.completion.done"}}
+
+
+def the_case() -> dict[str, Any]:
+    return next(case for case in load_cases() if case["id"] == CASE_ID)
+
+
+def other_definition(case: dict[str, Any]) -> dict[str, Any]:
+    """The same tool name, listed with another description: another definition."""
+    tool = {**case["tool"], "description": "Ask Perplexity (v2, caf\u00e9)"}
+    return {**case, "id": "other-definition", "tool": tool}
+
+
+def config(**proxy: Any) -> NormalizerConfig:
+    return NormalizerConfig.shipped().with_proxy(proxy) if proxy else NormalizerConfig.shipped()
+
+
+async def python_session(url: str, case: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = await run_python(url, steps(case), {"x-case": case["id"]})
+    return record
+
+
+async def ts_session(url: str, case: dict[str, Any]) -> dict[str, Any]:
+    records = await run_node("v1", [{"url": url, "headers": {"x-case": case["id"]}, "steps": steps(case)}])
+    return records[0]
+
+
+def listed_object(record: dict[str, Any]) -> Any:
+    """The schema the session's first ``tools/list`` gave the place that fails."""
+    tool = record["steps"][0]["value"]["tools"][0]
+    return tool["outputSchema"]["properties"]["raw"]["properties"]["object"]
+
+
+@contextmanager
+def upstream(*cases: dict[str, Any]) -> Iterator[str]:
+    with serve(case_server(list(cases), "sse")) as up:
+        yield up + "/mcp"
+
+
+# -- on the wire ----------------------------------------------------------------------------------
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_session_opened_after_gets_the_relaxed_schema_on_its_first_list_and_another_definition_does_not() -> (
+    None
+):
+    case = the_case()
+    with upstream(case, other_definition(case)) as up, proxy_for(up) as px:
+        a = await python_session(px + "/mcp", case)
+        b = await ts_session(px + "/mcp", case)
+        other = await ts_session(px + "/mcp", other_definition(case))
+        async with httpx.AsyncClient() as http:
+            listed = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert not a["steps"][1]["ok"]  # A met the fault: its result passes as the server sent it
+    assert listed_object(b) == {} and b["steps"][1]["ok"], b  # B: relaxed from its first list
+    assert b["steps"][1]["value"]["structuredContent"] == RELAXED
+    assert listed_object(other) == {"const": "chat.completion"} and not other["steps"][1]["ok"]
+    # the other definition's session met the fault itself: a lesson of its own, beside A's
+    by_definition = {lesson["definition"]: lesson for lesson in listed["lessons"]}
+    assert set(by_definition) == {definition_digest(case["tool"]), definition_digest(other_definition(case)["tool"])}
+    lesson = by_definition[definition_digest(case["tool"])]
+    assert lesson["tool"] == "ASK_PERPLEXITY" and lesson["relax"] == ["/raw/object"]
+    assert lesson["first"]["pointers"] == ["/raw/object"] and isinstance(lesson["first"]["at"], float)
+    assert json.loads(lesson["first"]["id"]) is not None  # the id of A's tools/call response
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_restarted_proxy_keeps_what_it_learned_in_its_state_directory_and_another_upstream_does_not(
+    tmp_path: Path,
+) -> None:
+    case = the_case()
+    state = config(state_dir=str(tmp_path / "state"))
+    with upstream(case) as up:
+        with proxy_for(up, state) as px:
+            assert not (await python_session(px + "/mcp", case))["steps"][1]["ok"]
+        (written,) = (tmp_path / "state").iterdir()
+        assert written.name == f"lessons-{upstream_digest(up)}.json"
+        assert [x["tool"] for x in orjson.loads(written.read_bytes())["lessons"]] == ["ASK_PERPLEXITY"]
+        with proxy_for(up, state) as px:  # a new process: only the directory remembers
+            again = await ts_session(px + "/mcp", case)
+        with upstream(case) as elsewhere, proxy_for(elsewhere, state) as px:
+            other = await ts_session(px + "/mcp", case)
+    assert listed_object(again) == {} and again["steps"][1]["ok"], again
+    assert listed_object(other) == {"const": "chat.completion"} and not other["steps"][1]["ok"]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_second_replica_sharing_redis_lists_the_tool_relaxed() -> None:
+    case = the_case()
+    with redis_server() as store, upstream(case) as up:
+        shared = config(state_url=store.url, state_secret="s")
+        with proxy_for(up, shared) as first, proxy_for(up, shared) as second:
+            assert not (await python_session(first + "/mcp", case))["steps"][1]["ok"]
+            b = await ts_session(second + "/mcp", case)
+        dumped = store.dump()
+    assert listed_object(b) == {} and b["steps"][1]["ok"], b
+    assert any(key.startswith(b"mcp-normalizer:k:") for key in dumped)
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_learning_off_learns_nothing_and_writes_no_state(tmp_path: Path) -> None:
+    case = the_case()
+    off = NormalizerConfig.from_mapping(
+        {"rules": {"learn_schema": "off"}, "proxy": {"state_dir": str(tmp_path / "state")}}
+    )
+    with upstream(case) as up, proxy_for(up, off) as px:
+        await python_session(px + "/mcp", case)
+        b = await ts_session(px + "/mcp", case)
+        async with httpx.AsyncClient() as http:
+            listed = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert listed_object(b) == {"const": "chat.completion"} and not b["steps"][1]["ok"]
+    assert listed == {"lessons": []} and list((tmp_path / "state").iterdir()) == []
+
+
+# -- the book and its store (pure) ------------------------------------------------------------------
+
+
+def lesson(tool: str = "t", definition: str = "0" * 32, places: tuple[str, ...] = ("/a",)) -> Lesson:
+    learned = Learned(relax=tuple(PointerPattern.parse(p) for p in places))
+    return taught_now(tool, definition, learned, 7, places)
+
+
+@pytest.mark.pure
+def test_the_book_merges_a_key_keeps_its_first_result_and_is_bounded() -> None:
+    book = LessonBook()
+    first = lesson()
+    assert book.add(first) and not book.add(lesson())
+    assert book.add(lesson(places=("/b/*",)))
+    merged = book.lessons()[0]
+    assert [p.text for p in merged.learned.relax] == ["/a", "/b/*"] and merged.at == first.at
+    assert book.get("t", "1" * 32) is None and book.get("t", "") is None
+    for i in range(MAX_LESSONS + 5):
+        book.add(lesson(f"tool-{i}"))
+    assert len(book) == MAX_LESSONS and book.refused == 6
+    assert not LessonBook(enabled=False).add(lesson())
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        "x",
+        {"tool": "t", "definition": "short", "relax": ["/a"], "first": {"id": "1", "at": 1}},
+        {"tool": "t", "definition": "0" * 32, "relax": ["no-slash"], "first": {"id": "1", "at": 1}},
+        {"tool": "t", "definition": "0" * 32, "relax": [], "first": {"id": "1", "at": 1}},  # teaches nothing
+        {"tool": "t", "definition": "0" * 32, "relax": ["/a"] * 50, "first": {"id": "1", "at": 1}},
+        {"tool": "t", "definition": "0" * 32, "drop_output_schema": "yes", "first": {"id": "1", "at": 1}},
+    ],
+)
+def test_a_stored_lesson_of_another_shape_is_never_trusted(stored: Any) -> None:
+    assert Lesson.from_json(stored) is None
+
+
+@pytest.mark.pure
+def test_a_lesson_round_trips_and_a_definition_digest_ignores_key_order() -> None:
+    kept = lesson("na\u00efve \u2713", places=("/x~1y", "/*/z"))
+    assert Lesson.from_json(orjson.loads(orjson.dumps(kept.as_json()))) == kept
+    a = {"name": "t", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "x-n": 12.50}}
+    b = dict(reversed(list(a.items())))
+    assert definition_digest(a) == definition_digest(b) != definition_digest({**a, "description": "d"})
+
+
+@pytest.mark.pure
+def test_a_state_file_that_is_not_lessons_is_ignored_and_two_workers_keep_each_others(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    one, two = LessonBook(), LessonBook()
+    path = state / f"lessons-{upstream_digest('u')}.json"
+    path.write_bytes(b'{"lessons": 3}')
+    assert LessonStore(one, "u", str(state), None).load() == 0
+    one.add(lesson("a"))
+    two.add(lesson("b"))
+    LessonStore(one, "u", str(state), None)._write([x.as_json() for x in one.lessons()])
+    LessonStore(two, "u", str(state), None)._write([x.as_json() for x in two.lessons()])
+    fresh = LessonBook()
+    assert LessonStore(fresh, "u", str(state), None).load() == 2 and not fresh.dirty
+    assert {x.tool for x in fresh.lessons()} == {"a", "b"}
