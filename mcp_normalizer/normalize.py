@@ -305,7 +305,7 @@ class Normalizer:
             configured = configured if nullable_on else ()
             track = _Track(tool, tool)
             nullable_by = declared_by
-            definition = definition_digest(tool)
+            definition = definition_digest(tool) if self.lessons.enabled else ""  # only a lesson reads it
             taught = learned.get(name)
             lesson = self.lessons.get(name, definition) if self.lessons.knows(name) else None
             if lesson is not None:

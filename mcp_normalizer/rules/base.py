@@ -235,6 +235,33 @@ class Rule:
     conformance: bool = False
 
 
+BlockFix = Callable[[JSONObject], "tuple[JSONObject, str] | None"]
+
+
+def each_block(name: str, action: str, fix: BlockFix, member: str = "") -> ResultHook:
+    """A result hook that applies ``fix`` to every object block of ``content``: ``fix(block)``
+    returns the new block and why, or ``None``. The rewrite names each changed block's pointer
+    (``/content/<i>`` and ``member``) and its reasons, in block order."""
+
+    def repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+        content = result.get("content")
+        if not isinstance(content, list):
+            return None
+        blocks: list[JSON] = list(content)
+        touched, reasons = [], []
+        for index, block in enumerate(content):
+            done = fix(block) if isinstance(block, dict) else None
+            if done is not None:
+                blocks[index] = done[0]
+                touched.append(f"/content/{index}{member}")
+                reasons.append(done[1])
+        if not touched:
+            return None
+        return {**result, "content": blocks}, Rewrite(name, action, tuple(touched), "; ".join(reasons))
+
+    return repair
+
+
 def text_blocks(result: JSONObject) -> list[JSONObject]:
     """The ``text`` content blocks of a result (blocks with a string ``text``)."""
     content = result.get("content")

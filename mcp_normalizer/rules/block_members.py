@@ -19,17 +19,14 @@ All three SDK clients reject the whole result on either fault (Zod, pydantic); C
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
 from ..types import JSON, JSONObject
-from .base import META_PREFIX, ResultContext, ResultHook, Rewrite, Rule, meta_of
+from .base import META_PREFIX, Rule, each_block, meta_of
 from .media_data import ORIGINAL_BLOCK_KEY
 
 ORIGINAL_ANNOTATIONS_KEY = META_PREFIX + "original-annotations"
 ROLES = ("user", "assistant")
-
-BlockFix = Callable[[JSONObject], "tuple[JSONObject, str] | None"]
 
 
 def name_of(uri: str) -> str:
@@ -92,39 +89,17 @@ def _annotations(block: JSONObject) -> tuple[JSONObject, str] | None:
     return {**block, "annotations": out, "_meta": meta}, "; ".join(reasons)
 
 
-def _each_block(name: str, action: str, fix: BlockFix, member: str) -> ResultHook:
-    """A result hook that applies ``fix`` to every object block of ``content``."""
-
-    def repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
-        content = result.get("content")
-        if not isinstance(content, list):
-            return None
-        blocks: list[JSON] = list(content)
-        touched, reasons = [], []
-        for index, block in enumerate(content):
-            done = fix(block) if isinstance(block, dict) else None
-            if done is not None:
-                blocks[index] = done[0]
-                touched.append(f"/content/{index}{member}")
-                reasons.append(done[1])
-        if not touched:
-            return None
-        return {**result, "content": blocks}, Rewrite(name, action, tuple(touched), "; ".join(dict.fromkeys(reasons)))
-
-    return repair
-
-
 RESOURCE_LINK_NAME = Rule(
     name="resource_link_name",
     kind="resource_link_incomplete",
     summary="A resource_link without a string name gets the last segment of its URI (else the URI); one without "
     "a uri becomes a text block; the block kept in _meta.",
-    on_result=_each_block("resource_link_name", "named resource links", _link, ""),
+    on_result=each_block("resource_link_name", "named resource links", _link, ""),
 )
 ANNOTATIONS = Rule(
     name="annotations",
     kind="annotations_invalid",
     summary="Content annotations: audience roles other than user/assistant dropped (audience too when none is "
     "left), an invalid priority or lastModified dropped; originals kept in _meta.",
-    on_result=_each_block("annotations", "repaired content annotations", _annotations, "/annotations"),
+    on_result=each_block("annotations", "repaired content annotations", _annotations, "/annotations"),
 )

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from ..types import JSON, JSONObject
-from .base import META_PREFIX, ResultContext, Rewrite, Rule, meta_of
+from ..types import JSONObject
+from .base import META_PREFIX, Rule, each_block, meta_of
 
 PREFIX_KEY = META_PREFIX + "data-uri-prefix"
 ORIGINAL_BLOCK_KEY = META_PREFIX + "original-block"
@@ -38,8 +38,8 @@ def is_base64(data: str) -> bool:
     return len(text) % 4 != 1 and _BASE64.fullmatch(text) is not None
 
 
-def _block(block: JSON) -> tuple[JSON, str] | None:
-    if not isinstance(block, dict) or block.get("type") not in ("image", "audio"):
+def _block(block: JSONObject) -> tuple[JSONObject, str] | None:
+    if block.get("type") not in ("image", "audio"):
         return None
     data = block.get("data")
     if not isinstance(data, str):
@@ -64,28 +64,10 @@ def _block(block: JSON) -> tuple[JSON, str] | None:
     return {"type": "text", "text": text, "_meta": meta}, "data is not base64"
 
 
-def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
-    content = result.get("content")
-    if not isinstance(content, list):
-        return None
-    blocks: list[JSON] = list(content)
-    touched, reasons = [], []
-    for index, block in enumerate(content):
-        done = _block(block)
-        if done is not None:
-            blocks[index] = done[0]
-            touched.append(f"/content/{index}/data")
-            reasons.append(done[1])
-    if not touched:
-        return None
-    action = "repaired media data"
-    return {**result, "content": blocks}, Rewrite("media_data", action, tuple(touched), "; ".join(reasons))
-
-
 RULE = Rule(
     name="media_data",
     kind="invalid_media_data",
     summary="Image/audio data sent as a data: URI loses its prefix (mimeType from it when missing); data "
     "that is not base64 becomes a text block, the block kept in _meta.",
-    on_result=_repair,
+    on_result=each_block("media_data", "repaired media data", _block, "/data"),
 )
