@@ -166,6 +166,13 @@ class ProxyConfig:
         "seconds allowed between two reads of a request body (then 408).",
         exclusive=True,
     )
+    keep_alive_timeout: float = setting(
+        20.0,
+        "seconds an idle client connection is kept open for its next request; longer than the clients' "
+        "own pools keep one (httpx 5 s, Node 4 s, aiohttp 15 s), so a client never reuses a connection "
+        "the proxy is closing.",
+        exclusive=True,
+    )
     max_connections: int = setting(
         0,
         "open client connections allowed (then 503); 0: a third of the descriptor limit, less 64 "

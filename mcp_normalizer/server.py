@@ -397,7 +397,8 @@ def uvicorn_config(
 ) -> uvicorn.Config:
     """The uvicorn configuration the proxy runs with: ``parser`` with :class:`Guards`, uvloop,
     uvicorn's own access log off (the proxy writes its own), the upstream's ``server``/``date``
-    headers kept, open streams given ``graceful_shutdown`` seconds on SIGTERM."""
+    headers kept, idle connections kept ``keep_alive_timeout`` seconds, open streams given
+    ``graceful_shutdown`` seconds on SIGTERM."""
     proxy = proxy or ProxyConfig()
     return uvicorn.Config(
         app,  # type: ignore[arg-type]
@@ -408,6 +409,7 @@ def uvicorn_config(
         date_header=False,
         # seconds as a float (0: cut at once); uvicorn annotates an int, asyncio.wait_for takes any number
         timeout_graceful_shutdown=cast(int, proxy.graceful_shutdown),
+        timeout_keep_alive=cast(int, proxy.keep_alive_timeout),  # a float works as well
         http=guarded_protocol(parser, Guards.of(proxy)),
         h11_max_incomplete_event_size=proxy.max_header_bytes,
         loop="uvloop",
