@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import anyio
 
+from .announcer import Announcer, AnnouncingSend
 from .audit import AuditLog
 from .body import buffer_body, replay, with_length
 from .capture import Capture
@@ -123,6 +125,8 @@ class NormalizerMiddleware:
         self.scopes = ScopeStore(limits, shared=shared)
         self.lesson_store = LessonStore(self.lessons, upstream, config.proxy.state_dir or None, shared)
         self.lesson_store.load()
+        #: The open GET streams of this upstream's sessions, told when a lesson lands.
+        self.announcer = Announcer()
         self.forwarding = ForwardingPolicy(trusted=parse_networks(config.proxy.trusted_proxies))
         self.audit = AuditLog(upstream, metrics=metrics)
         if metrics is not None:
@@ -324,19 +328,26 @@ class NormalizerMiddleware:
             self._forget_on_404(exchange.scope) if header(scope["headers"], b"mcp-session-id") is not None else None
         )
         oversize = self.metrics.oversize.inc if self.metrics is not None else None
-        wrapped = TransformingSend(send, transformer, fetched, on_404, oversize)
+        listening: AbstractContextManager[None] = nullcontext()
+        wrapped: TransformingSend
+        if info is None:  # a GET stream: it also carries what other sessions' results taught
+            wrapped = stream = AnnouncingSend(send, transformer, fetched, on_404, oversize)
+            listening = self.announcer.listening(state, stream)
+        else:
+            wrapped = TransformingSend(send, transformer, fetched, on_404, oversize)
         failure: UpstreamError | None = None
-        try:
-            if fetch:
-                assert fetch_info is not None and fetched is not None
-                async with anyio.create_task_group() as tg:  # the fetch runs beside the call
-                    exchange.fetching |= unknown
-                    tg.start_soon(self.fetcher.fetch_for, scope, fetch_info, exchange, unknown, fetched)
-                    failure = await self._run(scope, receive, wrapped)
-            else:
-                failure = await self._run(scope, receive, wrapped)  # no task of its own: nothing runs beside it
-        finally:
-            transformer.close()  # a response abandoned mid-message (a client gone): its work freed now
+        with listening:  # (registered while the stream is open)
+            try:
+                if fetch:
+                    assert fetch_info is not None and fetched is not None
+                    async with anyio.create_task_group() as tg:  # the fetch runs beside the call
+                        exchange.fetching |= unknown
+                        tg.start_soon(self.fetcher.fetch_for, scope, fetch_info, exchange, unknown, fetched)
+                        failure = await self._run(scope, receive, wrapped)
+                else:
+                    failure = await self._run(scope, receive, wrapped)  # no task of its own: nothing runs beside it
+            finally:
+                transformer.close()  # a response abandoned mid-message (a client gone): its work freed now
         wrapped.count_oversize()  # a response broken off before its end
         if wrapped.refused is not None:
             logger.warning("%s (scope %s)", wrapped.refused, exchange.scope)
@@ -346,6 +357,8 @@ class NormalizerMiddleware:
             await self.scopes.flush(state)  # learned after the last byte went out
         if self.lessons.dirty:
             await self.lesson_store.save()
+        if transformer.taught:  # the other sessions listing those tools hear it now
+            await self.announcer.tools_changed(transformer.taught, state if transformer.announced else None)
         if failure is not None:
             if wrapped.started:
                 held = transformer.release()  # nothing is lost: what waited goes out as it came

@@ -256,6 +256,10 @@ class ResponseTransformer:
         self._answered = False  # the POST's one request has had its response
         self._announce = False  # a result taught the scope something: list_changed goes before it (SSE)
         self._answering: JSON = None  # the JSON-RPC id of the response being normalized (a lesson's first id)
+        #: The tools (name, definition digest) this response taught the lesson book, for the
+        #: middleware to announce to other sessions (:mod:`mcp_normalizer.announcer`).
+        self.taught: list[tuple[str, str]] = []
+        self.announced = False  # list_changed went out on this (call) stream
         self._answered_by_id = False  # the body (or event) being read answers it by id
         self._framing = normalizer.config.mode(SSE_FRAMING.name, None)
         self._framing_reported = False
@@ -287,6 +291,12 @@ class ResponseTransformer:
             self.mode = "sse"
             headers = [(k, v) for k, v in headers if k != b"content-length"]
         self.headers = list(headers)
+
+    @property
+    def whole_events(self) -> bool:
+        """Does what this transformer emits from now on come as whole SSE events (an SSE stream,
+        still split, not ended)? Then a notice of the proxy's own may go between two sends."""
+        return self.mode == "sse" and not self._splitter.overflowed and not self._finished
 
     # -- body ---------------------------------------------------------------------------------
 
@@ -436,7 +446,7 @@ class ResponseTransformer:
         new = yield from self._rewrite(event.data)
         out = None if new is None else replace_data(block, new)
         if self._announce:  # before the response that taught it: the client re-lists (tools.mdx, List Changed)
-            self._announce = False
+            self._announce, self.announced = False, True
             new = block if out is None else out
             if new.startswith(_BOM):  # a BOM is read only at the stream's start: it stays first
                 return _BOM + _LIST_CHANGED_EVENT + new[len(_BOM) :]
@@ -759,6 +769,8 @@ class ResponseTransformer:
                 reason = "not learned: the scope has no session and no credential, so every client shares it"
                 action = "left unchanged"
             return Record(Rewrite(LEARN_RULE.name, action, (), reason), tool, False, "unrepaired")
+        if lasting:
+            self.taught.append((tool, definition))
         self._announce = self.mode == "sse" and object_only(exchange.era)
         sent = "; sent notifications/tools/list_changed" if self._announce else ""
         where = "every session of this upstream" if lasting else "this scope"

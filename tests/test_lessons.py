@@ -11,23 +11,27 @@ after) lists the tool relaxed and its first call is accepted.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
 
+from mcp_normalizer.announcer import LIST_CHANGED_EVENT
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.lesson_store import LessonStore, upstream_digest
 from mcp_normalizer.lessons import MAX_LESSONS, Lesson, LessonBook, definition_digest, taught_now
 from mcp_normalizer.pointer import PointerPattern
-from mcp_normalizer.rules.learned import Learned
+from mcp_normalizer.rules.learned import LIST_CHANGED, Learned
+from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 
-from .support import case_server, load_cases, proxy_for, serve, steps
+from .support import case_server, initialize, load_cases, proxy_for, rpc, serve, steps
 from .test_shared_state import redis_server
 
 CASE_ID = "decocms-const-mismatch"
@@ -147,6 +151,78 @@ async def test_learning_off_learns_nothing_and_writes_no_state(tmp_path: Path) -
             listed = (await http.get(px + "/.mcp-normalizer/lessons")).json()
     assert listed_object(b) == {"const": "chat.completion"} and not b["steps"][1]["ok"]
     assert listed == {"lessons": []} and list((tmp_path / "state").iterdir()) == []
+
+
+UPSTREAM_NOTE = b'\xef\xbb\xbfevent: message\ndata: {"jsonrpc":"2.0","method":"notifications/message",'
+UPSTREAM_NOTE += b'"params":{"level":"info","data":"caf\\u00e9 12.50"}}\n\n'
+
+
+def with_get_streams(cases: list[dict[str, Any]], release: threading.Event) -> ASGIApp:
+    """The cases' server, whose GET streams stay silent until ``release``, then send
+    :data:`UPSTREAM_NOTE` (starting with a byte order mark, as a stream may) and end."""
+    server = case_server(cases, "sse")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            await send(start)
+            await send({"type": "http.response.body", "body": b"", "more_body": True})
+            await anyio.to_thread.run_sync(release.wait, 60)
+            await send({"type": "http.response.body", "body": UPSTREAM_NOTE, "more_body": False})
+            return
+        await server(scope, receive, send)
+
+    return app
+
+
+async def listening_session(
+    http: httpx.AsyncClient, url: str, case: dict[str, Any], received: list[bytes], opened: anyio.Event
+) -> None:
+    """A raw legacy session of ``case`` that lists the tools, then holds its GET stream open and
+    keeps what it carries in ``received``."""
+    session = await initialize(http, url, **{"x-case": case["id"]})
+    listed = await rpc(http, url, "tools/list", {}, 1, **session)
+    assert listed["result"]["tools"][0]["name"] == case["tool"]["name"]
+    async with http.stream("GET", url, headers={**session, "accept": "text/event-stream"}) as stream:
+        assert stream.status_code == 200
+        opened.set()
+        async for chunk in stream.aiter_raw():
+            received.append(chunk)  # noqa: PERF401 (read while it arrives)
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_lesson_is_announced_on_the_open_get_streams_of_the_sessions_listing_that_definition() -> None:
+    """Session B (a raw client) listed the tool and holds its GET stream open; session A (the
+    Python SDK) then meets the fault: B's stream carries ``list_changed`` as a whole SSE event
+    before the upstream's own (whose byte order mark, now not first, is dropped), and B's next
+    list is relaxed. Session C, listing another definition of the tool, is told nothing."""
+    case = the_case()
+    release = threading.Event()
+    b_got: list[bytes] = []
+    c_got: list[bytes] = []
+    app = with_get_streams([case, other_definition(case)], release)
+    with serve(app) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            async with anyio.create_task_group() as tg:
+                b_open, c_open = anyio.Event(), anyio.Event()
+                tg.start_soon(listening_session, http, url, case, b_got, b_open)
+                tg.start_soon(listening_session, http, url, other_definition(case), c_got, c_open)
+                await b_open.wait()
+                await c_open.wait()
+                a = await python_session(url, case)
+                with anyio.fail_after(30):
+                    while LIST_CHANGED not in b"".join(b_got):
+                        await anyio.sleep(0.05)
+                release.set()  # now the upstream's own event goes out on both streams
+            session = await initialize(http, url, **{"x-case": case["id"]})
+            relisted = await rpc(http, url, "tools/list", {}, 1, **session)
+    assert not a["steps"][1]["ok"]  # A met the fault
+    assert b"".join(b_got) == LIST_CHANGED_EVENT + UPSTREAM_NOTE.removeprefix(b"\xef\xbb\xbf")
+    assert b"".join(c_got) == UPSTREAM_NOTE  # nothing for another definition; its stream as it came
+    relaxed = relisted["result"]["tools"][0]["outputSchema"]["properties"]["raw"]["properties"]["object"]
+    assert relaxed == {}
 
 
 # -- the book and its store (pure) ------------------------------------------------------------------
