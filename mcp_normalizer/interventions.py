@@ -167,6 +167,14 @@ class Interventions:
         return cls({name: tuple(group) for name, group in by_tool.items()})
 
 
+def named_in(text: str) -> Intervention | None:
+    """The shipped entry whose :attr:`~Intervention.label` ``text`` holds (a rewrite's reason
+    says which entry caused it), if any."""
+    if "intervention " not in text:
+        return None
+    return next((entry for entry in shipped().entries if entry.label in text), None)
+
+
 NONE = Interventions({})
 _KEYS = {field.name for field in dataclasses.fields(Intervention)}
 

@@ -21,6 +21,7 @@ from mcp_normalizer.check.faults import KINDS
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
+from mcp_normalizer.interventions import shipped
 from mcp_normalizer.rules import RULES
 
 from .support import EXE, case_server, load_cases, protean_rules, proxy_for, read_body, serve
@@ -80,6 +81,8 @@ def test_the_interventions_table_repairs_the_old_protean_shape_and_without_it_ch
     (finding,) = (f for f in orjson.loads(out)["findings"] if f["tool"] == "protean.list_runtimes")
     assert (finding["where"], finding["rule"], finding["fix"]) == ("tools/list", "nullable", "")
     assert "intervention protean-legacy-runtime-scope" in finding["reason"]
+    (entry,) = (e for e in shipped().entries if e.id == "protean-legacy-runtime-scope")
+    assert finding["author"] == entry.author_fix  # the entry's own word for the server's authors
     assert code_off == 1, err_off
     (finding,) = (f for f in orjson.loads(out_off)["findings"] if f["tool"] == "protean.list_runtimes")
     assert finding["where"] == "tools/call" and finding["rule"] == "conformance"

@@ -17,14 +17,17 @@ import orjson
 import pytest
 
 from mcp_normalizer import NormalizerConfig
-from mcp_normalizer.demo.upstream import RUNTIMES, ScriptedServer, protean_server, protean_tools
+from mcp_normalizer.demo.upstream import RUNTIMES, ScriptedServer, ToolSpec, protean_server, protean_tools
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.interventions import Interventions, definition_digest, shipped
 from mcp_normalizer.normalize import Normalizer
 
-from .support import EXE, HEADERS, ResponseMode, capture_rewrites, each_client, proxy_for, serve
+from .support import EXE, HEADERS, ROOT, ResponseMode, capture_rewrites, each_client, proxy_for, serve
 
 ENTRY = "protean-legacy-runtime-scope"
+CODEX_ENTRY = "codex-mcp-server-structured-content-off"
+#: codex-mcp-server 1.4.10 as npm ships it (tests/node): its tools as it lists them come from its own module.
+CODEX_SERVER = ROOT / "tests" / "node" / "node_modules" / "codex-mcp-server" / "dist" / "tools" / "definitions.js"
 
 
 def list_runtimes() -> dict[str, Any]:
@@ -41,7 +44,7 @@ def scope_schema(tool: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.pure
 def test_every_shipped_entry_names_its_source_date_and_the_fix_for_the_servers_author() -> None:
     entries = shipped().entries
-    assert [entry.id for entry in entries] == [ENTRY]
+    assert [entry.id for entry in entries] == [ENTRY, CODEX_ENTRY]
     for entry in entries:
         assert entry.source and entry.summary and entry.author_fix
         assert entry.string_at or entry.definition is not None  # never a name alone
@@ -208,3 +211,71 @@ def test_check_through_the_proxy_with_no_rule_file_exits_0_on_the_protean_shape(
             )
             assert done.returncode == 0, done.stdout + done.stderr
             assert orjson.loads(done.stdout)["findings"] == []
+
+
+# -- codex-mcp-server (tuannvm, npm) -----------------------------------------------------------------
+
+
+def codex_tools() -> list[dict[str, Any]]:
+    """The tools codex-mcp-server 1.4.10 lists, read from its own ``definitions.js`` by node."""
+    script = f"import {{ toolDefinitions }} from {orjson.dumps(CODEX_SERVER.as_uri()).decode()};"
+    script += "process.stdout.write(JSON.stringify(toolDefinitions));"
+    done = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, timeout=60, check=True)
+    tools: list[dict[str, Any]] = orjson.loads(done.stdout)
+    return tools
+
+
+def codex_result(prompt: str) -> dict[str, Any]:
+    """A ``codex`` result as its ``handlers.js`` builds one by default: Codex's answer as text, the
+    thread id in the block's ``_meta``, no ``structuredContent`` (STRUCTURED_CONTENT_ENABLED unset)."""
+    answer = f'Done: {prompt}. parse_price now returns Decimal("12.50") for \u201c12,50 \u20ac\u201d; 1e-3 rounds up.'
+    meta = {"threadId": "019a-caf\u00e9-7f", "model": "gpt-5.3-codex"}
+    return {"content": [{"type": "text", "text": answer, "_meta": meta}]}
+
+
+@pytest.mark.wire  # (node reads the package)
+def test_the_codex_entry_matches_the_codex_tool_of_the_published_server_and_nothing_else() -> None:
+    tools = codex_tools()
+    table = shipped()
+    matched = {tool["name"]: [entry.id for entry in table.for_tool(tool)] for tool in tools}
+    assert matched["codex"] == [CODEX_ENTRY]
+    assert all(ids == [] for name, ids in matched.items() if name != "codex")
+    (codex,) = (tool for tool in tools if tool["name"] == "codex")
+    another = {
+        **codex,
+        "outputSchema": {"type": "object", "properties": {"threadId": {"type": "string"}}, "required": ["threadId"]},
+    }
+    assert table.for_tool(another) == ()  # another server's (or version's) codex tool
+    assert table.for_tool({**codex, "description": "Codex, worded otherwise"}) != ()
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse", "json"])
+async def test_with_no_rule_file_codex_mcp_servers_codex_tool_is_accepted_by_every_client(mode: ResponseMode) -> None:
+    tools = codex_tools()
+
+    async def answer(call: Any) -> dict[str, Any]:
+        return codex_result(str(call.arguments.get("prompt")))
+
+    specs = [ToolSpec(tool, answer) for tool in tools]
+    steps: list[dict[str, Any]] = [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "codex", "arguments": {"prompt": "fix parse_price (caf\u00e9 12.50)"}},
+    ]
+    with serve(ScriptedServer(specs, response_mode=mode)) as up, proxy_for(up + "/mcp") as px:
+        direct = await each_client(up + "/mcp", steps)
+        with capture_rewrites() as log:
+            through = await each_client(px + "/mcp", steps)
+    for client, record in direct.items():
+        assert not record["steps"][1]["ok"], client  # each enforces the declared outputSchema
+    for client, record in through.items():
+        listed, called = record["steps"]
+        assert called["ok"], (client, called)
+        (codex,) = (tool for tool in listed["value"]["tools"] if tool["name"] == "codex")
+        assert "outputSchema" not in codex and codex["inputSchema"] == tools[0]["inputSchema"]
+        expected = codex_result("fix parse_price (caf\u00e9 12.50)")["content"][0]
+        assert called["value"]["content"][0]["text"] == expected["text"], client
+        assert called["value"]["content"][0]["_meta"] == expected["_meta"], client  # nothing lost
+    lines = [line for line in log.lines if line["rule"] == "drop_output_schema"]
+    assert lines and all(CODEX_ENTRY in line["reason"] for line in lines)

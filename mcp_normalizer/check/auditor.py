@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..catalog import ToolEntry
 from ..config import NormalizerConfig
 from ..errors import DecodeError
+from ..interventions import named_in
 from ..jsoncodec import dumps
 from ..normalize import Normalizer, Record
 from ..rules.clients import CLIENT_FAULTS
@@ -77,8 +78,10 @@ class Finding:
 
     @property
     def author(self) -> str:
-        """What the server's author changes to fix it at the source (:mod:`mcp_normalizer.check.author_fixes`)."""
-        return author_fix(self.kind.name)
+        """What the server's author changes to fix it at the source: the interventions entry's own
+        word when an entry caused the repair, else the kind's (:mod:`mcp_normalizer.check.author_fixes`)."""
+        entry = named_in(self.reason)
+        return entry.author_fix if entry is not None else author_fix(self.kind.name)
 
     @property
     def clients(self) -> tuple[str, ...]:
