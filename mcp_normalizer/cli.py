@@ -4,6 +4,7 @@
 
     mcp-normalizer --upstream URL [--host 127.0.0.1] [--port 8765] [--config FILE]
                    [--report-only] [--log-level LEVEL]
+    mcp-normalizer stdio [--config FILE] [--log-file FILE] [--cwd DIR] [--env NAME=VALUE ...] -- CMD [ARGS...]
     mcp-normalizer demo [--port 8765] [--upstream-port 8766] [--response-mode sse|json] [--once]
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL '{json args}' ...] [--calls FILE]
                              [--format table|json] [--config FILE]     (see mcp_normalizer.check.command)
@@ -18,26 +19,29 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import cast
 
 from .app import create_app
 from .check import main as check
-from .config import NormalizerConfig, Settings
+from .config import NormalizerConfig, Settings, rule_config
 from .demo import run_demo
 from .errors import ConfigError
 from .logs import configure_logging
 from .server import HttpParser, Parser, bind, serve, serve_workers, uvicorn_config
+from .stdio_wrapper import run_stdio
 
 
 def _proxy_parser() -> Parser:
     parser = Parser(
         prog="mcp-normalizer",
-        description="Normalizing reverse proxy for MCP servers (Streamable HTTP). Subcommands: demo, check.",
+        description="Normalizing reverse proxy for MCP servers (Streamable HTTP). Subcommands: stdio, demo, check.",
     )
     parser.add_argument("--upstream", help="upstream MCP endpoint URL (env MCP_NORMALIZER_UPSTREAM)")
     parser.add_argument("--host", help="interface to listen on (default 127.0.0.1; env MCP_NORMALIZER_HOST)")
@@ -83,6 +87,46 @@ def _demo_parser() -> Parser:
     return parser
 
 
+def _stdio_parser() -> Parser:
+    parser = Parser(
+        prog="mcp-normalizer stdio",
+        usage="mcp-normalizer stdio [--config FILE] [--report-only] [--log-level LEVEL] [--log-file FILE]"
+        " [--cwd DIR] [--env NAME=VALUE ...] -- CMD [ARGS...]",
+        description="Start a stdio MCP server and relay its messages, repaired, on this process's stdin and "
+        "stdout (for a host's config file). The log goes to stderr, or to --log-file.",
+    )
+    parser.add_argument("--config", dest="config_file", help="TOML rule file (env MCP_NORMALIZER_CONFIG)")
+    parser.add_argument("--report-only", action="store_true", help="log every rewrite, change nothing")
+    parser.add_argument("--log-level", type=str.lower, help="critical, error, warning, info or debug (default warning)")
+    parser.add_argument("--log-file", help="append the log to this file instead of stderr")
+    parser.add_argument("--cwd", help="the server's working directory (default: this one)")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="a variable for the server (repeatable)"
+    )
+    return parser
+
+
+def _stdio(args: list[str]) -> int:
+    """The ``stdio`` subcommand: its flags before ``--``, the server's argv after."""
+    cut = args.index("--") if "--" in args else len(args)
+    ns = _stdio_parser().parse_args(args[:cut])
+    command = args[cut + 1 :]
+    try:
+        env_file = os.environ.get("MCP_NORMALIZER_CONFIG")
+        config = rule_config(ns.config_file or env_file or None)
+        if ns.report_only:
+            config = replace(config, report_only=True)
+        level = ns.log_level or os.environ.get("MCP_NORMALIZER_LOG_LEVEL", "warning").lower()
+        extra = dict(item.partition("=")[::2] for item in ns.env)
+        if any(not name for name in extra):
+            raise ConfigError("--env takes NAME=VALUE")
+        configure_logging(level, ns.log_file)
+    except (ConfigError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    env = {**os.environ, **extra} if extra else None
+    return run_stdio(command, config, env=env, cwd=ns.cwd)
+
+
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
@@ -97,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "check":
         return check(args[1:])
+    if args and args[0] == "stdio":
+        return _stdio(args[1:])
     if args and args[0] == "demo":
         demo = _demo_parser().parse_args(args[1:])
         return run_demo(

@@ -517,16 +517,27 @@ class Settings:
         Raises:
             ConfigError: the rule file cannot be read or is invalid.
         """
-        config = NormalizerConfig.from_file(self.config_file) if self.config_file else NormalizerConfig.shipped()
-        env = os.environ if self.environ is None else self.environ
-        config = replace(config, **from_env(env, _NORMALIZER_ENV_KEYS))  # [normalizer] keys, checked the same
-        overrides = from_env(env, _PROXY_KEYS)
-        proxy = config.with_proxy(overrides, "environment:").proxy
+        config = rule_config(self.config_file, self.environ)
+        proxy = config.proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):
             # the proxy's own endpoints would hide the MCP endpoint or the upstream's paths below it
             raise ConfigError(f"admin_prefix {prefix!r} is the MCP path {self.mcp_path!r} or under it")
         return replace(config, path=self.mcp_path, report_only=config.report_only or self.report_only, proxy=proxy)
+
+
+def rule_config(config_file: str | None, environ: Mapping[str, str] | None = None) -> NormalizerConfig:
+    """The rule file ``config_file`` (the shipped defaults when ``None``) with the ``[normalizer]``
+    and ``[proxy]`` keys of ``MCP_NORMALIZER_*`` variables in ``environ`` (``os.environ`` when
+    ``None``) applied.
+
+    Raises:
+        ConfigError: the rule file cannot be read or is invalid, or a variable is.
+    """
+    config = NormalizerConfig.from_file(config_file) if config_file else NormalizerConfig.shipped()
+    env = os.environ if environ is None else environ
+    config = replace(config, **from_env(env, _NORMALIZER_ENV_KEYS))  # [normalizer] keys, checked the same
+    return config.with_proxy(from_env(env, _PROXY_KEYS), "environment:")
 
 
 def redact_url(url: str) -> str:

@@ -83,11 +83,15 @@ class Throttle(logging.Filter):
         return True
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, file: str | None = None) -> None:
     """Send ``mcp_normalizer``, ``uvicorn``, ``asyncio`` and ``opentelemetry`` logs (the SDK's and
-    its exporters') to stderr as JSON lines at ``level``, warnings and errors throttled
-    (:class:`Throttle`)."""
-    handler = logging.StreamHandler()
+    its exporters') to stderr (or appended to ``file``) as JSON lines at ``level``, warnings and
+    errors throttled (:class:`Throttle`).
+
+    Raises:
+        OSError: ``file`` cannot be opened for appending.
+    """
+    handler: logging.Handler = logging.FileHandler(file, encoding="utf-8") if file else logging.StreamHandler()
     handler.setFormatter(JSONFormatter())
     handler.addFilter(Throttle())
     roots = ("mcp_normalizer", "uvicorn", "asyncio", "opentelemetry")

@@ -134,17 +134,20 @@ async def run_python(
     *,
     mode: str = "legacy",
     client_name: str | None = None,
+    command: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Run the Python ``mcp`` client over ``steps``.
 
     Args:
-        url: the MCP endpoint.
+        url: the MCP endpoint (ignored with ``command``).
         steps: the plan (see the module docstring).
         headers: extra request headers (``Authorization``, for example).
         mode: ``"legacy"`` drives ``ClientSession`` (``initialize``, 2025-11-25); any other value is
             the high-level ``Client``'s ``mode`` (``"2026-07-28"``: stateless requests, no handshake;
             ``"auto"``: probe with ``server/discover`` and fall back).
         client_name: the ``clientInfo`` name the client gives (``None``: the SDK's default, ``mcp``).
+        command: a stdio server's argv: the client starts it (the SDK's ``stdio_client``; its
+            stderr goes to this process's) and speaks the legacy handshake over its stdin and stdout.
 
     Raises:
         ClientUnavailable: ``mcp`` is not installed.
@@ -193,6 +196,18 @@ async def run_python(
                 record["steps"].append({"ok": False, "error": describe(exc)})
 
     info = Implementation(name=client_name, version="0.0.1") if client_name is not None else None
+    if command is not None:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        server = StdioServerParameters(command=command[0], args=list(command[1:]))
+        try:
+            async with stdio_client(server) as (read, write), ClientSession(read, write, client_info=info) as session:
+                await session.initialize()
+                await drive(session)
+        except Exception as exc:
+            failed = describe(exc)
+            record["steps"] += [{"ok": False, "error": failed}] * (len(steps) - len(record["steps"]))
+        return record
     try:
         async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http:
             transport = streamable_http_client(url, http_client=http)

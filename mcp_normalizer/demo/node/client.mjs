@@ -1,5 +1,5 @@
 // Drives a real MCP client (@modelcontextprotocol/sdk 1.x or @modelcontextprotocol/client 2.x) over
-// Streamable HTTP and prints what it received as one JSON line.
+// Streamable HTTP (or stdio) and prints what it received as one JSON line.
 //
 // Usage: node client.mjs '<plan JSON>'   (or the plan on stdin)
 // Plan: {"sdk": "v1" | "v2", "timeoutMs"?: 30000, "sessions": [{"url": "...", "headers": {...}, "steps": [
@@ -20,11 +20,12 @@ const raw = process.argv[2] ?? readFileSync(0, 'utf8');
 const plan = JSON.parse(raw);
 const v2 = plan.sdk === 'v2';
 const timeout = plan.timeoutMs ?? 30000; // per request; an unparseable response otherwise hangs for 60 s
-const { Client, StreamableHTTPClientTransport } = v2
-  ? await import('@modelcontextprotocol/client')
+const { Client, StreamableHTTPClientTransport, StdioClientTransport } = v2
+  ? { ...(await import('@modelcontextprotocol/client')), ...(await import('@modelcontextprotocol/client/stdio')) }
   : {
       ...(await import('@modelcontextprotocol/sdk/client/index.js')),
       ...(await import('@modelcontextprotocol/sdk/client/streamableHttp.js')),
+      ...(await import('@modelcontextprotocol/sdk/client/stdio.js')),
     };
 
 const describe = (e) => ({ name: e?.name, code: e?.code, message: String(e?.message ?? e) });
@@ -36,7 +37,16 @@ for (const session of plan.sessions) {
   const client = new Client({ name: session.clientName ?? 'mcp-normalizer-test', version: '0.0.1' });
   const options = { requestInit: { headers: session.headers ?? {} } };
   if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
-  const transport = new StreamableHTTPClientTransport(new URL(session.url), options);
+  // A session with "command": [argv...] (and "env": {...}) starts that stdio server instead (the
+  // SDK's StdioClientTransport; the server's stderr is dropped).
+  const transport = session.command
+    ? new StdioClientTransport({
+        command: session.command[0],
+        args: session.command.slice(1),
+        env: { ...process.env, ...(session.env ?? {}) },
+        stderr: 'ignore',
+      })
+    : new StreamableHTTPClientTransport(new URL(session.url), options);
   try {
     await client.connect(transport, { timeout });
   } catch (e) {

@@ -1,0 +1,314 @@
+"""``mcp-normalizer stdio -- CMD ARGS...``: a stdio MCP server, repaired, for a host's config file.
+
+The host starts ``mcp-normalizer stdio -- uvx legacy-server`` as it would start the server. The
+wrapper starts the server as its child and relays every message both ways, line by line and in
+order (MCP ``basic/transports.mdx``, stdio), through one :class:`~mcp_normalizer.stdio_session.StdioSession`:
+what goes to the host is repaired as the proxy repairs an SSE stream; what the host sends goes as it
+came (but for the ``tools/call`` renames of rule ``tool_names``).
+
+- The wrapper's stdout carries only JSON-RPC messages. Its log (JSON lines, the rewrites among them)
+  goes to stderr, or to ``--log-file``. The child's stderr lines go to the log, tagged with the
+  server's command, cut at :data:`MAX_LOG_LINE` bytes.
+- A line on the child's stdout that is not a JSON-RPC message (a server that logs to stdout) is
+  logged and counted, never relayed. A line longer than ``max_rewrite_bytes`` is relayed as it
+  came, piece by piece, never held whole.
+- When the host closes stdin, the child's stdin is closed; a child still running after
+  ``graceful_shutdown`` seconds gets SIGTERM, and SIGKILL as long again after that (the client's
+  shutdown sequence of ``basic/transports.mdx``, stdio). SIGTERM, SIGINT and SIGHUP to the wrapper
+  are passed to the child.
+- When the child exits, every request it left unanswered gets a JSON-RPC error (``-32603``, naming
+  the exit status), then the wrapper exits with the child's status (``128 + N`` for signal N).
+
+Flow control: one line is relayed at a time each way; a host that stops reading stops the wrapper
+reading the child's stdout (the child then blocks on its own writes), so nothing piles up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import BinaryIO
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import orjson
+from anyio.streams.memory import MemoryObjectSendStream
+
+from .audit import AuditLog
+from .config import NormalizerConfig
+from .lines import LAST, LINE, PART, LineDecoder
+from .normalize import Normalizer
+from .stdio_session import StdioSession
+
+logger = logging.getLogger("mcp_normalizer")
+child_logger = logging.getLogger("mcp_normalizer.server")
+
+#: Bytes of one child stderr line kept in the log (the rest is cut).
+MAX_LOG_LINE = 16 * 1024
+#: Bytes read from a pipe at once.
+_CHUNK = 64 * 1024
+_NEWLINE = b"\n"
+#: Bytes of each end of a line above the bound searched for its id.
+_EDGE = 4096
+
+
+class StdioWrapper:
+    """The relay between a host (``host_in``/``host_out``, normally the wrapper's stdin and stdout)
+    and a server started from ``command``.
+
+    Args:
+        command: the server's argv.
+        config: the rules and ``[proxy]`` settings (``max_rewrite_bytes``, ``graceful_shutdown``).
+        host_in, host_out: the host's side, binary files (read and written in worker threads, as
+            the MCP SDKs' stdio transports do).
+        env, cwd: the child's environment (``None``: the wrapper's) and working directory.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        config: NormalizerConfig,
+        host_in: BinaryIO,
+        host_out: BinaryIO,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.command = list(command)
+        self.config = config
+        self.host_in = host_in
+        self.host_out = host_out
+        self.env = env
+        self.cwd = cwd
+        self.label = " ".join(self.command)[:200]
+        self.session = StdioSession(
+            Normalizer(config), AuditLog(f"stdio:{self.label}"), max_line=config.proxy.max_rewrite_bytes
+        )
+        self.noise = 0  # lines of the child's stdout that were not messages
+        self._write_lock = anyio.Lock()
+
+    async def run(self) -> int:
+        """Start the child, relay until it exits; its exit status (``128 + N`` for signal N).
+
+        Raises:
+            OSError: the command cannot be started (not found, not executable).
+        """
+        child = await anyio.open_process(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,  # a host's Ctrl-C reaches the child through the wrapper only
+        )
+        logger.info("started %s (pid %d)", self.label, child.pid)
+        logged = anyio.Event()
+        async with child, anyio.create_task_group() as tg:
+            tg.start_soon(self._signals, child)
+            tg.start_soon(self._host_to_child, child)
+            tg.start_soon(self._child_log, child, logged)
+            await self._child_to_host(child)  # until the child's stdout ends
+            status = await child.wait()
+            await self._unanswered(status)
+            with anyio.move_on_after(1.0):  # what it wrote on stderr as it died, before it is gone
+                await logged.wait()
+            tg.cancel_scope.cancel()
+        code = status if status >= 0 else 128 - status
+        if self.noise:
+            logger.warning(
+                "%d lines of %s's stdout were not JSON-RPC messages: logged, not relayed", self.noise, self.label
+            )
+        logger.info("%s exited with status %d", self.label, code)
+        return code
+
+    # -- host -> child --------------------------------------------------------------------------
+
+    async def _host_to_child(self, child: anyio.abc.Process) -> None:
+        assert child.stdin is not None
+        decoder = LineDecoder(self.config.proxy.max_request_bytes)
+        send, chunks = anyio.create_memory_object_stream[bytes](1)  # one chunk ahead, no more
+        _start_reader(self.host_in, send)
+        try:
+            async for chunk in chunks:
+                pieces = decoder.feed(chunk) if chunk else decoder.flush()
+                for piece, kind in pieces:
+                    out = self.session.from_client(piece) if kind == LINE else piece
+                    await child.stdin.send(out + _NEWLINE if kind != PART else out)
+                if not chunk:
+                    break
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return  # the child is gone: its exit is handled by the other side
+        await child.stdin.aclose()  # the host is done: the child should exit now
+        await self._stop(child)
+
+    async def _stop(self, child: anyio.abc.Process) -> None:
+        """After the host closed stdin: give the child ``graceful_shutdown`` seconds, then SIGTERM,
+        then as long again before SIGKILL."""
+        grace = self.config.proxy.graceful_shutdown
+        with anyio.move_on_after(grace):
+            await child.wait()
+            return
+        logger.warning("%s still runs %g s after its stdin closed: SIGTERM", self.label, grace)
+        child.terminate()
+        with anyio.move_on_after(grace):
+            await child.wait()
+            return
+        logger.warning("%s ignored SIGTERM for %g s: SIGKILL", self.label, grace)
+        child.kill()
+
+    async def _signals(self, child: anyio.abc.Process) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+            async for signum in received:
+                logger.info("signal %d: passed to %s", signum, self.label)
+                if child.returncode is None:
+                    child.send_signal(signum)
+
+    # -- child -> host --------------------------------------------------------------------------
+
+    async def _child_to_host(self, child: anyio.abc.Process) -> None:
+        assert child.stdout is not None
+        decoder = LineDecoder(self.config.proxy.max_rewrite_bytes)
+        session = self.session
+        head = tail = b""  # the first and last bytes of a line above the bound (its id is there)
+        while True:
+            try:
+                chunk = await child.stdout.receive(_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                chunk = b""
+            pieces = decoder.feed(chunk) if chunk else decoder.flush()
+            for piece, kind in pieces:
+                if not chunk and kind == LINE and not _whole(piece):
+                    logger.warning("%s ended in the middle of a line: its %d bytes dropped", self.label, len(piece))
+                    continue  # a message cut short by the child's end: never relayed half
+                if kind != LINE:  # a line above the bound: relayed as it came, piece by piece
+                    head = head or piece[:_EDGE]
+                    tail = (tail + piece)[-_EDGE:]
+                    if kind == LAST:
+                        session.answered_long(head, tail)
+                        head = tail = b""
+                    await self._write(piece + _NEWLINE if kind == LAST else piece)
+                    continue
+                line = session.from_server(piece)
+                while line.busy:
+                    await anyio.lowlevel.checkpoint()
+                    line.resume()
+                if line.noise is not None:
+                    self.noise += 1
+                    child_logger.warning(
+                        "not a JSON-RPC message on the server's stdout: not relayed",
+                        extra={"audit": {"server": self.label, "stdout": _text(line.noise)}},
+                    )
+                if line.lines:
+                    await self._write(b"".join(out + _NEWLINE for out in line.lines))
+            if not chunk:
+                return
+
+    async def _child_log(self, child: anyio.abc.Process, done: anyio.Event) -> None:
+        assert child.stderr is not None
+        try:
+            await self._log_lines(child.stderr)
+        finally:
+            done.set()
+
+    async def _log_lines(self, stderr: anyio.abc.ByteReceiveStream) -> None:
+        decoder = LineDecoder(MAX_LOG_LINE)
+        cut = False
+        while True:
+            try:
+                chunk = await stderr.receive(_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                chunk = b""
+            for piece, kind in decoder.feed(chunk) if chunk else decoder.flush():
+                if kind == LINE or not cut:
+                    child_logger.info("", extra={"audit": {"server": self.label, "stderr": _text(piece)}})
+                cut = kind == PART
+            if not chunk:
+                return
+
+    async def _unanswered(self, status: int) -> None:
+        """Answer each request the child left unanswered with a JSON-RPC error."""
+        pending = self.session.pending
+        if not pending:
+            return
+        how = f"status {status}" if status >= 0 else f"signal {-status}"
+        message = f"the MCP server ({self.label}) exited ({how}) before answering"
+        lines = b""
+        for key in list(pending):
+            error = {"jsonrpc": "2.0", "id": key[1], "error": {"code": -32603, "message": message}}
+            lines += orjson.dumps(error) + _NEWLINE
+        pending.clear()
+        logger.warning("%s; %d requests answered with an error", message, lines.count(_NEWLINE))
+        await self._write(lines)
+
+    async def _write(self, data: bytes) -> None:
+        """Write to the host, one writer at a time, in order."""
+        async with self._write_lock:
+            await anyio.to_thread.run_sync(_write_all, self.host_out, data)
+
+
+def _start_reader(source: BinaryIO, send: MemoryObjectSendStream[bytes]) -> None:
+    """Read ``source`` in a daemon thread, handing each chunk to ``send`` (``b""`` at its end): a
+    host that never closes stdin can then never keep the wrapper from exiting."""
+    token = anyio.lowlevel.current_token()
+    try:
+        fd = source.fileno()  # the file descriptor, not the buffered reader: a daemon thread blocked
+        read: Callable[[int], bytes] = partial(os.read, fd)  # in it would abort the interpreter's exit
+    except (AttributeError, OSError, ValueError):
+        read = getattr(source, "read1", source.read)
+
+    def pump() -> None:
+        try:
+            while True:
+                try:
+                    chunk = read(_CHUNK)
+                except (OSError, ValueError):
+                    chunk = b""  # (a closed stdin reads as its end)
+                anyio.from_thread.run(send.send, chunk, token=token)
+                if not chunk:
+                    return
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError):
+            return  # the relay is over (or the loop is gone)
+
+    threading.Thread(target=pump, name="mcp-normalizer-stdin", daemon=True).start()
+
+
+def _write_all(out: BinaryIO, data: bytes) -> None:
+    out.write(data)
+    out.flush()
+
+
+def _whole(line: bytes) -> bool:
+    """Is ``line`` one whole JSON value (an unterminated last line is a message only then)?"""
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _text(line: bytes) -> str:
+    return line[:MAX_LOG_LINE].decode("utf-8", "replace")
+
+
+def run_stdio(
+    command: Sequence[str], config: NormalizerConfig, *, env: dict[str, str] | None = None, cwd: str | None = None
+) -> int:
+    """Run the wrapper on this process's stdin and stdout (the ``stdio`` subcommand); the exit code
+    (the child's; 2 without a command, 126 or 127 when it cannot be started)."""
+    if not command:
+        print("mcp-normalizer stdio: error: no server command (mcp-normalizer stdio -- CMD ARGS...)", file=sys.stderr)
+        return 2
+    wrapper = StdioWrapper(command, config, sys.stdin.buffer, sys.stdout.buffer, env=env, cwd=cwd)
+    try:
+        return anyio.run(wrapper.run, backend_options={"use_uvloop": True})
+    except OSError as exc:
+        print(f"mcp-normalizer stdio: error: cannot start {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 127 if isinstance(exc, FileNotFoundError) else 126

@@ -1,0 +1,222 @@
+"""``mcp-normalizer stdio -- CMD ARGS...`` (issue 24, section 2): real stdio servers behind the
+wrapper, driven by the SDKs' own stdio client transports (TS SDK 1.x, TS client 2.x, Python ``mcp``)
+and by raw lines where a fault of the child must be staged exactly (:mod:`tests.stdio_server`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import RUNTIMES, protean_tools
+
+from .support import EXE, ROOT
+from .test_everything_wire import CALLS, DRAFT_07, EVERYTHING, KEPT, STEPS, answers
+
+pytestmark = pytest.mark.wire
+
+FIXTURE = str(Path(__file__).with_name("stdio_server.py"))
+
+
+def fixture(plan: dict[str, Any]) -> list[str]:
+    """The argv of :mod:`tests.stdio_server` serving ``plan``."""
+    return [sys.executable, FIXTURE, json.dumps(plan)]
+
+
+def wrapped(command: Sequence[str], log: Path, *flags: str) -> list[str]:
+    """``command`` behind the wrapper, its log (level info) in ``log``."""
+    return [EXE, "stdio", "--log-file", str(log), "--log-level", "info", *flags, "--", *command]
+
+
+def log_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+async def each_stdio_client(command: Sequence[str], steps: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One session of ``steps`` with each strict client, each starting ``command`` itself."""
+    session = [{"command": list(command), "steps": list(steps)}]
+    return {
+        "ts-sdk-1": (await run_node("v1", session))[0],
+        "ts-client-2": (await run_node("v2", session))[0],
+        "python": await run_python("", steps, command=command),
+    }
+
+
+# -- real servers, real clients -------------------------------------------------------------------
+
+
+def protean_plan() -> dict[str, Any]:
+    (spec,) = (s for s in protean_tools() if s.tool["name"] == "protean.list_runtimes")
+    return {"tools": [spec.tool], "results": {"protean.list_runtimes": {"content": [], "structuredContent": RUNTIMES}}}
+
+
+@pytest.mark.anyio
+async def test_the_old_protean_shape_over_stdio_is_repaired_for_every_client(tmp_path: Path) -> None:
+    plan = protean_plan()
+    plan["results"]["protean.list_runtimes"]["content"] = [{"type": "text", "text": json.dumps(RUNTIMES)}]
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "protean.list_runtimes"}]
+    log = tmp_path / "log.jsonl"
+    direct = await each_stdio_client(fixture(plan), steps)
+    through = await each_stdio_client(wrapped(fixture(plan), log), steps)
+    for client, record in direct.items():
+        assert not record["steps"][1]["ok"], client  # the null where the schema says string
+    for client, record in through.items():
+        listed, called = record["steps"]
+        assert called["ok"], (client, called)
+        assert called["value"]["structuredContent"] == RUNTIMES  # every value, the nulls included
+        scope = listed["value"]["tools"][0]["outputSchema"]["properties"]["runtimes"]["items"]["properties"]["scope"]
+        assert scope["type"] == ["string", "null"], client
+    lines = log_lines(log)
+    assert any(line.get("rule") == "nullable" and "intervention" in line.get("reason", "") for line in lines)
+    assert any(line.get("message", "").endswith("exited with status 0") for line in lines)
+
+
+@pytest.mark.anyio
+async def test_server_everything_over_stdio_answers_every_client_as_directly(tmp_path: Path) -> None:
+    server = ["node", str(EVERYTHING / "index.js"), "stdio"]
+    log = tmp_path / "log.jsonl"
+    direct = await each_stdio_client(server, STEPS)
+    through = await each_stdio_client(wrapped(server, log), STEPS)
+    for client, record in through.items():
+        assert all(step["ok"] for step in record["steps"]), (client, record)
+        assert answers(record) == answers(direct[client]), client  # every result as the server sent it
+    for client in ("ts-sdk-1", "ts-client-2"):  # the one repair the HTTP path also makes for them
+        tools = {tool["name"]: tool for tool in through[client]["steps"][0]["value"]["tools"]}
+        server_tools = {tool["name"]: tool for tool in direct[client]["steps"][0]["value"]["tools"]}
+        changed = {name for name in tools if tools[name] != server_tools[name]}
+        assert changed == {"get-structured-content"}, client
+        restored = copy.deepcopy(tools["get-structured-content"])
+        assert restored["_meta"].pop(KEPT) == {"/outputSchema/$schema": DRAFT_07}
+        if not restored["_meta"]:
+            del restored["_meta"]
+        restored["outputSchema"]["$schema"] = DRAFT_07
+        assert restored == server_tools["get-structured-content"]  # nothing else changed, nothing lost
+    assert through["python"]["steps"][0] == direct["python"]["steps"][0]  # known to accept draft-07
+    assert len(CALLS) == len(STEPS) - 1
+    stderr = [line["stderr"] for line in log_lines(log) if "stderr" in line]
+    assert any("STDIO" in text for text in stderr)  # the server's stderr, in the log, tagged
+    assert all(line["server"].startswith("node ") for line in log_lines(log) if "stderr" in line)
+
+
+# -- faults of the child, on raw lines ----------------------------------------------------------------
+
+
+def call(rid: int, tool: str) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool}}) + b"\n"
+
+
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n'
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+)
+
+
+async def raw_session(
+    command: Sequence[str], lines: bytes, *, close: bool = True, timeout: float = 60
+) -> tuple[list[bytes], int]:
+    """Write ``lines`` to ``command`` (then close its stdin when ``close``), read its stdout to the
+    end; the lines it wrote and its exit status."""
+    async with await anyio.open_process(list(command)) as process:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send(lines)
+        if close:
+            await process.stdin.aclose()
+        chunks: list[bytes] = []
+        with anyio.fail_after(timeout):
+            chunks.extend([chunk async for chunk in process.stdout])
+            status = await process.wait()
+    return b"".join(chunks).splitlines(), status
+
+
+def plan_with(**faults: Any) -> dict[str, Any]:
+    plan = protean_plan()
+    tool = {"name": "echo", "inputSchema": {"type": "object"}}
+    plan["tools"].append(tool)
+    plan["results"]["echo"] = {"content": [{"type": "text", "text": "caf\u00e9 \u2713 12.50 1e-3"}]}
+    plan["faults"] = faults
+    return plan
+
+
+@pytest.mark.anyio
+async def test_stdout_noise_is_logged_and_never_reaches_the_host(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    noise = ["Server listening (stdio)...", "\x1b[32mready\x1b[0m", "DEBUG {not json"]
+    plan = plan_with(noise=noise, stderr=["warming up \u2603"])
+    out, status = await raw_session(wrapped(fixture(plan), log), INITIALIZE + call(1, "echo"))
+    messages = [orjson.loads(line) for line in out]  # every line is JSON
+    assert [m.get("id") for m in messages] == [0, 1] and status == 0
+    assert messages[1]["result"]["content"][0]["text"] == "caf\u00e9 \u2713 12.50 1e-3"
+    lines = log_lines(log)
+    assert [line["stdout"] for line in lines if "stdout" in line] == noise * 2
+    assert [line["stderr"] for line in lines if "stderr" in line] == ["warming up \u2603"]
+    assert any("were not JSON-RPC messages" in line.get("message", "") for line in lines)
+
+
+@pytest.mark.anyio
+async def test_a_crash_mid_call_answers_every_pending_request_and_passes_the_status_on(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(crash_on="protean.list_runtimes", crash_status=3, silent_on="echo")
+    lines = INITIALIZE + call(1, "echo") + call(2, "protean.list_runtimes")
+    out, status = await raw_session(wrapped(fixture(plan), log), lines, close=False)
+    messages = [orjson.loads(line) for line in out]  # every line is JSON (never the half-written one)
+    by_id = {m.get("id"): m for m in messages if "error" in m}
+    assert status == 3
+    assert set(by_id) == {1, 2}  # the silent call and the one it died in: both answered
+    assert all(m["error"]["code"] == -32603 and "status 3" in m["error"]["message"] for m in by_id.values())
+
+
+@pytest.mark.anyio
+async def test_a_fifty_megabyte_line_is_relayed_untouched_in_pieces(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    big = 50 * 1024 * 1024
+    plan = plan_with(big_tool="echo", big=big)
+    out, status = await raw_session(wrapped(fixture(plan), log), INITIALIZE + call(1, "echo") + call(2, "echo"))
+    assert status == 0 and len(out) == 3
+    for line in out[1:]:
+        message = orjson.loads(line)
+        assert message["result"]["content"][1]["text"] == "x" * big
+        assert message["result"]["content"][0]["text"] == "caf\u00e9 \u2713 12.50 1e-3"
+
+
+@pytest.mark.anyio
+async def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_and_its_requests_answered(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(ignore_term=True, silent_on="echo")
+    command = [
+        "env",
+        "MCP_NORMALIZER_GRACEFUL_SHUTDOWN=0.5",
+        *wrapped(fixture(plan), log),
+    ]
+    out, status = await raw_session(command, INITIALIZE + call(7, "echo"))
+    assert status == 128 + 9  # SIGKILL, as the host would see the server end
+    (error,) = (orjson.loads(line) for line in out if b'"error"' in line)
+    assert error["id"] == 7 and "signal 9" in error["error"]["message"]
+    messages = [line.get("message", "") for line in log_lines(log)]
+    assert any("SIGTERM" in m for m in messages) and any("SIGKILL" in m for m in messages)
+
+
+def test_no_command_and_a_missing_command_exit_with_a_clear_error() -> None:
+    import subprocess
+
+    none = subprocess.run([EXE, "stdio"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    missing = subprocess.run(
+        [EXE, "stdio", "--", "/nonexistent/mcp-server"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert none.returncode == 2 and "no server command" in none.stderr and none.stdout == ""
+    assert missing.returncode == 127 and "cannot start" in missing.stderr and missing.stdout == ""
