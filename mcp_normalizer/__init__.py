@@ -13,12 +13,30 @@ Public API:
 from __future__ import annotations
 
 from importlib import metadata
+from typing import TYPE_CHECKING, Any
 
-from .app import create_app
 from .config import NormalizerConfig, Settings
 from .errors import ConfigError, NormalizerError
 from .logs import JSONFormatter, configure_logging
-from .middleware import NormalizerMiddleware
+
+if TYPE_CHECKING:
+    from .app import create_app
+    from .middleware import NormalizerMiddleware
+
+
+def __getattr__(name: str) -> Any:
+    """The HTTP side (:func:`create_app`, :class:`NormalizerMiddleware`) is imported on first use:
+    the ``stdio`` wrapper and ``check`` start without aiohttp, uvicorn and Starlette (PEP 562)."""
+    if name == "create_app":
+        from .app import create_app
+
+        return create_app
+    if name == "NormalizerMiddleware":
+        from .middleware import NormalizerMiddleware
+
+        return NormalizerMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",

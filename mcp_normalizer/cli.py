@@ -26,16 +26,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from types import FrameType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from .app import create_app
-from .check import main as check
+from .arguments import Parser
 from .config import NormalizerConfig, Settings, rule_config
-from .demo import run_demo
 from .errors import ConfigError
 from .logs import configure_logging
-from .server import HttpParser, Parser, bind, serve, serve_workers, uvicorn_config
-from .stdio_wrapper import run_stdio
+
+if TYPE_CHECKING:
+    pass
 
 
 def _proxy_parser() -> Parser:
@@ -124,6 +123,8 @@ def _stdio(args: list[str]) -> int:
     except (ConfigError, ValueError, OSError) as exc:
         return _fail(str(exc))
     env = {**os.environ, **extra} if extra else None
+    from .stdio_wrapper import run_stdio
+
     return run_stdio(command, config, env=env, cwd=ns.cwd)
 
 
@@ -140,10 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mcp-normalizer`` and ``python -m mcp_normalizer``; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "check":
+        from .check import main as check
+
         return check(args[1:])
     if args and args[0] == "stdio":
         return _stdio(args[1:])
     if args and args[0] == "demo":
+        from .demo import run_demo
+
         demo = _demo_parser().parse_args(args[1:])
         return run_demo(
             host=demo.host,
@@ -178,6 +183,8 @@ def _main(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     configure_logging(settings.log_level)
+    from .server import bind, serve_workers
+
     # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
     # to stop a service, so it ends the process with 0 (as PID 1 in a container it would anyway).
     signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -193,6 +200,9 @@ def _main(ns: argparse.Namespace) -> int:
 
 def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
     """Serve the proxy on ``sock`` (in this process); the exit code."""
+    from .app import create_app
+    from .server import HttpParser, serve, uvicorn_config
+
     signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         app = create_app(settings, config=config)

@@ -27,7 +27,6 @@ warning (:class:`~mcp_normalizer.logs.Throttle`): one line per interval, never a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import logging
@@ -40,7 +39,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Literal, NoReturn, cast
+from typing import Any, Literal, cast
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -50,14 +49,6 @@ from .config import ProxyConfig
 from .jsonrpc import refusal_body
 
 logger = logging.getLogger(__name__)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``mcp-normalizer: error: ...``) and exit code 2 (the
-    commands' parsers: the proxy's in :mod:`mcp_normalizer.cli`, ``check``'s, ``demo``'s)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 #: The HTTP/1.1 parsers uvicorn can run: httptools (llhttp, C; the default) or h11 (pure Python).

@@ -227,7 +227,10 @@ def _unframed(out: bytes, event: bytes, line: bytes) -> list[bytes]:
             continue
         data = parse_event(block + _END).data
         if data is not None:
-            lines.append(data)
+            # A spliced value may keep the server's own line breaks (promoted pretty-printed JSON):
+            # outside strings they are whitespace (inside one JSON escapes them), and a stdio
+            # message must not hold one (basic/transports.mdx).
+            lines.append(data.replace(b"\n", b" ") if b"\n" in data else data)
     return lines
 
 

@@ -104,3 +104,23 @@ def test_a_result_is_repaired_by_the_tools_the_session_listed_and_noise_is_set_a
     assert noise.lines == [] and noise.noise == b"INFO server ready on stdio"
     untouched = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":12.50,"total":1e3}}'
     assert core.from_server(untouched).lines == [untouched]  # byte for byte
+
+
+def test_a_promoted_pretty_printed_text_never_breaks_the_line() -> None:
+    """Rule ``promote_text_json`` splices the text's JSON as the server wrote it; its line breaks
+    are whitespace and must not split the stdio message (a case of the corpus hung the clients)."""
+    core = session()
+    schema = {"type": "object", "properties": {"connected": {"type": "boolean"}}, "required": ["connected"]}
+    core.from_client(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
+    tool = {"name": "remnote_status", "inputSchema": {"type": "object"}, "outputSchema": schema}
+    core.from_server(orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}}))
+    core.from_client(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remnote_status"}}')
+    text = '{\n  "connected": true,\r\n  "note": "caf\u00e9\\nline"\n}'
+    out = core.from_server(
+        orjson.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": text}]}})
+    )
+    (line,) = out.lines
+    assert b"\n" not in line and b"\r" not in line
+    message = orjson.loads(line)
+    assert message["result"]["structuredContent"] == {"connected": True, "note": "caf\u00e9\nline"}
+    assert message["result"]["content"][0]["text"] == text  # the text as it came

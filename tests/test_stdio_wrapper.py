@@ -19,7 +19,8 @@ import pytest
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import RUNTIMES, protean_tools
 
-from .support import EXE, ROOT
+from .support import EXE, ROOT, load_cases, steps
+from .test_corpus import UNREPAIRABLE, check
 from .test_everything_wire import CALLS, DRAFT_07, EVERYTHING, KEPT, STEPS, answers
 
 pytestmark = pytest.mark.wire
@@ -220,3 +221,52 @@ def test_no_command_and_a_missing_command_exit_with_a_clear_error() -> None:
     )
     assert none.returncode == 2 and "no server command" in none.stderr and none.stdout == ""
     assert missing.returncode == 127 and "cannot start" in missing.stderr and missing.stdout == ""
+
+
+# -- the fault corpus from stdio servers ------------------------------------------------------------
+
+
+async def stdio_replay(commands: list[list[str]], cases: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per client, one session record per case, each session starting its case's command."""
+    sessions = [{"command": command, "steps": steps(case)} for command, case in zip(commands, cases, strict=True)]
+    found: dict[str, list[dict[str, Any]]] = {}
+
+    async def node(name: str, sdk: str) -> None:
+        found[name] = await run_node(sdk, sessions, timeout=600)
+
+    async def python() -> None:
+        found["python"] = [
+            await run_python("", steps(case), command=cmd) for cmd, case in zip(commands, cases, strict=True)
+        ]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(node, "ts-sdk-1", "v1")
+        tg.start_soon(node, "ts-client-2", "v2")
+        tg.start_soon(python)
+    return {name: found[name] for name in ("ts-sdk-1", "ts-client-2", "python")}
+
+
+@pytest.mark.anyio
+async def test_the_fault_corpus_from_stdio_servers_is_accepted_as_over_http(tmp_path: Path) -> None:
+    """Each public case served by its own stdio server, through the wrapper, with the defaults: the
+    same acceptance as the HTTP proxy's (tests/test_corpus.py), every value kept; without the
+    wrapper the same servers fail the clients."""
+    cases = [case for case in load_cases() if case.get("tool")]
+    plans = [{"tools": [case["tool"]], "results": {case["tool"]["name"]: case["result"]}} for case in cases]
+    logs = [tmp_path / f"{i}.jsonl" for i in range(len(cases))]
+    through = await stdio_replay([wrapped(fixture(p), log) for p, log in zip(plans, logs, strict=True)], cases)
+    check(cases, through, {case["id"] for case in cases} - UNREPAIRABLE)
+    rejected = {
+        case["id"]
+        for records in through.values()
+        for case, record in zip(cases, records, strict=True)
+        if not all(step["ok"] for step in record["steps"])
+    }
+    assert rejected == UNREPAIRABLE
+    direct = await run_node(
+        "v1", [{"command": fixture(p), "steps": steps(c)} for p, c in zip(plans, cases, strict=True)]
+    )
+    failing = {
+        case["id"] for case, record in zip(cases, direct, strict=True) if not all(s["ok"] for s in record["steps"])
+    }
+    assert len(failing) >= 20  # the servers really are faulty for a strict client

@@ -25,11 +25,11 @@ from pathlib import Path
 import anyio
 import httpx
 
+from ..arguments import Parser
 from ..config import NormalizerConfig, redact_url
 from ..errors import CheckError, ConfigError, DecodeError
 from ..jsoncodec import dumps, loads
 from ..jsonrpc import MODERN_ERA
-from ..server import Parser
 from ..types import JSONObject
 from .auditor import Audit, Auditor
 from .client import McpClient
