@@ -13,7 +13,9 @@ Faults (all optional):
   ``big``: bytes of a text block added to every result of tool ``big_tool`` (one long line);
   ``silent_on``: a tool whose calls are never answered;
   ``ignore_term``: SIGTERM is ignored and stdin's end is not an exit (the process must be killed);
-  ``exit_status``: the status to exit with when stdin ends.
+  ``exit_status``: the status to exit with when stdin ends;
+  ``progress_on``: a tool whose call sends one ``notifications/progress`` (for the request's
+      ``progressToken``), then holds its result until the client sends ``notifications/release``.
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ def main() -> int:
         out.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
         out.flush()
 
+    held: list[Any] = []  # calls of progress_on waiting for notifications/release
     for raw in sys.stdin.buffer:
         message = json.loads(raw)
         method, rid = message.get("method"), message.get("id")
+        if method == "notifications/release":
+            for waiting in held:
+                send({"jsonrpc": "2.0", "id": waiting, "result": {"content": [{"type": "text", "text": "released"}]}})
+            held.clear()
+            continue
         if rid is None or method is None:
             continue  # a notification or a response
         params = message.get("params") or {}
@@ -58,6 +66,12 @@ def main() -> int:
         elif method == "tools/call":
             name = params.get("name")
             if name == faults.get("silent_on"):
+                continue
+            if name == faults.get("progress_on"):
+                token = (params.get("_meta") or {}).get("progressToken")
+                progress = {"progressToken": token, "progress": 1, "total": 2, "message": "half way: 12.50 \u2713"}
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
+                held.append(rid)
                 continue
             if name == faults.get("crash_on"):
                 out.write(b'{"jsonrpc":"2.0","id":'[: faults.get("crash_after", 10)])

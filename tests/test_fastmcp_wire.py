@@ -48,6 +48,11 @@ class Event(pydantic.BaseModel):
 
 
 def app() -> Any:
+    return fixture_server().http_app(path="/mcp")
+
+
+def fixture_server() -> Any:
+    """The FastMCP server of these tests (``tests/fastmcp_stdio_server.py`` runs it over stdio)."""
     server = fastmcp.FastMCP("fastmcp-fixture")
 
     @server.tool
@@ -67,7 +72,7 @@ def app() -> Any:
     def add(a: int, b: int) -> int:
         return a + b
 
-    return server.http_app(path="/mcp")
+    return server
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import RUNTIMES, protean_tools
 
-from .support import EXE, ROOT, load_cases, steps
+from .support import EXE, ROOT, each_client, load_cases, proxy_for, serve, steps
 from .test_corpus import UNREPAIRABLE, check
 from .test_everything_wire import CALLS, DRAFT_07, EVERYTHING, KEPT, STEPS, answers
 
@@ -270,3 +270,64 @@ async def test_the_fault_corpus_from_stdio_servers_is_accepted_as_over_http(tmp_
         case["id"] for case, record in zip(cases, direct, strict=True) if not all(s["ok"] for s in record["steps"])
     }
     assert len(failing) >= 20  # the servers really are faulty for a strict client
+
+
+@pytest.mark.anyio
+async def test_progress_reaches_the_host_before_the_result_exists(tmp_path: Path) -> None:
+    """The server sends progress, then holds its result until the host has read that progress
+    (and said so): a wrapper that held progress back until the result would never finish."""
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(progress_on="echo")
+    request = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "tools/call",
+        "params": {"name": "echo", "_meta": {"progressToken": "t\u00e9"}},
+    }
+    async with await anyio.open_process(wrapped(fixture(plan), log)) as process:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send(INITIALIZE + orjson.dumps(request) + b"\n")
+        seen = b""
+        with anyio.fail_after(30):
+            while b"notifications/progress" not in seen:
+                seen += await process.stdout.receive()
+            assert b'"id":5' not in seen  # no result yet: it does not exist
+            await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/release"}\n')
+            while b'"id": 5' not in seen and b'"id":5' not in seen:
+                seen += await process.stdout.receive()
+            await process.stdin.aclose()
+            await process.wait()
+    messages = [orjson.loads(line) for line in seen.splitlines()]
+    progress = next(m for m in messages if m.get("method") == "notifications/progress")
+    assert progress["params"] == {
+        "progressToken": "t\u00e9",
+        "progress": 1,
+        "total": 2,
+        "message": "half way: 12.50 \u2713",
+    }
+    assert messages[-1]["id"] == 5 and messages[-1]["result"]["content"][0]["text"] == "released"
+
+
+@pytest.mark.anyio
+async def test_a_fastmcp_server_over_stdio_gives_every_client_what_the_http_proxy_gives(tmp_path: Path) -> None:
+    """The same FastMCP server over stdio behind the wrapper, and over HTTP behind the proxy: each
+    strict client receives the same thing both ways (repairs included), and directly over stdio
+    the same faults as directly over HTTP."""
+    from .test_fastmcp_wire import STEPS as FASTMCP_STEPS
+    from .test_fastmcp_wire import app as fastmcp_app
+
+    server = [sys.executable, str(Path(__file__).with_name("fastmcp_stdio_server.py"))]
+    through = await each_stdio_client(wrapped(server, tmp_path / "log.jsonl"), FASTMCP_STEPS)
+    direct = await each_stdio_client(server, FASTMCP_STEPS)
+    with serve(fastmcp_app(), lifespan="on") as up, proxy_for(up + "/mcp") as px:
+        over_http = await each_client(px + "/mcp", FASTMCP_STEPS)
+        direct_http = await each_client(up + "/mcp", FASTMCP_STEPS)
+    for client in through:
+        assert without_times(through[client]) == without_times(over_http[client]), client
+        assert [s["ok"] for s in direct[client]["steps"]] == [s["ok"] for s in direct_http[client]["steps"]], client
+    assert not all(s["ok"] for s in direct["ts-sdk-1"]["steps"])  # the faults are there without it
+
+
+def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's steps without the Node client's timestamps."""
+    return [{k: v for k, v in step.items() if k != "at"} for step in record["steps"]]
