@@ -331,3 +331,25 @@ async def test_a_fastmcp_server_over_stdio_gives_every_client_what_the_http_prox
 def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
     """A record's steps without the Node client's timestamps."""
     return [{k: v for k, v in step.items() if k != "at"} for step in record["steps"]]
+
+
+@pytest.mark.anyio
+async def test_the_python_sdks_own_stdio_server_is_repaired_for_every_client(tmp_path: Path) -> None:
+    server = [sys.executable, str(Path(__file__).with_name("mcpserver_stdio_server.py"))]
+    steps = [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "lookup", "arguments": {"id": 9007199254740991}},
+        {"op": "callTool", "name": "add", "arguments": {"a": -2, "b": 9007199254740991}},
+    ]
+    log = tmp_path / "log.jsonl"
+    direct = await each_stdio_client(server, steps)
+    through = await each_stdio_client(wrapped(server, log), steps)
+    for client, record in through.items():
+        listed, lookup, add = record["steps"]
+        assert lookup["ok"] and add["ok"], (client, record["steps"])
+        person = {"id": 9007199254740991, "city": "Z\u00fcrich \u2713", "balance": 12.5}
+        assert lookup["value"]["structuredContent"] == person  # the null removed, kept in _meta
+        assert lookup["value"]["_meta"]["dev.mcp-normalizer/original-values"] == {"/name": None}
+        assert add["value"]["structuredContent"] == {"result": 9007199254740989}
+        assert without_times(direct[client])[2] == without_times(record)[2], client  # untouched: no fault
+    assert not direct["ts-sdk-1"]["steps"][1]["ok"]  # the null where the schema says string
