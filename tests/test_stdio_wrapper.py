@@ -336,7 +336,7 @@ def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.anyio
 async def test_the_python_sdks_own_stdio_server_is_repaired_for_every_client(tmp_path: Path) -> None:
     server = [sys.executable, str(Path(__file__).with_name("mcpserver_stdio_server.py"))]
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "listTools"},
         {"op": "callTool", "name": "lookup", "arguments": {"id": 9007199254740991}},
         {"op": "callTool", "name": "add", "arguments": {"a": -2, "b": 9007199254740991}},
