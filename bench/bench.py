@@ -5,7 +5,9 @@
 
     .venv/bin/python bench/bench.py [--duration S] [--concurrency N] [--quick] [--json]
 
-The fixture upstream (``python -m bench.upstream``), both proxies (``mcp-normalizer ... --log-level
+The stdio paths (``bench/stdio.py``: a stdio server directly and through ``mcp-normalizer stdio``)
+are measured after them (``--only stdio`` runs only those among the workloads). The fixture
+upstream (``python -m bench.upstream``), both proxies (``mcp-normalizer ... --log-level
 warning``) and the load generator (``--client-procs`` worker processes) each run in their own
 process. Prints the machine, a table per workload and target (requests per second, p50/p99 latency,
 CPU per process), the SSE progress delay distribution, the ratios and the targets (PASS/MISS).
@@ -26,7 +28,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from bench import fixture
 from bench.load import LoadPool, Run, Workload, combine
@@ -57,9 +59,13 @@ from bench.report import (
     ratios,
     targets,
 )
+from bench.stdio import StdioRun
+from bench.stdio import measure as measure_stdio
+from bench.stdio import table as stdio_table
 
 _CLIENT_BOUND_PCT = 85.0
 MANY = "many-tools"
+STDIO = "stdio"
 _DEFAULT_PROCS = min(2, os.cpu_count() or 1)
 
 
@@ -210,6 +216,7 @@ def _report(
     logs: dict[str, list[str]],
     peaks: dict[str, float],
     as_json: bool,
+    stdio_runs: list[StdioRun],
 ) -> tuple[int, int]:
     """Print the results; return (failed calls, missed targets)."""
     _, progress = _workloads(params)
@@ -236,6 +243,7 @@ def _report(
             "errors": samples,
             "proxy_log": logs,
             "proxy_peak_rss_mib": peaks,
+            "stdio": [asdict(run) for run in stdio_runs],
         }
         print(json.dumps(document, indent=2, allow_nan=False, default=str))
         return errors, missed
@@ -257,6 +265,11 @@ def _report(
         "",
         *many_tools_table(many),
         "",
+        *(
+            ["stdio: one session, one call at a time (bench/stdio.py)", *stdio_table(stdio_runs), ""]
+            if stdio_runs
+            else []
+        ),
         "ratios:",
         *ratio_lines,
         "",
@@ -301,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for proc in [*procs.values(), upstream]:
             proc.stop()
-    errors, missed = _report(params, runs, many, logs, peaks, args.json)
+    stdio_runs = [] if params.only and STDIO not in params.only else measure_stdio(100 if args.quick else 2000)
+    errors, missed = _report(params, runs, many, logs, peaks, args.json, stdio_runs)
     return 1 if errors or (args.strict and missed) else 0
 
 

@@ -35,11 +35,17 @@ from .jsonrpc import IdKey, PendingRequest, id_key, inspect_request
 from .normalize import Normalizer
 from .request_rewrite import rename_calls
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
+from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .scopes import ScopeStore
 from .sse import parse_event
 from .transform import Exchange, ResponseTransformer
 from .types import JSON
 
+#: Words that make a message worth the transformer's look though it answers no watched request
+#: (as :mod:`mcp_normalizer.transform` decides for an SSE event).
+_NOTICES = (b"list_changed", b"notifications/tasks")
+#: Bytes of each end of a line searched for its id without parsing it.
+_EDGE = 512
 _EVENT_HEADERS = [(b"content-type", b"text/event-stream")]
 _PREFIX = b"event: message\ndata: "
 _END = b"\n\n"
@@ -152,8 +158,10 @@ class StdioSession:
             return ServerLine(noise=line)
         if len(line) > self.max_line:
             return ServerLine([line])
-        key = self._answered(line)
+        key = self._answered(line) if self.pending or self._initialize is not None else None
         pending = {key: self.pending.pop(key)} if key is not None and key in self.pending else {}
+        if not pending and not any(word in line for word in _NOTICES) and not may_hold_surrogate(line):
+            return ServerLine([line])  # what the transformer passes untouched, without its cost
         exchange = self._exchange(pending)
         transformer = ResponseTransformer(
             exchange, self.normalizer, self.audit, max_json_bytes=self.max_line, max_event_bytes=self.max_line + 64
@@ -175,6 +183,10 @@ class StdioSession:
     def _answered(self, line: bytes) -> IdKey | None:
         """The id key of a response (a message with an id and no method), else ``None``; an
         ``initialize`` result also sets the era (the server's choice)."""
+        if b'"method"' not in line and self._initialize is None:
+            quick = long_line_id(line[:_EDGE], line[-_EDGE:])  # (no parse for the common shapes)
+            if quick is not None:
+                return quick
         try:
             message: JSON = loads(line)
         except DecodeError:

@@ -20,18 +20,21 @@ came (but for the ``tools/call`` renames of rule ``tool_names``).
   the exit status), then the wrapper exits with the child's status (``128 + N`` for signal N).
 
 Flow control: one line is relayed at a time each way; a host that stops reading stops the wrapper
-reading the child's stdout (the child then blocks on its own writes), so nothing piles up.
+reading the child's stdout (the child then blocks on its own writes), so nothing piles up. A pipe
+(what hosts give) is read and written by the event loop; a regular file by worker threads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
 from typing import BinaryIO
 
@@ -93,6 +96,7 @@ class StdioWrapper:
         )
         self.noise = 0  # lines of the child's stdout that were not messages
         self._write_lock = anyio.Lock()
+        self._host_writer: Callable[[bytes], Awaitable[None]] | None = None
 
     async def run(self) -> int:
         """Start the child, relay until it exits; its exit status (``128 + N`` for signal N).
@@ -134,8 +138,7 @@ class StdioWrapper:
     async def _host_to_child(self, child: anyio.abc.Process) -> None:
         assert child.stdin is not None
         decoder = LineDecoder(self.config.proxy.max_request_bytes)
-        send, chunks = anyio.create_memory_object_stream[bytes](1)  # one chunk ahead, no more
-        _start_reader(self.host_in, send)
+        chunks = await _host_chunks(self.host_in)
         try:
             async for chunk in chunks:
                 pieces = decoder.feed(chunk) if chunk else decoder.flush()
@@ -249,9 +252,64 @@ class StdioWrapper:
         await self._write(lines)
 
     async def _write(self, data: bytes) -> None:
-        """Write to the host, one writer at a time, in order."""
+        """Write to the host, one writer at a time, in order; waits while the host does not read."""
         async with self._write_lock:
-            await anyio.to_thread.run_sync(_write_all, self.host_out, data)
+            if self._host_writer is None:
+                self._host_writer = await _host_writer(self.host_out)
+            await self._host_writer(data)
+
+
+def _is_pipe(file: BinaryIO) -> bool:
+    """Can asyncio watch ``file`` (a pipe, a socket or a terminal, as a host gives a server)?"""
+    try:
+        mode = os.fstat(file.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+async def _host_chunks(source: BinaryIO) -> AsyncIterator[bytes]:
+    """The host's bytes as they come, then ``b""`` once: read by the event loop from a pipe (no
+    thread hop per chunk), else by a daemon thread (a regular file)."""
+    if _is_pipe(source):
+        reader = asyncio.StreamReader(limit=_CHUNK)
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
+        return _stream_chunks(reader)
+    send, chunks = anyio.create_memory_object_stream[bytes](1)  # one chunk ahead, no more
+    _start_reader(source, send)
+    return aiter(chunks)
+
+
+async def _stream_chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while True:
+        try:
+            chunk = await reader.read(_CHUNK)
+        except OSError:
+            chunk = b""
+        yield chunk
+        if not chunk:
+            return
+
+
+async def _host_writer(out: BinaryIO) -> Callable[[bytes], Awaitable[None]]:
+    """A writer to the host: an asyncio pipe transport with flow control (``drain``) for a pipe,
+    else a worker thread per write (a regular file)."""
+    if _is_pipe(out):
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+        async def write(data: bytes) -> None:
+            writer.write(data)
+            await writer.drain()
+
+        return write
+
+    async def write_file(data: bytes) -> None:
+        await anyio.to_thread.run_sync(_write_all, out, data)
+
+    return write_file
 
 
 def _start_reader(source: BinaryIO, send: MemoryObjectSendStream[bytes]) -> None:
