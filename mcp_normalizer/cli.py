@@ -29,7 +29,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, cast
 
 from .arguments import Parser
-from .config import NormalizerConfig, Settings, rule_config
+from .config import LOG_LEVELS, NormalizerConfig, Settings, rule_config
 from .errors import ConfigError
 from .logs import configure_logging
 
@@ -96,7 +96,7 @@ def _stdio_parser() -> Parser:
     )
     parser.add_argument("--config", dest="config_file", help="TOML rule file (env MCP_NORMALIZER_CONFIG)")
     parser.add_argument("--report-only", action="store_true", help="log every rewrite, change nothing")
-    parser.add_argument("--log-level", type=str.lower, help="critical, error, warning, info or debug (default warning)")
+    parser.add_argument("--log-level", type=str.lower, help="critical, error, warning, info or debug (default info)")
     parser.add_argument("--log-file", help="append the log to this file instead of stderr")
     parser.add_argument("--cwd", help="the server's working directory (default: this one)")
     parser.add_argument(
@@ -115,13 +115,20 @@ def _stdio(args: list[str]) -> int:
         config = rule_config(ns.config_file or env_file or None)
         if ns.report_only:
             config = replace(config, report_only=True)
-        level = ns.log_level or os.environ.get("MCP_NORMALIZER_LOG_LEVEL", "warning").lower()
+        level = ns.log_level or os.environ.get("MCP_NORMALIZER_LOG_LEVEL", "info").lower()
+        if level not in LOG_LEVELS:
+            raise ConfigError(f"log level {level!r} must be one of {', '.join(LOG_LEVELS)}")
+        if any(not name or not sep for name, sep, _ in (item.partition("=") for item in ns.env)):
+            raise ConfigError("--env takes NAME=VALUE (a name, then =, then the value, which may be empty)")
         extra = dict(item.partition("=")[::2] for item in ns.env)
-        if any(not name for name in extra):
-            raise ConfigError("--env takes NAME=VALUE")
-        configure_logging(level, ns.log_file)
-    except (ConfigError, ValueError, OSError) as exc:
+        if ns.cwd is not None and not os.path.isdir(ns.cwd):
+            raise ConfigError(f"--cwd {ns.cwd!r} is not a directory")
+    except ConfigError as exc:
         return _fail(str(exc))
+    try:
+        configure_logging(level, ns.log_file)
+    except OSError as exc:
+        return _fail(f"cannot open the log file {ns.log_file!r}: {exc.strerror or exc}")
     env = {**os.environ, **extra} if extra else None
     from .stdio_wrapper import run_stdio
 

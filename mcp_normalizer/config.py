@@ -40,7 +40,9 @@ from .pointer import PointerPattern
 from .rules import RULES_BY_NAME, Mode, RuleSettings
 from .rules.base import is_meta_key
 
-_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+#: The log levels a setting or flag may name.
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+_LOG_LEVELS = LOG_LEVELS
 #: The most worker processes one proxy starts (each is a whole proxy: 100,000 would exhaust the host).
 MAX_WORKERS = 256
 

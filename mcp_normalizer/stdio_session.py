@@ -44,8 +44,7 @@ from .types import JSON
 #: Words that make a message worth the transformer's look though it answers no watched request
 #: (as :mod:`mcp_normalizer.transform` decides for an SSE event).
 _NOTICES = (b"list_changed", b"notifications/tasks")
-#: Bytes of each end of a line searched for its id without parsing it.
-_EDGE = 512
+_BOM = b"\xef\xbb\xbf"
 _EVENT_HEADERS = [(b"content-type", b"text/event-stream")]
 _PREFIX = b"event: message\ndata: "
 _END = b"\n\n"
@@ -150,7 +149,10 @@ class StdioSession:
     # -- server -> client ---------------------------------------------------------------------
 
     def from_server(self, line: bytes) -> ServerLine:
-        """What ``line`` from the server becomes (see :class:`ServerLine`)."""
+        """What ``line`` from the server becomes (see :class:`ServerLine`). A line that is not one
+        whole JSON value in UTF-8 (a log line, two messages run together, invalid bytes) is
+        :attr:`ServerLine.noise`: the client never sees it."""
+        line = line.removeprefix(_BOM)  # (a BOM means nothing inside a stream; never relayed)
         stripped = line.lstrip()
         if not stripped:
             return ServerLine()  # an empty line: nothing to relay
@@ -158,11 +160,16 @@ class StdioSession:
             return ServerLine(noise=line)
         if len(line) > self.max_line:
             return ServerLine([line])
-        key = self._answered(line) if self.pending or self._initialize is not None else None
-        pending = {key: self.pending.pop(key)} if key is not None and key in self.pending else {}
+        try:
+            message = loads(line)
+        except DecodeError:
+            return ServerLine(noise=line)
+        if not _is_jsonrpc(message):
+            return ServerLine(noise=line)  # JSON, but no message (``{}``, ``[]``, a logged object)
+        pending, sole = self._answered(message)
         if not pending and not any(word in line for word in _NOTICES) and not may_hold_surrogate(line):
             return ServerLine([line])  # what the transformer passes untouched, without its cost
-        exchange = self._exchange(pending)
+        exchange = self._exchange(pending, sole)
         transformer = ResponseTransformer(
             exchange, self.normalizer, self.audit, max_json_bytes=self.max_line, max_event_bytes=self.max_line + 64
         )
@@ -180,29 +187,48 @@ class StdioSession:
         if key is not None:
             self.pending.pop(key, None)
 
-    def _answered(self, line: bytes) -> IdKey | None:
-        """The id key of a response (a message with an id and no method), else ``None``; an
-        ``initialize`` result also sets the era (the server's choice)."""
-        if b'"method"' not in line and self._initialize is None:
-            quick = long_line_id(line[:_EDGE], line[-_EDGE:])  # (no parse for the common shapes)
-            if quick is not None:
-                return quick
-        try:
-            message: JSON = loads(line)
-        except DecodeError:
-            return None
-        if not isinstance(message, dict) or "method" in message:
-            return None
-        key = id_key(message.get("id"))
-        if key is not None and key == self._initialize:
-            self._initialize = None
-            result = message.get("result")
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
-            self.era = version if isinstance(version, str) else self.era
-        return key
+    def _answered(self, message: JSON) -> tuple[dict[IdKey, PendingRequest], IdKey | None]:
+        """The watched requests ``message`` (a response, or a batch of them) answers, taken out of
+        :attr:`pending`, and the one whose id it spells otherwise (``"1"`` for ``1``: rule
+        ``jsonrpc_id`` stamps the request's own); an ``initialize`` result also sets the era."""
+        found: dict[IdKey, PendingRequest] = {}
+        sole: IdKey | None = None
+        for one in message if isinstance(message, list) else [message]:
+            if not isinstance(one, dict) or "method" in one or "id" not in one:
+                continue  # a request or notification of the server's, or not a message
+            key = id_key(one["id"])
+            if key is not None and key == self._initialize:
+                self._initialize = None
+                result = one.get("result")
+                version = result.get("protocolVersion") if isinstance(result, dict) else None
+                self.era = version if isinstance(version, str) else self.era
+            if key is not None and key in self.pending:
+                found[key] = self.pending.pop(key)
+                continue
+            alike = [k for k in self.pending if _spelled_alike(k, one["id"])]
+            if len(alike) == 1 and not isinstance(message, list):
+                sole = alike[0]
+                found[sole] = self.pending.pop(sole)
+        return found, sole
 
-    def _exchange(self, pending: dict[IdKey, PendingRequest]) -> Exchange:
-        return Exchange(pending, self.era, "stdio", self.state, self.store.public, client=self.client, private=True)
+    def _exchange(self, pending: dict[IdKey, PendingRequest], sole: IdKey | None = None) -> Exchange:
+        return Exchange(
+            pending, self.era, "stdio", self.state, self.store.public, sole=sole, client=self.client, private=True
+        )
+
+
+def _is_jsonrpc(message: JSON) -> bool:
+    """Is ``message`` a JSON-RPC message (an object naming ``jsonrpc``) or a batch of them?"""
+    if isinstance(message, dict):
+        return "jsonrpc" in message
+    return isinstance(message, list) and bool(message) and all(isinstance(m, dict) and "jsonrpc" in m for m in message)
+
+
+def _spelled_alike(key: IdKey, value: JSON) -> bool:
+    """Is ``value`` (a response's id) the request id ``key`` in another JSON type (``"1"``, ``1.0``)?"""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return False
+    return str(key[1]) == (str(int(value)) if isinstance(value, float) and value.is_integer() else str(value))
 
 
 _STRING = rb'"(?:[^"\\]|\\.)*"'
@@ -216,10 +242,16 @@ _HEAD_ID = re.compile(rb"\A\s*\{(?:" + _MEMBER + rb",)*?\s*\"id\"\s*:\s*" + _ID_
 _TAIL_ID = re.compile(rb"[,{]\s*\"id\"\s*:\s*" + _ID_VALUE + rb"\s*(?:," + _MEMBER + rb")*\}\s*\Z")
 
 
+_HEAD_METHOD = re.compile(rb"\A\s*\{(?:" + _MEMBER + rb",)*?\s*\"method\"\s*:")
+_TAIL_METHOD = re.compile(rb"[,{]\s*\"method\"\s*:\s*" + _SCALAR + rb"\s*(?:," + _MEMBER + rb")*\}\s*\Z")
+
+
 def long_line_id(head: bytes, tail: bytes) -> IdKey | None:
     """The id key of a message too long to read whole, from its first and last bytes (``head``,
     ``tail``: a few KiB each), when its top-level ``"id"`` sits among the scalar members that open
     or close it (every SDK writes it there); ``None`` when neither shows it."""
+    if _HEAD_METHOD.match(head) or _TAIL_METHOD.search(tail):
+        return None  # a request of the server's (sampling, elicitation): it answers nothing
     found = _HEAD_ID.match(head) or _TAIL_ID.search(tail)
     if found is None:
         return None

@@ -27,6 +27,7 @@ reading the child's stdout (the child then blocks on its own writes), so nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -41,11 +42,12 @@ from typing import BinaryIO
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import orjson
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .audit import AuditLog
 from .config import NormalizerConfig
+from .errors import DecodeError
+from .jsoncodec import dumps, loads
 from .lines import LAST, LINE, PART, LineDecoder
 from .normalize import Normalizer
 from .stdio_session import StdioSession
@@ -60,6 +62,11 @@ _CHUNK = 64 * 1024
 _NEWLINE = b"\n"
 #: Bytes of each end of a line above the bound searched for its id.
 _EDGE = 4096
+_BOM = b"\xef\xbb\xbf"
+
+
+class HostGone(Exception):
+    """Internal: the host closed its end of stdout (nothing more can reach it)."""
 
 
 class StdioWrapper:
@@ -97,6 +104,7 @@ class StdioWrapper:
         self.noise = 0  # lines of the child's stdout that were not messages
         self._write_lock = anyio.Lock()
         self._host_writer: Callable[[bytes], Awaitable[None]] | None = None
+        self._host_gone = False  # the host closed its end of stdout
 
     async def run(self) -> int:
         """Start the child, relay until it exits; its exit status (``128 + N`` for signal N).
@@ -119,16 +127,26 @@ class StdioWrapper:
             tg.start_soon(self._signals, child)
             tg.start_soon(self._host_to_child, child)
             tg.start_soon(self._child_log, child, logged)
-            await self._child_to_host(child)  # until the child's stdout ends
+            try:
+                await self._child_to_host(child)  # until the child's stdout ends
+            except HostGone:
+                logger.warning("the host closed its end of stdout: stopping %s", self.label)
+                if child.returncode is None:
+                    child.terminate()
+                    tg.start_soon(self._escalate, child)
             status = await child.wait()
-            await self._unanswered(status)
+            if not self._host_gone:
+                with contextlib.suppress(HostGone):  # (the host may be gone by now too)
+                    await self._unanswered(status)
             with anyio.move_on_after(1.0):  # what it wrote on stderr as it died, before it is gone
                 await logged.wait()
             tg.cancel_scope.cancel()
         code = status if status >= 0 else 128 - status
         if self.noise:
             logger.warning(
-                "%d lines of %s's stdout were not JSON-RPC messages: logged, not relayed", self.noise, self.label
+                "%s wrote lines on stdout that are not JSON-RPC messages: %d, logged, not relayed",
+                self.label,
+                self.noise,
             )
         logger.info("%s exited with status %d", self.label, code)
         return code
@@ -169,10 +187,21 @@ class StdioWrapper:
 
     async def _signals(self, child: anyio.abc.Process) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
-            async for signum in received:
-                logger.info("signal %d: passed to %s", signum, self.label)
-                if child.returncode is None:
-                    child.send_signal(signum)
+            async with anyio.create_task_group() as tg:
+                async for signum in received:
+                    logger.info("signal %d: passed to %s", signum, self.label)
+                    if child.returncode is None:
+                        child.send_signal(signum)
+                        tg.start_soon(self._escalate, child)
+
+    async def _escalate(self, child: anyio.abc.Process) -> None:
+        """A child still running ``graceful_shutdown`` seconds after it was asked to stop: SIGKILL."""
+        grace = self.config.proxy.graceful_shutdown
+        with anyio.move_on_after(grace):
+            await child.wait()
+            return
+        logger.warning("%s still runs %g s after it was asked to stop: SIGKILL", self.label, grace)
+        child.kill()
 
     # -- child -> host --------------------------------------------------------------------------
 
@@ -181,6 +210,7 @@ class StdioWrapper:
         decoder = LineDecoder(self.config.proxy.max_rewrite_bytes)
         session = self.session
         head = tail = b""  # the first and last bytes of a line above the bound (its id is there)
+        dropping = False  # that line is not a message: none of it goes to the host
         while True:
             try:
                 chunk = await child.stdout.receive(_CHUNK)
@@ -192,12 +222,19 @@ class StdioWrapper:
                     logger.warning("%s ended in the middle of a line: its %d bytes dropped", self.label, len(piece))
                     continue  # a message cut short by the child's end: never relayed half
                 if kind != LINE:  # a line above the bound: relayed as it came, piece by piece
-                    head = head or piece[:_EDGE]
+                    if not head:
+                        head = piece[:_EDGE]
+                        dropping = head.lstrip().removeprefix(_BOM)[:1] not in (b"{", b"[")
+                        if dropping:
+                            self.noise += 1
+                            logger.warning("%s wrote a line above the bound that is not a message: dropped", self.label)
                     tail = (tail + piece)[-_EDGE:]
                     if kind == LAST:
-                        session.answered_long(head, tail)
+                        if chunk:  # (cut short by the child's end, it answers nothing: an error will)
+                            session.answered_long(head, tail)
                         head = tail = b""
-                    await self._write(piece + _NEWLINE if kind == LAST else piece)
+                    if not dropping:
+                        await self._write(piece + _NEWLINE if kind == LAST else piece)
                     continue
                 line = session.from_server(piece)
                 while line.busy:
@@ -246,26 +283,37 @@ class StdioWrapper:
         lines = b""
         for key in list(pending):
             error = {"jsonrpc": "2.0", "id": key[1], "error": {"code": -32603, "message": message}}
-            lines += orjson.dumps(error) + _NEWLINE
+            lines += dumps(error) + _NEWLINE  # (integers past 64 bits too)
         pending.clear()
         logger.warning("%s; %d requests answered with an error", message, lines.count(_NEWLINE))
         await self._write(lines)
 
     async def _write(self, data: bytes) -> None:
-        """Write to the host, one writer at a time, in order; waits while the host does not read."""
+        """Write to the host, one writer at a time, in order; waits while the host does not read.
+
+        Raises:
+            HostGone: the host closed its end of stdout.
+        """
+        if self._host_gone:
+            raise HostGone
         async with self._write_lock:
-            if self._host_writer is None:
-                self._host_writer = await _host_writer(self.host_out)
-            await self._host_writer(data)
+            try:
+                if self._host_writer is None:
+                    self._host_writer = await _host_writer(self.host_out)
+                await self._host_writer(data)
+            except (OSError, RuntimeError, ValueError) as exc:  # (a closed pipe; a closed file)
+                self._host_gone = True
+                raise HostGone from exc
 
 
 def _is_pipe(file: BinaryIO) -> bool:
-    """Can asyncio watch ``file`` (a pipe, a socket or a terminal, as a host gives a server)?"""
+    """Can asyncio watch ``file`` (a pipe or a socket, as a host gives a server)?"""
     try:
         mode = os.fstat(file.fileno()).st_mode
     except (AttributeError, OSError, ValueError):
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)  # (not a terminal or /dev/null: epoll refuses
+    # /dev/null, and a terminal made non-blocking would stay so for the shell after us)
 
 
 async def _host_chunks(source: BinaryIO) -> AsyncIterator[bytes]:
@@ -346,8 +394,8 @@ def _write_all(out: BinaryIO, data: bytes) -> None:
 def _whole(line: bytes) -> bool:
     """Is ``line`` one whole JSON value (an unterminated last line is a message only then)?"""
     try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
+        loads(line.removeprefix(_BOM))
+    except DecodeError:
         return False
     return True
 

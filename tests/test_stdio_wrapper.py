@@ -160,7 +160,7 @@ async def test_stdout_noise_is_logged_and_never_reaches_the_host(tmp_path: Path)
     lines = log_lines(log)
     assert [line["stdout"] for line in lines if "stdout" in line] == noise * 2
     assert [line["stderr"] for line in lines if "stderr" in line] == ["warming up \u2603"]
-    assert any("were not JSON-RPC messages" in line.get("message", "") for line in lines)
+    assert any("that are not JSON-RPC messages: 6," in line.get("message", "") for line in lines)
 
 
 @pytest.mark.anyio
@@ -353,3 +353,52 @@ async def test_the_python_sdks_own_stdio_server_is_repaired_for_every_client(tmp
         assert add["value"]["structuredContent"] == {"result": 9007199254740989}
         assert without_times(direct[client])[2] == without_times(record)[2], client  # untouched: no fault
     assert not direct["ts-sdk-1"]["steps"][1]["ok"]  # the null where the schema says string
+
+
+@pytest.mark.anyio
+async def test_sigterm_to_the_wrapper_reaches_the_server_and_its_status_comes_back(tmp_path: Path) -> None:
+    """The host stops the wrapper as it would stop the server: the server gets the signal, its
+    unanswered request an error, and the host sees the server's own end (143: SIGTERM)."""
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(silent_on="echo")
+    async with await anyio.open_process(wrapped(fixture(plan), log)) as process:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send(INITIALIZE + call(4, "echo"))
+        seen = b""
+        with anyio.fail_after(30):
+            while b'"id":0' not in seen and b'"id": 0' not in seen:
+                seen += await process.stdout.receive()  # initialized: the server runs
+            process.terminate()
+            seen += b"".join([chunk async for chunk in process.stdout])
+            status = await process.wait()
+    assert status == 128 + 15
+    (error,) = (orjson.loads(line) for line in seen.splitlines() if b'"error"' in line)
+    assert error["id"] == 4 and "signal 15" in error["error"]["message"]
+    assert any("signal 15: passed to" in line.get("message", "") for line in log_lines(log))
+
+
+@pytest.mark.anyio
+async def test_lines_that_are_json_but_no_message_or_not_utf8_never_reach_the_host(tmp_path: Path) -> None:
+    """What the attack found relayed: ``[INFO]`` log lines, ``{}``, invalid UTF-8, two messages on
+    one line; and a response batch, an id answered as ``"1"`` for ``1`` and a BOM-led line, whose
+    requests must not also get an error when the server exits."""
+    log = tmp_path / "log.jsonl"
+    noise = ["[INFO] server started", "{}", "[]", '{"a": 1}{"b": 2}', "{not json"]
+    plan = plan_with(noise=noise)
+    out, status = await raw_session(wrapped(fixture(plan), log), INITIALIZE + call(1, "echo"))
+    assert status == 0 and [orjson.loads(line)["id"] for line in out] == [0, 1]  # no noise, no error
+    assert [line["stdout"] for line in log_lines(log) if "stdout" in line] == noise * 2
+
+
+def test_a_bad_cwd_env_or_log_level_is_named() -> None:
+    import subprocess
+
+    cases = {
+        ("--cwd", "/nonexistent/dir"): "--cwd '/nonexistent/dir' is not a directory",
+        ("--env", "FOO"): "--env takes NAME=VALUE",
+        ("--log-level", "loud"): "must be one of critical, error, warning, info, debug",
+        ("--log-file", "/nonexistent/dir/x.log"): "cannot open the log file",
+    }
+    for flags, said in cases.items():
+        done = subprocess.run([EXE, "stdio", *flags, "--", "true"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and said in done.stderr and done.stdout == "", (flags, done.stderr)
