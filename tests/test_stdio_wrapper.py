@@ -402,3 +402,36 @@ def test_a_bad_cwd_env_or_log_level_is_named() -> None:
     for flags, said in cases.items():
         done = subprocess.run([EXE, "stdio", *flags, "--", "true"], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr and done.stdout == "", (flags, done.stderr)
+
+
+CLAUDE_CODE = ROOT / "tests" / "node" / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
+
+
+@pytest.mark.anyio
+async def test_claude_codes_own_mcp_serve_is_accepted_by_every_client_from_the_first_call(tmp_path: Path) -> None:
+    """Claude Code 2.0.72 as a server (``claude mcp serve``, anthropics/claude-code#14465): its tools
+    declare an outputSchema and its results carry the data only as JSON text. Directly every strict
+    client rejects every call; through the wrapper the default rule ``promote_text_json`` makes the
+    first call conform, no rule file, no interventions entry."""
+    home = tmp_path / "home"
+    home.mkdir()
+    server = ["env", f"HOME={home}", "node", str(CLAUDE_CODE), "mcp", "serve"]
+    steps: list[dict[str, Any]] = [
+        {"op": "callTool", "name": "Bash", "arguments": {"command": "echo 'caf\u00e9 12.50'"}}
+    ]
+    log = tmp_path / "log.jsonl"
+    steps.insert(0, {"op": "listTools"})  # (as every host does first)
+    direct = await each_stdio_client(server, steps)
+    through = await each_stdio_client(wrapped(server, log), steps)
+    for client, record in direct.items():
+        failed = record["steps"][1]
+        assert not failed["ok"] and "did not return structured content" in failed["error"]["message"], client
+    for client, record in through.items():
+        listed, called = record["steps"]
+        assert called["ok"], (client, called)
+        assert any(tool["name"] == "Bash" and "outputSchema" in tool for tool in listed["value"]["tools"])
+        (block,) = called["value"]["content"]
+        assert called["value"]["structuredContent"] == json.loads(block["text"])  # the text, kept too
+        assert called["value"]["structuredContent"]["stdout"].strip() == "caf\u00e9 12.50"
+    rules = {line.get("rule") for line in log_lines(log) if line.get("tool") == "Bash"}
+    assert "promote_text_json" in rules
