@@ -179,11 +179,7 @@ class StdioWrapper:
             return
         logger.warning("%s still runs %g s after its stdin closed: SIGTERM", self.label, grace)
         child.terminate()
-        with anyio.move_on_after(grace):
-            await child.wait()
-            return
-        logger.warning("%s ignored SIGTERM for %g s: SIGKILL", self.label, grace)
-        child.kill()
+        await self._escalate(child)
 
     async def _signals(self, child: anyio.abc.Process) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:

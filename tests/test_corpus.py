@@ -108,6 +108,16 @@ def check(cases: list[dict[str, Any]], proxied: dict[str, list[dict[str, Any]]],
             assert_values_kept(case["result"], result, where)
 
 
+def rejected(cases: list[dict[str, Any]], proxied: dict[str, list[dict[str, Any]]]) -> set[str]:
+    """The cases some client failed a step of."""
+    return {
+        case["id"]
+        for records in proxied.values()
+        for case, record in zip(cases, records, strict=True)
+        if not all(step["ok"] for step in record["steps"])
+    }
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sse", "json"])
 async def test_every_public_case_is_accepted_with_the_last_resort_on(mode: str) -> None:
@@ -124,13 +134,7 @@ async def test_with_the_defaults_only_the_unrepairable_cases_are_left_and_logged
     with serve(case_server(cases, "sse")) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
         proxied = await replay(px + "/mcp", cases)
     check(cases, proxied, {case["id"] for case in cases} - UNREPAIRABLE)
-    rejected = {
-        case["id"]
-        for records in proxied.values()
-        for case, record in zip(cases, records, strict=True)
-        if not all(step["ok"] for step in record["steps"])
-    }
-    assert rejected == UNREPAIRABLE
+    assert rejected(cases, proxied) == UNREPAIRABLE
     unrepaired = {line["tool"] for line in log.lines if line["event"] == "unrepaired"}
     assert {"Bash", "ASK_PERPLEXITY"} <= unrepaired
 

@@ -20,7 +20,7 @@ from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import RUNTIMES, protean_tools
 
 from .support import EXE, ROOT, each_client, load_cases, proxy_for, serve, steps
-from .test_corpus import UNREPAIRABLE, check
+from .test_corpus import UNREPAIRABLE, check, rejected
 from .test_everything_wire import CALLS, DRAFT_07, EVERYTHING, KEPT, STEPS, answers
 
 pytestmark = pytest.mark.wire
@@ -256,13 +256,7 @@ async def test_the_fault_corpus_from_stdio_servers_is_accepted_as_over_http(tmp_
     logs = [tmp_path / f"{i}.jsonl" for i in range(len(cases))]
     through = await stdio_replay([wrapped(fixture(p), log) for p, log in zip(plans, logs, strict=True)], cases)
     check(cases, through, {case["id"] for case in cases} - UNREPAIRABLE)
-    rejected = {
-        case["id"]
-        for records in through.values()
-        for case, record in zip(cases, records, strict=True)
-        if not all(step["ok"] for step in record["steps"])
-    }
-    assert rejected == UNREPAIRABLE
+    assert rejected(cases, through) == UNREPAIRABLE
     direct = await run_node(
         "v1", [{"command": fixture(p), "steps": steps(c)} for p, c in zip(plans, cases, strict=True)]
     )
