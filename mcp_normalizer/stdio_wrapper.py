@@ -32,7 +32,6 @@ import logging
 import os
 import signal
 import stat
-import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -45,6 +44,7 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .audit import AuditLog
+from .child import child_logger, describe, exit_code, kill_after, log_stderr, receive, start, stop, text
 from .config import NormalizerConfig
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
@@ -53,10 +53,7 @@ from .normalize import Normalizer
 from .stdio_session import StdioSession
 
 logger = logging.getLogger("mcp_normalizer")
-child_logger = logging.getLogger("mcp_normalizer.server")
 
-#: Bytes of one child stderr line kept in the log (the rest is cut).
-MAX_LOG_LINE = 16 * 1024
 #: Bytes read from a pipe at once.
 _CHUNK = 64 * 1024
 _NEWLINE = b"\n"
@@ -112,15 +109,7 @@ class StdioWrapper:
         Raises:
             OSError: the command cannot be started (not found, not executable).
         """
-        child = await anyio.open_process(
-            self.command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=self.env,
-            cwd=self.cwd,
-            start_new_session=True,  # a host's Ctrl-C reaches the child through the wrapper only
-        )
+        child = await start(self.command, env=self.env, cwd=self.cwd)
         logger.info("started %s (pid %d)", self.label, child.pid)
         logged = anyio.Event()
         async with child, anyio.create_task_group() as tg:
@@ -133,7 +122,7 @@ class StdioWrapper:
                 logger.warning("the host closed its end of stdout: stopping %s", self.label)
                 if child.returncode is None:
                     child.terminate()
-                    tg.start_soon(self._escalate, child)
+                    tg.start_soon(kill_after, child, self.config.proxy.graceful_shutdown, self.label)
             status = await child.wait()
             if not self._host_gone:
                 with contextlib.suppress(HostGone):  # (the host may be gone by now too)
@@ -141,7 +130,7 @@ class StdioWrapper:
             with anyio.move_on_after(1.0):  # what it wrote on stderr as it died, before it is gone
                 await logged.wait()
             tg.cancel_scope.cancel()
-        code = status if status >= 0 else 128 - status
+        code = exit_code(status)
         if self.noise:
             logger.warning(
                 "%s wrote lines on stdout that are not JSON-RPC messages: %d, logged, not relayed",
@@ -167,19 +156,8 @@ class StdioWrapper:
                     break
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return  # the child is gone: its exit is handled by the other side
-        await child.stdin.aclose()  # the host is done: the child should exit now
-        await self._stop(child)
-
-    async def _stop(self, child: anyio.abc.Process) -> None:
-        """After the host closed stdin: give the child ``graceful_shutdown`` seconds, then SIGTERM,
-        then as long again before SIGKILL."""
-        grace = self.config.proxy.graceful_shutdown
-        with anyio.move_on_after(grace):
-            await child.wait()
-            return
-        logger.warning("%s still runs %g s after its stdin closed: SIGTERM", self.label, grace)
-        child.terminate()
-        await self._escalate(child)
+        # the host is done: the child should exit now (SIGTERM, then SIGKILL, if it does not)
+        await stop(child, self.config.proxy.graceful_shutdown, self.label)
 
     async def _signals(self, child: anyio.abc.Process) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
@@ -188,16 +166,7 @@ class StdioWrapper:
                     logger.info("signal %d: passed to %s", signum, self.label)
                     if child.returncode is None:
                         child.send_signal(signum)
-                        tg.start_soon(self._escalate, child)
-
-    async def _escalate(self, child: anyio.abc.Process) -> None:
-        """A child still running ``graceful_shutdown`` seconds after it was asked to stop: SIGKILL."""
-        grace = self.config.proxy.graceful_shutdown
-        with anyio.move_on_after(grace):
-            await child.wait()
-            return
-        logger.warning("%s still runs %g s after it was asked to stop: SIGKILL", self.label, grace)
-        child.kill()
+                        tg.start_soon(kill_after, child, self.config.proxy.graceful_shutdown, self.label)
 
     # -- child -> host --------------------------------------------------------------------------
 
@@ -208,10 +177,7 @@ class StdioWrapper:
         head = tail = b""  # the first and last bytes of a line above the bound (its id is there)
         dropping = False  # that line is not a message: none of it goes to the host
         while True:
-            try:
-                chunk = await child.stdout.receive(_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                chunk = b""
+            chunk = await receive(child.stdout)
             pieces = decoder.feed(chunk) if chunk else decoder.flush()
             for piece, kind in pieces:
                 if not chunk and kind == LINE and not _whole(piece):
@@ -240,7 +206,7 @@ class StdioWrapper:
                     self.noise += 1
                     child_logger.warning(
                         "not a JSON-RPC message on the server's stdout: not relayed",
-                        extra={"audit": {"server": self.label, "stdout": _text(line.noise)}},
+                        extra={"audit": {"server": self.label, "stdout": text(line.noise)}},
                     )
                 if line.lines:
                     await self._write(b"".join(out + _NEWLINE for out in line.lines))
@@ -248,34 +214,17 @@ class StdioWrapper:
                 return
 
     async def _child_log(self, child: anyio.abc.Process, done: anyio.Event) -> None:
-        assert child.stderr is not None
         try:
-            await self._log_lines(child.stderr)
+            await log_stderr(child.stderr, self.label)
         finally:
             done.set()
-
-    async def _log_lines(self, stderr: anyio.abc.ByteReceiveStream) -> None:
-        decoder = LineDecoder(MAX_LOG_LINE)
-        cut = False
-        while True:
-            try:
-                chunk = await stderr.receive(_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                chunk = b""
-            for piece, kind in decoder.feed(chunk) if chunk else decoder.flush():
-                if kind == LINE or not cut:
-                    child_logger.info("", extra={"audit": {"server": self.label, "stderr": _text(piece)}})
-                cut = kind == PART
-            if not chunk:
-                return
 
     async def _unanswered(self, status: int) -> None:
         """Answer each request the child left unanswered with a JSON-RPC error."""
         pending = self.session.pending
         if not pending:
             return
-        how = f"status {status}" if status >= 0 else f"signal {-status}"
-        message = f"the MCP server ({self.label}) exited ({how}) before answering"
+        message = f"the MCP server ({self.label}) exited ({describe(status)}) before answering"
         lines = b""
         for key in list(pending):
             error = {"jsonrpc": "2.0", "id": key[1], "error": {"code": -32603, "message": message}}
@@ -394,10 +343,6 @@ def _whole(line: bytes) -> bool:
     except DecodeError:
         return False
     return True
-
-
-def _text(line: bytes) -> str:
-    return line[:MAX_LOG_LINE].decode("utf-8", "replace")
 
 
 def run_stdio(
