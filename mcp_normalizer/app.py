@@ -1,10 +1,11 @@
 """``create_app``: the standalone proxy as one ASGI app (``uvicorn 'mcp_normalizer.app:create_app' --factory``).
 
 The app is :class:`~mcp_normalizer.middleware.NormalizerMiddleware` around a
-:class:`~mcp_normalizer.forward.Forwarder` to the configured upstream: the rules never know which mode they
-run in. Settings come from the argument or, when it is ``None``, from ``MCP_NORMALIZER_*``
-environment variables; traces, when the standard ``OTEL_*`` variables ask for them
-(:func:`mcp_normalizer.tracing.tracer_provider_from_env`).
+:class:`~mcp_normalizer.forward.Forwarder` to the configured upstream, or around a
+:class:`~mcp_normalizer.stdio_upstream.StdioUpstream` serving a stdio server's command
+(``[proxy] upstream_cmd``): the rules never know which mode they run in. Settings come from the
+argument or, when it is ``None``, from ``MCP_NORMALIZER_*`` environment variables; traces, when the
+standard ``OTEL_*`` variables ask for them (:func:`mcp_normalizer.tracing.tracer_provider_from_env`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .admin import Admin
 from .config import NormalizerConfig, Settings
+from .errors import ConfigError
 from .forward import Forwarder
 from .forwarded import ForwardingPolicy, parse_networks
 from .front import FrontDoor
@@ -23,6 +25,7 @@ from .metrics import Metrics
 from .middleware import NormalizerMiddleware
 from .observe import RequestRecord
 from .server import upstream_connection_limit
+from .stdio_upstream import Command, StdioUpstream
 from .tracing import tracer_provider_from_env
 
 if TYPE_CHECKING:
@@ -61,32 +64,60 @@ def create_app(
     metrics = Metrics()
     owned = tracer_provider is None
     tracer_provider = tracer_provider or tracer_provider_from_env()  # None: the global one, if set
-    forwarder = Forwarder(
-        settings.upstream,
-        connect_timeout=limits.connect_timeout,
-        first_byte_timeout=limits.first_byte_timeout,
-        idle_timeout=limits.idle_timeout,
-        send_timeout=limits.send_timeout,
-        max_body_bytes=limits.max_request_bytes,
-        metrics=metrics,
-        forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),
-        public_url=limits.public_url,
-        max_connections=upstream_connection_limit(limits.max_connections),
-    )
+    inner: Forwarder | StdioUpstream
+    if limits.upstream_cmd:
+        inner = stdio_upstream(config)
+        label = f"stdio:{inner.label}"
+    else:
+        inner = Forwarder(
+            settings.upstream,
+            connect_timeout=limits.connect_timeout,
+            first_byte_timeout=limits.first_byte_timeout,
+            idle_timeout=limits.idle_timeout,
+            send_timeout=limits.send_timeout,
+            max_body_bytes=limits.max_request_bytes,
+            metrics=metrics,
+            forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),
+            public_url=limits.public_url,
+            max_connections=upstream_connection_limit(limits.max_connections),
+        )
+        label = settings.upstream_label
     middleware = NormalizerMiddleware(
-        forwarder,
+        inner,
         config,
-        upstream=settings.upstream_label,
+        upstream=label,
         metrics=metrics,
         tracer_provider=tracer_provider,
         shutdown_tracer_provider=owned and tracer_provider is not None,
     )
     return FrontDoor(
         middleware,
-        admin=Admin(
-            prefix=limits.admin_prefix, metrics=metrics, ready=forwarder.ready, lessons=middleware.lessons.as_json
-        ),
+        admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=inner.ready, lessons=middleware.lessons.as_json),
         hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
         record=RequestRecord(metrics, access_log=limits.access_log),
         max_header_bytes=limits.max_header_bytes,
+    )
+
+
+def stdio_upstream(config: NormalizerConfig) -> StdioUpstream:
+    """The app serving the stdio server ``[proxy] upstream_cmd`` names, with the ``[proxy]`` limits.
+
+    Raises:
+        ConfigError: the command line or its ``upstream_env`` cannot be read.
+    """
+    limits = config.proxy
+    try:
+        command = Command.parse(limits.upstream_cmd, limits.upstream_env, limits.upstream_cwd)
+    except ValueError as exc:
+        raise ConfigError(f"upstream_cmd: {exc}") from None
+    return StdioUpstream(
+        command,
+        path=config.path or "/mcp",
+        max_children=limits.max_children,
+        idle_timeout=limits.idle_timeout,
+        child_idle_timeout=limits.child_idle_timeout,
+        grace=limits.graceful_shutdown,
+        max_line=limits.max_message_bytes,
+        max_body_bytes=limits.max_request_bytes,
+        send_timeout=limits.send_timeout,
     )

@@ -4,6 +4,8 @@
 
     mcp-normalizer --upstream URL [--host 127.0.0.1] [--port 8765] [--config FILE]
                    [--report-only] [--log-level LEVEL]
+    mcp-normalizer [--upstream-cwd DIR] [--upstream-env NAME=VALUE ...] [flags as above] -- CMD [ARGS...]
+                   (or --upstream-cmd 'CMD ARGS...': a stdio server, served on /mcp)
     mcp-normalizer stdio [--config FILE] [--log-file FILE] [--cwd DIR] [--env NAME=VALUE ...] -- CMD [ARGS...]
     mcp-normalizer demo [--port 8765] [--upstream-port 8766] [--response-mode sse|json] [--once]
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL '{json args}' ...] [--calls FILE]
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -43,6 +46,18 @@ def _proxy_parser() -> Parser:
         description="Normalizing reverse proxy for MCP servers (Streamable HTTP). Subcommands: stdio, demo, check.",
     )
     parser.add_argument("--upstream", help="upstream MCP endpoint URL (env MCP_NORMALIZER_UPSTREAM)")
+    parser.add_argument(
+        "--upstream-cmd",
+        help="a stdio MCP server to start and serve on /mcp, as a shell-quoted command line; or give its argv"
+        " after -- (env MCP_NORMALIZER_UPSTREAM_CMD)",
+    )
+    parser.add_argument("--upstream-cwd", help="that server's working directory (env MCP_NORMALIZER_UPSTREAM_CWD)")
+    parser.add_argument(
+        "--upstream-env",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a variable for that server (repeatable; env MCP_NORMALIZER_UPSTREAM_ENV, comma-separated)",
+    )
     parser.add_argument("--host", help="interface to listen on (default 127.0.0.1; env MCP_NORMALIZER_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8765; env MCP_NORMALIZER_PORT)")
     parser.add_argument("--config", dest="config_file", help="TOML rule file (env MCP_NORMALIZER_CONFIG)")
@@ -164,7 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             response_mode=demo.response_mode,
             once=demo.once,
         )
-    ns = _proxy_parser().parse_args(args)
+    cut = args.index("--") if "--" in args else len(args)
+    ns = _proxy_parser().parse_args(args[:cut])
+    if cut < len(args):
+        if ns.upstream_cmd is not None or not args[cut + 1 :]:
+            return _fail("give the stdio server either as --upstream-cmd 'CMD ARGS' or after --, once")
+        ns.upstream_cmd = shlex.join(args[cut + 1 :])
     # Ctrl-C from now on ends the proxy with 130, also in a process started with SIGINT ignored
     # (nohup, background jobs) and also before uvicorn has installed its own handler.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -184,9 +204,15 @@ def _main(ns: argparse.Namespace) -> int:
             report_only=ns.report_only,
             log_level=ns.log_level,
         )
-        config = settings.load_config()
-        overrides = {"workers": ns.workers, "http": ns.http, "state_dir": ns.state_dir}
-        config = config.with_proxy({k: v for k, v in overrides.items() if v is not None})
+        overrides = {
+            "workers": ns.workers,
+            "http": ns.http,
+            "state_dir": ns.state_dir,
+            "upstream_cmd": ns.upstream_cmd,
+            "upstream_cwd": ns.upstream_cwd,
+            "upstream_env": tuple(ns.upstream_env) if ns.upstream_env else None,
+        }
+        config = settings.load_config({k: v for k, v in overrides.items() if v is not None})
     except ConfigError as exc:
         return _fail(str(exc))
     configure_logging(settings.log_level)
@@ -221,7 +247,7 @@ def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> i
         f"[{host}]" if ":" in host else host,  # an IPv6 address in a URL is bracketed (RFC 3986 3.2.2)
         port,
         settings.mcp_path,
-        settings.upstream_label,
+        settings.upstream_label or f"stdio: {config.proxy.upstream_cmd}",
         " (report-only)" if config.report_only else "",
     )
     proxy = config.proxy

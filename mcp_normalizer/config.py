@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -217,6 +218,30 @@ class ProxyConfig:
         "``trusted_proxies`` so that clients are told apart.",
     )
 
+    upstream_cmd: str = setting(
+        "",
+        "a stdio MCP server to start and serve on ``/mcp`` instead of an HTTP ``upstream``: a command line, "
+        "shell-quoted (``npx -y @modelcontextprotocol/server-everything``; no shell runs it). One child per "
+        "session (:mod:`mcp_normalizer.stdio_upstream`).",
+    )
+    upstream_env: tuple[str, ...] = setting(
+        (), "``NAME=VALUE`` variables set for that command, on top of the proxy's environment."
+    )
+    upstream_cwd: str = setting("", "the working directory of that command (empty: the proxy's).")
+    max_children: int = setting(
+        64, "stdio server processes that may run at once (one per session); past it a new session gets 503."
+    )
+    child_idle_timeout: float = setting(
+        600.0,
+        "seconds a session of a stdio server may stay idle (nothing in flight, no GET stream) before it "
+        "ends and its process is stopped; 0: never.",
+    )
+    max_message_bytes: int = setting(
+        32 * 1024 * 1024,
+        "the longest line a stdio server may write (one JSON-RPC message); a longer one is dropped as it "
+        "comes and the request it answers gets an error.",
+    )
+
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any], where: str) -> ProxyConfig:
         """Build from the ``[proxy]`` table.
@@ -257,6 +282,19 @@ class ProxyConfig:
             if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
                 raise ConfigError(f"{where} public_url {public!r} must be an http(s) origin: scheme://host[:port]")
             values["public_url"] = f"{parts.scheme}://{parts.netloc}"
+        command = values.get("upstream_cmd", "")
+        if command:
+            try:
+                shlex.split(command)
+            except ValueError as exc:
+                raise ConfigError(f"{where} upstream_cmd {command!r}: {exc}") from None
+        if any(
+            not name or not sep for name, sep, _ in (item.partition("=") for item in values.get("upstream_env", ()))
+        ):
+            raise ConfigError(f"{where} upstream_env items are NAME=VALUE (a name, then =, then the value)")
+        cwd = values.get("upstream_cwd", "")
+        if cwd and not os.path.isdir(cwd):
+            raise ConfigError(f"{where} upstream_cwd {cwd!r} is not a directory")
         state_url = values.get("state_url", "")
         if state_url:
             try:
@@ -448,13 +486,14 @@ class Settings:
     """
 
     upstream: str = field(
+        default="",
         metadata={
             KEY: Key(
                 "str",
                 "the upstream MCP endpoint URL (``http`` or ``https``); the proxy serves the MCP "
-                "endpoint at the same path.",
+                "endpoint at the same path. Empty when ``[proxy] upstream_cmd`` names a stdio server.",
             )
-        }
+        },
     )
     host: str = setting("127.0.0.1", "interface to listen on.")
     port: int = setting(8765, "TCP port to listen on.")
@@ -466,6 +505,14 @@ class Settings:
     environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.upstream:
+            self._check_upstream()
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port {self.port} is out of range 0-65535")
+        if self.log_level not in _LOG_LEVELS:
+            raise ConfigError(f"log level {self.log_level!r} must be one of {', '.join(_LOG_LEVELS)}")
+
+    def _check_upstream(self) -> None:
         parts = urlsplit(self.upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"upstream {self.upstream!r} must be an http:// or https:// URL with a host")
@@ -480,10 +527,6 @@ class Settings:
                 f"upstream {redact_url(self.upstream)!r} carries credentials (user:password@); the proxy "
                 "sends each client's own Authorization header, put credentials there"
             )
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"port {self.port} is out of range 0-65535")
-        if self.log_level not in _LOG_LEVELS:
-            raise ConfigError(f"log level {self.log_level!r} must be one of {', '.join(_LOG_LEVELS)}")
 
     @property
     def upstream_label(self) -> str:
@@ -492,7 +535,10 @@ class Settings:
 
     @property
     def mcp_path(self) -> str:
-        """The path of the MCP endpoint (the upstream URL's path, ``/`` if empty)."""
+        """The path of the MCP endpoint (the upstream URL's path, ``/`` if empty; ``/mcp`` for a
+        stdio upstream)."""
+        if not self.upstream:
+            return "/mcp"
         return urlsplit(self.upstream).path or "/"
 
     @classmethod
@@ -509,17 +555,27 @@ class Settings:
         if "log_level" in values:
             values["log_level"] = values["log_level"].lower()
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if "upstream" not in values:
-            raise ConfigError("no upstream: pass --upstream URL or set MCP_NORMALIZER_UPSTREAM")
         return cls(**values, environ=environ)
 
-    def load_config(self) -> NormalizerConfig:
-        """The rule config these settings select, with the MCP path and report-only flag applied.
+    def load_config(self, flags: Mapping[str, Any] | None = None) -> NormalizerConfig:
+        """The rule config these settings select, with ``[proxy]`` keys changed by ``flags``,
+        the MCP path and the report-only flag applied.
 
         Raises:
-            ConfigError: the rule file cannot be read or is invalid.
+            ConfigError: the rule file cannot be read or is invalid; there is no upstream (neither
+                ``upstream`` nor ``[proxy] upstream_cmd``), or there are both.
         """
-        config = rule_config(self.config_file, self.environ)
+        config = rule_config(self.config_file, self.environ).with_proxy(dict(flags or {}))
+        command = config.proxy.upstream_cmd
+        if not self.upstream and not command:
+            raise ConfigError(
+                "no upstream: pass --upstream URL (or set MCP_NORMALIZER_UPSTREAM), or a stdio server with "
+                "--upstream-cmd CMD or -- CMD ARGS... (MCP_NORMALIZER_UPSTREAM_CMD, [proxy] upstream_cmd)"
+            )
+        if self.upstream and command:
+            raise ConfigError("both an upstream URL and an upstream command: pass one of them")
+        if command and config.proxy.workers > 1:
+            raise ConfigError("workers must be 1 with upstream_cmd: a session's server process lives in one worker")
         proxy = config.proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):

@@ -16,6 +16,11 @@ Faults (all optional):
   ``exit_status``: the status to exit with when stdin ends;
   ``progress_on``: a tool whose call sends one ``notifications/progress`` (for the request's
       ``progressToken``), then holds its result until the client sends ``notifications/release``.
+  ``ask_on``: a tool whose call sends the client a ``roots/list`` request, then answers with the
+      roots the client's response names (as text: ``roots: <uri>,<uri>``);
+  ``where_on``: a tool answering with this process's pid, working directory and ``$FIXTURE_NOTE``.
+
+Every ``notifications/cancelled`` it receives is written to stderr (``cancelled: <requestId>``).
 """
 
 from __future__ import annotations
@@ -37,16 +42,45 @@ def main() -> int:
     if faults.get("ignore_term"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-    def send(message: dict[str, Any]) -> None:
+    replies: list[list[Any]] = []  # while a batch is handled: its responses, written as one batch
+
+    def write(message: Any) -> None:
         for noise in faults.get("noise", []):
             out.write(noise.encode() + b"\n")
         out.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
         out.flush()
 
+    def send(message: dict[str, Any]) -> None:
+        if replies and "method" not in message:
+            replies[0].append(message)
+        else:
+            write(message)
+
+    def incoming() -> Any:
+        for raw in sys.stdin.buffer:
+            decoded = json.loads(raw)
+            if not isinstance(decoded, list):
+                yield decoded
+                continue
+            replies.append([])
+            yield from decoded
+            answered = replies.pop()
+            if answered:
+                write(answered)
+
     held: list[Any] = []  # calls of progress_on waiting for notifications/release
-    for raw in sys.stdin.buffer:
-        message = json.loads(raw)
+    asked: dict[Any, Any] = {}  # roots/list requests sent, by id: the call waiting for each
+    for message in incoming():
         method, rid = message.get("method"), message.get("id")
+        if method == "notifications/cancelled":
+            sys.stderr.write(f"cancelled: {message['params']['requestId']}\n")
+            sys.stderr.flush()
+            continue
+        if method is None and rid in asked:  # the client's answer to roots/list
+            roots = ",".join(root["uri"] for root in message.get("result", {}).get("roots", []))
+            text = {"type": "text", "text": f"roots: {roots}"}
+            send({"jsonrpc": "2.0", "id": asked.pop(rid), "result": {"content": [text]}})
+            continue
         if method == "notifications/release":
             for waiting in held:
                 send({"jsonrpc": "2.0", "id": waiting, "result": {"content": [{"type": "text", "text": "released"}]}})
@@ -73,6 +107,16 @@ def main() -> int:
                 send({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
                 held.append(rid)
                 continue
+            if name == faults.get("ask_on"):
+                ask = f"roots-{len(asked) + 1}"
+                asked[ask] = rid
+                send({"jsonrpc": "2.0", "id": ask, "method": "roots/list"})
+                continue
+            if name == faults.get("where_on"):
+                note = os.environ.get("FIXTURE_NOTE")
+                where = json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "note": note})
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": where}]}})
+                continue
             if name == faults.get("crash_on"):
                 out.write(b'{"jsonrpc":"2.0","id":'[: faults.get("crash_after", 10)])
                 out.flush()
@@ -85,6 +129,10 @@ def main() -> int:
         else:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
             continue
+        if str((params.get("_meta") or {}).get("io.modelcontextprotocol/protocolVersion", "")) >= "2026-07-28":
+            result = {**result, "resultType": "complete"}  # a stateless-era request: that era's result
+            if method == "tools/list":
+                result.update(ttlMs=0, cacheScope="public")
         send({"jsonrpc": "2.0", "id": rid, "result": result})
     if faults.get("ignore_term"):
         while True:
