@@ -66,7 +66,7 @@ def create_app(
     tracer_provider = tracer_provider or tracer_provider_from_env()  # None: the global one, if set
     inner: Forwarder | StdioUpstream
     if limits.upstream_cmd:
-        inner = stdio_upstream(config)
+        inner = stdio_upstream(config, metrics)
         label = f"stdio:{inner.label}"
     else:
         inner = Forwarder(
@@ -99,7 +99,7 @@ def create_app(
     )
 
 
-def stdio_upstream(config: NormalizerConfig) -> StdioUpstream:
+def stdio_upstream(config: NormalizerConfig, metrics: Metrics | None = None) -> StdioUpstream:
     """The app serving the stdio server ``[proxy] upstream_cmd`` names, with the ``[proxy]`` limits.
 
     Raises:
@@ -120,4 +120,5 @@ def stdio_upstream(config: NormalizerConfig) -> StdioUpstream:
         max_line=limits.max_message_bytes,
         max_body_bytes=limits.max_request_bytes,
         send_timeout=limits.send_timeout,
+        metrics=metrics,
     )

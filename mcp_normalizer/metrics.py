@@ -32,6 +32,7 @@ so none reaches a dashboard, a terminal or a scraper's parser.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -95,6 +96,12 @@ class Metrics:
         Gauge("mcp_normalizer_catalog_bytes", "Bytes the distinct tool catalogs hold", registry=r).set_function(
             lambda: scopes.pool.bytes
         )
+
+    def watch_children(self, running: Callable[[], int]) -> None:
+        """Export how many stdio server processes run (``--upstream-cmd``): ``running()`` says."""
+        Gauge(
+            "mcp_normalizer_stdio_children", "stdio server processes running (one per session)", registry=self.registry
+        ).set_function(running)
 
     def tool_label(self, tool: str | None) -> str:
         """A bounded label for a tool name (``none`` when unknown, ``invalid`` when too long or not

@@ -55,7 +55,7 @@ import secrets
 import shlex
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -69,6 +69,7 @@ from .errors import ClientDisconnect, DecodeError
 from .jsoncodec import Raw, dumps, loads, split_array, split_object
 from .jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, IdKey, header, id_key, read_envelope, same_value
 from .lines import LAST, LINE, LineDecoder
+from .metrics import Metrics
 from .stdio_session import long_line_id
 from .types import RawHeaders, Receive, Scope, Send
 
@@ -171,8 +172,11 @@ class _Waiter:
 class _Child:
     """One stdio server process and the HTTP streams its messages go to (one owner: its session)."""
 
-    def __init__(self, process: anyio.abc.Process, label: str, session_id: str | None) -> None:
+    def __init__(
+        self, process: anyio.abc.Process, label: str, session_id: str | None, count: Callable[[str], None]
+    ) -> None:
         self.process = process
+        self.count = count  # counts a fault by kind (upstream_errors_total)
         self.label = label
         self.session_id = session_id  # None: the shared child of stateless requests
         self.waiting: dict[IdKey, _Waiter] = {}
@@ -234,6 +238,7 @@ class _Child:
     async def _too_long(self, head: bytes, tail: bytes, size: int, max_line: int) -> None:
         key = long_line_id(head, tail)
         waiter = self.waiting.get(key) if key is not None else None
+        self.count("oversized_line")
         if waiter is None or key is None:
             self.noise += 1
             logger.warning(
@@ -266,6 +271,7 @@ class _Child:
             envelope = None
         if envelope is None or not (envelope.response or isinstance(envelope.method, str)):
             self.noise += 1
+            self.count("stdout_noise")
             children.child_logger.warning(
                 "not a JSON-RPC message on the server's stdout: not relayed",
                 extra={"audit": {"server": self.label, "stdout": children.text(line)}},
@@ -385,6 +391,9 @@ class StdioUpstream:
         max_line: the longest line of the child's stdout relayed, in bytes.
         max_body_bytes: the largest request body (413 past it).
         send_timeout: seconds a client may take to accept one message before its stream is cut.
+        metrics: where faults are counted (``upstream_errors_total`` by kind: ``exit``, ``start``,
+            ``backoff``, ``stdout_noise``, ``oversized_line``, ``idle_timeout``), with the running
+            processes (``stdio_children``) and open streams.
     """
 
     def __init__(
@@ -399,8 +408,12 @@ class StdioUpstream:
         max_line: int = 32 * 1024 * 1024,
         max_body_bytes: int = 16 * 1024 * 1024,
         send_timeout: float = 60.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self.command = command
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.watch_children(lambda: len(self._children))
         self.label = command.label
         self.path = path
         self.max_children = max_children
@@ -418,6 +431,11 @@ class StdioUpstream:
         self._failures = 0  # exits in a row, each soon after its start
         self._not_before = 0.0  # no start before this monotonic time (back-off)
         self._closed = False
+
+    def count(self, kind: str) -> None:
+        """Count a fault of the child, or a refusal because of one (``upstream_errors_total``)."""
+        if self.metrics is not None:
+            self.metrics.upstream_errors.labels(kind).inc()
 
     async def ready(self) -> bool:
         """True while children may be started (running, and not backing off)."""
@@ -510,6 +528,7 @@ class StdioUpstream:
         """A new child for ``session_id`` (``None``: the shared one), or the refusal to send."""
         wait = self._not_before - time.monotonic()
         if wait > 0:
+            self.count("backoff")
             message = (
                 f"the MCP server ({self.label}) exited {self._failures} times in a row soon after it started: "
                 f"the next start is in {wait:.1f} s"
@@ -525,10 +544,11 @@ class StdioUpstream:
         try:
             process = await children.start(self.command.argv, env=env, cwd=self.command.cwd)
         except OSError as exc:
+            self.count("start")
             self._crashed(0.0)
             logger.error("cannot start the MCP server (%s): %s", self.label, exc.strerror or exc)
             return _refusal(502, f"cannot start the MCP server ({self.label}): {exc.strerror or exc}", code=-32603)
-        child = _Child(process, self.label, session_id)
+        child = _Child(process, self.label, session_id, self.count)
         logger.info("started %s (pid %d)%s", self.label, process.pid, " for a new session" if session_id else "")
         self._children.add(child)
         if session_id is not None:
@@ -570,6 +590,7 @@ class StdioUpstream:
             logger.warning(
                 "%s (pid %d) exited with %s after %.1f s", self.label, process.pid, children.describe(status), lived
             )
+            self.count("exit")
             self._crashed(lived)
         await child.ended(status)
 
@@ -758,6 +779,8 @@ class StdioUpstream:
                 )
             if sent.cancel_called:
                 logger.warning("a client took no bytes for %g s: its stream is cut", self.send_timeout)
+                if self.metrics is not None:
+                    self.metrics.client_errors.labels("send_timeout").inc()
                 raise anyio.get_cancelled_exc_class()
 
     async def _drain(self, child: _Child, stream: _Stream) -> AsyncIterator[bytes]:
@@ -771,6 +794,7 @@ class StdioUpstream:
                     return
                 continue
             message = f"the MCP server ({self.label}) sent nothing for {self.idle_timeout:g} s (idle_timeout)"
+            self.count("idle_timeout")
             logger.warning("%s: %d requests answered with an error", message, len(stream.open))
             for key in list(stream.open):
                 waiter = child.waiting.pop(key, None)

@@ -353,12 +353,16 @@ async def test_a_child_that_crashes_in_a_loop_backs_off_with_503() -> None:
             second = await post(http, url, INIT)
             third = await post(http, url, INIT)
             ready = await http.get(px + "/.mcp-normalizer/readyz")
+            metrics = (await http.get(px + "/.mcp-normalizer/metrics")).text
     for response in (first, second):
         (error,) = events(response)
         assert error["id"] == 0 and "status 4" in error["error"]["message"]
     assert third.status_code == 503 and int(third.headers["retry-after"]) >= 1
     assert "exited 2 times in a row" in third.json()["error"]["message"]
     assert ready.status_code == 503
+    assert 'mcp_normalizer_upstream_errors_total{kind="exit"} 2.0' in metrics
+    assert 'mcp_normalizer_upstream_errors_total{kind="backoff"} 1.0' in metrics
+    assert "mcp_normalizer_stdio_children 0.0" in metrics
 
 
 @pytest.mark.anyio
