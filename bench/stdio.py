@@ -1,4 +1,5 @@
-"""The stdio paths measured: a stdio MCP server spoken to directly, and through ``mcp-normalizer stdio``.
+"""The stdio paths measured: a stdio MCP server spoken to directly, through ``mcp-normalizer stdio``, and
+served over HTTP by ``mcp-normalizer -- CMD`` (``upstream-cmd``).
 
 ::
 
@@ -7,9 +8,11 @@
 The server is ``bench/stdio_server.py`` (a raw stdio server, the standard library only). One
 driver (this process) runs each workload over one stdio session, one request at a time, the way a
 host does: ``small`` (a small ``tools/call`` result), ``1mib`` (a 1 MiB text result), ``progress``
-(100 progress notifications 5 ms apart, then the result). Prints, per workload and target, the
-latency p50/p99 of a call, the CPU per call of the server and of the wrapper (``/proc/<pid>/stat``),
-and for ``progress`` the delay of each notification from the moment the server wrote it. The
+(100 progress notifications 5 ms apart, then the result). Over HTTP (``upstream-cmd``) the driver is
+one keep-alive httpx connection in one session, reading each answer's SSE stream. Prints, per
+workload and target, the latency p50/p99 of a call, the CPU per call of the server and of the hop
+(the wrapper, or the proxy: ``/proc/<pid>/stat``), and for ``progress`` the delay of each
+notification from the moment the server wrote it. The
 target (issue 24): a small call through the wrapper costs at most 300 µs of its CPU. Timing never
 fails the run.
 """
@@ -23,6 +26,7 @@ if __package__ in (None, ""):  # run as a script: import the package from the re
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -30,13 +34,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import httpx
 import orjson
 
-from bench.procs import cpu_seconds, proxy_executable
+from bench.procs import Proc, cpu_seconds, free_port, proxy_executable, wait_listening
 from bench.report import percentile
 
 SERVER = str(Path(__file__).with_name("stdio_server.py"))
 WORKLOADS = ("small", "1mib", "progress")
+TARGETS = ("direct", "wrapper", "upstream-cmd")
 #: The wrapper's CPU per small call the issue allows, in µs.
 SMALL_TARGET_US = 300.0
 
@@ -46,9 +52,10 @@ class StdioRun:
     """One workload through one target.
 
     Attributes:
-        workload, target: what ran (``direct`` or ``wrapper``).
+        workload, target: what ran (``direct``, ``wrapper`` or ``upstream-cmd``).
         calls: calls made; p50_ms, p99_ms: their latency.
-        server_us, wrapper_us: CPU per call of the server and of the wrapper (0 direct), in µs.
+        server_us, wrapper_us: CPU per call of the server and of the hop (the wrapper, or the proxy
+            serving it over HTTP; 0 direct), in µs.
         progress_p50_ms, progress_p99_ms: delay of a progress notification (``progress`` only).
     """
 
@@ -105,19 +112,75 @@ class Session:
         self.process.wait(timeout=30)
 
 
-def pids(session: Session, wrapped: bool) -> tuple[int, int | None]:
+class HttpSession:
+    """One Streamable HTTP session with the proxy serving the stdio server (``mcp-normalizer -- CMD``)."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        argv = [proxy_executable(), "--port", str(port), "--log-level", "warning", "--", sys.executable, SERVER]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+        self.proxy = Proc(
+            "upstream-cmd", subprocess.Popen(argv, stderr=subprocess.DEVNULL, env=env), port, io.BytesIO()
+        )
+        wait_listening(self.proxy)
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.http = httpx.Client(timeout=60)
+        self.headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        init: dict[str, object] = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        }
+        response = self.http.post(self.url, content=_request("initialize", init, 0), headers=self.headers)
+        self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+        self.headers["mcp-protocol-version"] = "2025-11-25"
+        initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        self.http.post(self.url, content=initialized, headers=self.headers)
+        self.request("tools/list", {})
+
+    def request(self, method: str, params: dict[str, object], rid: int = 0) -> tuple[dict[str, object], list[float]]:
+        """As :meth:`Session.request`, over HTTP (the answer's SSE events)."""
+        delays: list[float] = []
+        with self.http.stream("POST", self.url, content=_request(method, params, rid), headers=self.headers) as answer:
+            for line in answer.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = orjson.loads(line[5:])
+                if message.get("method") == "notifications/progress":
+                    delays.append((time.time() - float(message["params"]["message"])) * 1000)
+                elif message.get("id") == rid:
+                    return message, delays
+        raise EOFError("the answer ended without its response")
+
+    def close(self) -> None:
+        self.http.close()
+        self.proxy.stop()
+
+
+def _request(method: str, params: dict[str, object], rid: int) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def pids(session: Session | HttpSession, wrapped: bool) -> tuple[int, int | None]:
     """The server's pid and the wrapper's (``None`` direct)."""
+    hop = session.proxy.pid if isinstance(session, HttpSession) else session.process.pid
     if not wrapped:
-        return session.process.pid, None
-    children = Path(f"/proc/{session.process.pid}/task/{session.process.pid}/children").read_text().split()
-    return int(children[0]), session.process.pid
+        return hop, None
+    children = [int(c) for task in Path(f"/proc/{hop}/task").iterdir() for c in (task / "children").read_text().split()]
+    return children[0], hop
 
 
-def run(workload: str, wrapped: bool, calls: int) -> StdioRun:
-    argv = [sys.executable, SERVER]
-    if wrapped:
-        argv = [proxy_executable(), "stdio", "--log-level", "warning", "--", *argv]
-    session = Session(argv)
+def run(workload: str, target: str, calls: int) -> StdioRun:
+    """One workload through ``target`` (``direct``, ``wrapper`` or ``upstream-cmd``)."""
+    wrapped = target != "direct"
+    session: Session | HttpSession
+    if target == "upstream-cmd":
+        session = HttpSession()
+    else:
+        argv = [sys.executable, SERVER]
+        if wrapped:
+            argv = [proxy_executable(), "stdio", "--log-level", "warning", "--", *argv]
+        session = Session(argv)
     server, wrapper = pids(session, wrapped)
     name = {"small": "small", "1mib": "big", "progress": "progress"}[workload]
     for i in range(min(50, calls)):  # warm up
@@ -135,7 +198,7 @@ def run(workload: str, wrapped: bool, calls: int) -> StdioRun:
     session.close()
     return StdioRun(
         workload,
-        "wrapper" if wrapped else "direct",
+        target,
         calls,
         percentile(latencies, 0.5),
         percentile(latencies, 0.99),
@@ -147,15 +210,15 @@ def run(workload: str, wrapped: bool, calls: int) -> StdioRun:
 
 
 def measure(calls: int, workloads: Sequence[str] = WORKLOADS) -> list[StdioRun]:
-    """Every workload, directly and through the wrapper."""
+    """Every workload, directly, through the wrapper and served over HTTP."""
     counts = {"small": calls, "1mib": max(10, calls // 20), "progress": max(4, calls // 200)}
-    return [run(workload, wrapped, counts[workload]) for workload in workloads for wrapped in (False, True)]
+    return [run(workload, target, counts[workload]) for workload in workloads for target in TARGETS]
 
 
 def table(runs: Sequence[StdioRun]) -> list[str]:
     """The runs as a Markdown table, and the target line."""
     lines = [
-        "| stdio workload | target | calls | p50 ms | p99 ms | server CPU µs/call | wrapper CPU µs/call"
+        "| stdio workload | target | calls | p50 ms | p99 ms | server CPU µs/call | hop CPU µs/call"
         " | progress p50/p99 ms |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -184,10 +184,12 @@ class _Child:
         self.streams: list[_Stream] = []  # open POST streams, newest last
         self.listener: _Stream | None = None  # the session's GET stream
         self.backlog: deque[bytes] = deque()
+        self.left: deque[IdKey] = deque(maxlen=BACKLOG)  # requests whose client left before the answer
         self.started = self.used = time.monotonic()
         self.stopping = False
         self.noise = 0
         self.done = False  # it has exited (and what it left unanswered was answered)
+        self.finished = anyio.Event()  # its pipes are closed
         self.status = 0
         self.ids = itertools.count(1)
         self._lock = anyio.Lock()
@@ -282,7 +284,10 @@ class _Child:
             if key is None or key not in self.waiting:
                 key = self._spelled_otherwise(envelope.id)
             if key is None:
-                logger.warning("%s answered a request not in flight (id %s): not relayed", self.label, envelope.id)
+                if id_key(envelope.id) in self.left:
+                    logger.info("%s answered a request whose client left (id %s): not relayed", self.label, envelope.id)
+                else:
+                    logger.warning("%s answered a request not in flight (id %s): not relayed", self.label, envelope.id)
                 return
             waiter = self.waiting[key]
             await self.answer(key, replace_member(line, "id", waiter.id) if self.shared else line)
@@ -494,6 +499,9 @@ class StdioUpstream:
         async with anyio.create_task_group() as tg:
             for child in running:
                 tg.start_soon(self._stop, child)
+        with anyio.move_on_after(self.grace + 1):  # each child's pipes closed and its requests answered
+            for child in running:
+                await child.finished.wait()
 
     async def _stop(self, child: _Child) -> None:
         child.stopping = True
@@ -562,21 +570,35 @@ class StdioUpstream:
     async def _run(self, child: _Child) -> None:
         """Serve one child until it exits, then clean up after it."""
         process = child.process
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(children.log_stderr, process.stderr, self.label)
-            await child.read(self.max_line)
-            with anyio.move_on_after(self.grace) as waited:
-                status = await process.wait()
-            if waited.cancel_called:  # stdout closed, the process lives on: stop it
-                await children.stop(process, self.grace, self.label)
-                status = await process.wait()
-            with anyio.move_on_after(1.0):  # what it wrote on stderr as it died
-                await process.wait()
-            tg.cancel_scope.cancel()
+        logged = anyio.Event()
+
+        async def log() -> None:
+            try:
+                await children.log_stderr(process.stderr, self.label)
+            finally:
+                logged.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(log)
+                await child.read(self.max_line)
+                with anyio.move_on_after(self.grace) as waited:
+                    status = await process.wait()
+                if waited.cancel_called:  # stdout closed, the process lives on: stop it
+                    await children.stop(process, self.grace, self.label)
+                    status = await process.wait()
+                with anyio.move_on_after(1.0):  # what it wrote on stderr as it died
+                    await logged.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):  # its pipes, also when the proxy stops
+                for pipe in (process.stdin, process.stdout, process.stderr):
+                    if pipe is not None:
+                        with contextlib.suppress(Exception):
+                            await pipe.aclose()
+            child.finished.set()
         self._children.discard(child)
         self._forget(child)
-        with contextlib.suppress(Exception):
-            await process.aclose()
         lived = time.monotonic() - child.started
         if child.noise:
             logger.warning(
@@ -684,17 +706,18 @@ class StdioUpstream:
             return
         child.streams.append(stream)
         try:
-            await self._answer(child, stream, line, receive, send, minted)
+            await self._answer(child, stream, line, isinstance(decoded, list), receive, send, minted)
         finally:
             stream.gone = True
             child.streams.remove(stream)
             stream.receiver.close()
             stream.sender.close()
             left = [key for key in stream.open if key in child.waiting]
-            for key in left:
+            for key in left:  # its client left: what the child answers for them goes nowhere
                 waiter = child.waiting.pop(key)
                 if waiter.token_key is not None:
                     child.progress.pop(waiter.token_key, None)
+                child.left.append(key)
             if left and child.shared and self._task_group is not None:
                 for key in left:  # 2026-07-28: a closed stream cancels its request
                     self._task_group.start_soon(child.write, _cancelled(key))
@@ -743,11 +766,14 @@ class StdioUpstream:
         child: _Child,
         stream: _Stream,
         line: bytes,
+        batch: bool,
         receive: Receive,
         send: Send,
         minted: list[tuple[bytes, bytes]],
     ) -> None:
-        """Write the request to the child and send the client what comes back for it."""
+        """Write the request to the child and send the client what comes back for it. A client
+        that stops reading is left with an unfinished response (the ASGI server then closes its
+        connection), as the forwarder does."""
         async with anyio.create_task_group() as tg:
             if child.done:  # it exited after this request found it
                 await child.ended(child.status)
@@ -756,32 +782,30 @@ class StdioUpstream:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
             if stream.sse:
                 await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *minted]})
-                await self._relay(child, stream, send)
+                async for item in self._drain(child, stream):
+                    if not await self._send_event(send, item):
+                        tg.cancel_scope.cancel()
+                        return
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
                 lines = [item async for item in self._drain(child, stream)]
-                body = lines[0] if len(lines) == 1 else b"[" + b",".join(lines) + b"]"
+                body = b"[" + b",".join(lines) + b"]" if batch else lines[0]
                 headers = [_JSON, (b"content-length", str(len(body)).encode()), *minted]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
             tg.cancel_scope.cancel()
 
-    async def _relay(self, child: _Child, stream: _Stream, send: Send) -> None:
-        """Send the stream's messages as SSE events until it ends (or its client stops reading)."""
-        async for item in self._drain(child, stream):
-            with anyio.move_on_after(self.send_timeout or math.inf) as sent:
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"event: message\ndata: " + item + b"\n\n",
-                        "more_body": True,
-                    }
-                )
-            if sent.cancel_called:
-                logger.warning("a client took no bytes for %g s: its stream is cut", self.send_timeout)
-                if self.metrics is not None:
-                    self.metrics.client_errors.labels("send_timeout").inc()
-                raise anyio.get_cancelled_exc_class()
+    async def _send_event(self, send: Send, line: bytes) -> bool:
+        """Send one message as an SSE event; False when the client took nothing for ``send_timeout``."""
+        event = {"type": "http.response.body", "body": b"event: message\ndata: " + line + b"\n\n", "more_body": True}
+        with anyio.move_on_after(self.send_timeout or math.inf) as sent:
+            await send(event)
+        if not sent.cancel_called:
+            return True
+        logger.warning("a client took no bytes for %g s (send_timeout): its stream is cut", self.send_timeout)
+        if self.metrics is not None:
+            self.metrics.client_errors.labels("send_timeout").inc()
+        return False
 
     async def _drain(self, child: _Child, stream: _Stream) -> AsyncIterator[bytes]:
         """The stream's messages as they come; a request left unanswered ``idle_timeout`` seconds
@@ -834,24 +858,13 @@ class StdioUpstream:
                 tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
                 await send({"type": "http.response.start", "status": 200, "headers": list(_SSE_HEADERS)})
                 for line in held:
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": b"event: message\ndata: " + line + b"\n\n",
-                            "more_body": True,
-                        }
-                    )
+                    if not await self._send_event(send, line):
+                        tg.cancel_scope.cancel()
+                        return
                 async for item in stream.receiver:
-                    with anyio.move_on_after(self.send_timeout or math.inf) as sent:
-                        await send(
-                            {
-                                "type": "http.response.body",
-                                "body": b"event: message\ndata: " + item + b"\n\n",
-                                "more_body": True,
-                            }
-                        )
-                    if sent.cancel_called:
-                        break
+                    if not await self._send_event(send, item):
+                        tg.cancel_scope.cancel()
+                        return
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 tg.cancel_scope.cancel()
         finally:

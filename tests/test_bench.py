@@ -46,8 +46,8 @@ def test_quick_benchmark_compares_the_three_targets_and_prints_the_ratios() -> N
     assert re.search(r"^(PASS|MISS) normalizer p99 <= 1\.2x pass-through p99 \(small\)", out, re.M), out
     assert re.search(r"^(PASS|MISS) SSE progress delay p99 through the normalizer", out, re.M), out
     assert re.search(r"^machine: \d+ CPUs .*Python \d", out, re.M), out
-    for workload in ("small", "1mib", "progress"):  # the stdio paths, directly and through the wrapper
-        for target in ("direct", "wrapper"):
+    for workload in ("small", "1mib", "progress"):  # the stdio paths: directly, the wrapper, served over HTTP
+        for target in ("direct", "wrapper", "upstream-cmd"):
             assert re.search(rf"^\| {workload} \| {target} \| \d+ \|", out, re.M), (workload, target, out)
     assert re.search(r"^stdio small call, wrapper CPU per call <= 300 µs: \d+ µs (PASS|MISS)$", out, re.M), out
 
