@@ -18,7 +18,9 @@ Faults (all optional):
       ``progressToken``), then holds its result until the client sends ``notifications/release``.
   ``ask_on``: a tool whose call sends the client a ``roots/list`` request, then answers with the
       roots the client's response names (as text: ``roots: <uri>,<uri>``);
-  ``where_on``: a tool answering with this process's pid, working directory and ``$FIXTURE_NOTE``.
+  ``where_on``: a tool answering with this process's pid, working directory and ``$FIXTURE_NOTE``;
+  ``flood_on``: a tool whose call writes ``flood`` progress notifications of ``flood_bytes`` each as
+      fast as stdout takes them, then its result, then ``flooded`` on stderr.
 
 Every ``notifications/cancelled`` it receives is written to stderr (``cancelled: <requestId>``).
 """
@@ -111,6 +113,21 @@ def main() -> int:
                 ask = f"roots-{len(asked) + 1}"
                 asked[ask] = rid
                 send({"jsonrpc": "2.0", "id": ask, "method": "roots/list"})
+                continue
+            if name == faults.get("flood_on"):
+                token = (params.get("_meta") or {}).get("progressToken")
+                for i in range(faults["flood"]):
+                    filler = f"{i} " + "\u00e9" * (faults["flood_bytes"] // 2)
+                    send(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": i, "message": filler},
+                        }
+                    )
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "flood done"}]}})
+                sys.stderr.write("flooded\n")
+                sys.stderr.flush()
                 continue
             if name == faults.get("where_on"):
                 note = os.environ.get("FIXTURE_NOTE")

@@ -385,6 +385,33 @@ async def test_stdout_noise_and_an_oversized_line_never_reach_a_client(tmp_path:
 
 
 @pytest.mark.anyio
+async def test_a_client_that_does_not_read_stops_the_child_and_then_gets_everything_in_order(
+    tmp_path: Path,
+) -> None:
+    """A call whose server writes 50 MB of progress as fast as it can: while the client reads
+    nothing the child is held at its own writes (it never gets to say ``flooded``), so the proxy
+    holds only its small queue; then the client reads every notification, in order, and the result."""
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(flood_on="echo", flood=200, flood_bytes=256 * 1024)
+    with stdio_proxy(fixture(plan)) as px, running_log(log):
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            session = await open_session(http, url)
+            request = call(1, "echo", _meta={"progressToken": "f"})
+            headers = {**HEADERS, "mcp-session-id": session}
+            async with http.stream("POST", url, content=dumps(request), headers=headers) as stream:
+                await anyio.sleep(3)  # the client reads nothing meanwhile
+                held = "flooded" in log.read_text(encoding="utf-8")
+                seen = [
+                    loads(line[5:]) for line in [line async for line in stream.aiter_lines()] if line[:5] == "data:"
+                ]
+    assert not held  # the child could not write it all: nothing piled up in the proxy
+    assert [m["params"]["progress"] for m in seen[:-1]] == list(range(200))
+    assert all(m["params"]["message"].startswith(f"{i} \u00e9\u00e9") for i, m in enumerate(seen[:-1]))
+    assert seen[-1]["result"]["content"][0]["text"] == "flood done"
+
+
+@pytest.mark.anyio
 async def test_a_child_that_never_answers_gets_an_error_after_the_idle_timeout() -> None:
     plan = plan_with(silent_on="echo")
     with stdio_proxy(fixture(plan), idle_timeout=1) as px:
