@@ -53,7 +53,7 @@ def create_app(
         through to the forwarder, which closes the upstream client.
 
     Raises:
-        ConfigError: the settings or the rule file are invalid, or ``OTEL_*`` variables ask for
+        ConfigError: the settings or the rule file are invalid, there is no upstream, or ``OTEL_*`` variables ask for
             traces that cannot be sent (the ``[otel]`` extra is not installed, an unknown exporter).
     """
     settings = settings if settings is not None else Settings.from_env()
@@ -64,6 +64,8 @@ def create_app(
     metrics = Metrics()
     owned = tracer_provider is None
     tracer_provider = tracer_provider or tracer_provider_from_env()  # None: the global one, if set
+    if not settings.upstream and not limits.upstream_cmd:
+        raise ConfigError("no upstream: an upstream URL, or a stdio server's command in [proxy] upstream_cmd")
     inner: Forwarder | StdioUpstream
     if limits.upstream_cmd:
         inner = stdio_upstream(config, metrics)
