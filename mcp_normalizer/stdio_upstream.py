@@ -65,6 +65,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from . import child as children
 from .body import buffer_body
+from .child import Process
 from .errors import ClientDisconnect, DecodeError
 from .jsoncodec import Raw, dumps, loads, split_array, split_object
 from .jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, IdKey, header, id_key, read_envelope, same_value
@@ -172,9 +173,7 @@ class _Waiter:
 class _Child:
     """One stdio server process and the HTTP streams its messages go to (one owner: its session)."""
 
-    def __init__(
-        self, process: anyio.abc.Process, label: str, session_id: str | None, count: Callable[[str], None]
-    ) -> None:
+    def __init__(self, process: Process, label: str, session_id: str | None, count: Callable[[str], None]) -> None:
         self.process = process
         self.count = count  # counts a fault by kind (upstream_errors_total)
         self.label = label
@@ -578,16 +577,29 @@ class StdioUpstream:
             finally:
                 logged.set()
 
+        read = anyio.Event()
+
+        async def route() -> None:
+            try:
+                await child.read(self.max_line)
+            finally:
+                read.set()
+
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(log)
-                await child.read(self.max_line)
-                with anyio.move_on_after(self.grace) as waited:
-                    status = await process.wait()
-                if waited.cancel_called:  # stdout closed, the process lives on: stop it
-                    await children.stop(process, self.grace, self.label)
-                    status = await process.wait()
-                with anyio.move_on_after(1.0):  # what it wrote on stderr as it died
+                tg.start_soon(route)
+                await children.exited_or(process, read)
+                if process.returncode is None:  # stdout closed, the process lives on: stop it
+                    with anyio.move_on_after(self.grace) as waited:
+                        await process.wait()
+                    if waited.cancel_called:
+                        await children.stop(process, self.grace, self.label)
+                status = await process.wait()
+                if process.kill_group():  # helpers it left behind (holding its stdout, maybe)
+                    logger.warning("%s left processes running in its process group: killed", self.label)
+                with anyio.move_on_after(1.0):  # the rest of what it wrote, on stdout and stderr
+                    await read.wait()
                     await logged.wait()
                 tg.cancel_scope.cancel()
         finally:

@@ -44,7 +44,19 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .audit import AuditLog
-from .child import child_logger, describe, exit_code, kill_after, log_stderr, receive, start, stop, text
+from .child import (
+    Process,
+    child_logger,
+    describe,
+    exit_code,
+    exited_or,
+    kill_after,
+    log_stderr,
+    receive,
+    start,
+    stop,
+    text,
+)
 from .config import NormalizerConfig
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
@@ -112,18 +124,17 @@ class StdioWrapper:
         child = await start(self.command, env=self.env, cwd=self.cwd)
         logger.info("started %s (pid %d)", self.label, child.pid)
         logged = anyio.Event()
+        relayed = anyio.Event()  # the child's stdout has ended (or the host left)
         async with child, anyio.create_task_group() as tg:
             tg.start_soon(self._signals, child)
             tg.start_soon(self._host_to_child, child)
             tg.start_soon(self._child_log, child, logged)
-            try:
-                await self._child_to_host(child)  # until the child's stdout ends
-            except HostGone:
-                logger.warning("the host closed its end of stdout: stopping %s", self.label)
-                if child.returncode is None:
-                    child.terminate()
-                    tg.start_soon(kill_after, child, self.config.proxy.graceful_shutdown, self.label)
+            tg.start_soon(self._relay_out, child, tg, relayed)
+            await exited_or(child, relayed)
             status = await child.wait()
+            if child.kill_group():  # helpers it left behind would hold its stdout open
+                logger.warning("%s left processes running in its process group: killed", self.label)
+            await relayed.wait()  # the rest of what it wrote (its stdout ends now: nothing holds it)
             if not self._host_gone:
                 with contextlib.suppress(HostGone):  # (the host may be gone by now too)
                     await self._unanswered(status)
@@ -142,7 +153,19 @@ class StdioWrapper:
 
     # -- host -> child --------------------------------------------------------------------------
 
-    async def _host_to_child(self, child: anyio.abc.Process) -> None:
+    async def _relay_out(self, child: Process, tg: anyio.abc.TaskGroup, relayed: anyio.Event) -> None:
+        """Relay the child's stdout to the host until it ends; if the host goes first, stop the child."""
+        try:
+            await self._child_to_host(child)
+        except HostGone:
+            logger.warning("the host closed its end of stdout: stopping %s", self.label)
+            if child.returncode is None:
+                child.terminate()
+                tg.start_soon(kill_after, child, self.config.proxy.graceful_shutdown, self.label)
+        finally:
+            relayed.set()
+
+    async def _host_to_child(self, child: Process) -> None:
         assert child.stdin is not None
         decoder = LineDecoder(self.config.proxy.max_request_bytes)
         chunks = await _host_chunks(self.host_in)
@@ -159,7 +182,7 @@ class StdioWrapper:
         # the host is done: the child should exit now (SIGTERM, then SIGKILL, if it does not)
         await stop(child, self.config.proxy.graceful_shutdown, self.label)
 
-    async def _signals(self, child: anyio.abc.Process) -> None:
+    async def _signals(self, child: Process) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
             async with anyio.create_task_group() as tg:
                 async for signum in received:
@@ -170,7 +193,7 @@ class StdioWrapper:
 
     # -- child -> host --------------------------------------------------------------------------
 
-    async def _child_to_host(self, child: anyio.abc.Process) -> None:
+    async def _child_to_host(self, child: Process) -> None:
         assert child.stdout is not None
         decoder = LineDecoder(self.config.proxy.max_rewrite_bytes)
         session = self.session
@@ -213,7 +236,7 @@ class StdioWrapper:
             if not chunk:
                 return
 
-    async def _child_log(self, child: anyio.abc.Process, done: anyio.Event) -> None:
+    async def _child_log(self, child: Process, done: anyio.Event) -> None:
         try:
             await log_stderr(child.stderr, self.label)
         finally:
