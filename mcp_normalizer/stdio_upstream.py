@@ -51,6 +51,7 @@ import itertools
 import logging
 import math
 import os
+import re
 import secrets
 import shlex
 import time
@@ -68,7 +69,7 @@ from .body import buffer_body
 from .child import Process
 from .errors import ClientDisconnect, DecodeError
 from .jsoncodec import Raw, dumps, loads, split_array, split_object
-from .jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, IdKey, header, id_key, read_envelope, same_value
+from .jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, Envelope, IdKey, header, id_key, read_envelope, same_value
 from .lines import LAST, LINE, LineDecoder
 from .metrics import Metrics
 from .stdio_session import long_line_id
@@ -78,8 +79,9 @@ logger = logging.getLogger("mcp_normalizer")
 
 #: Messages queued for one client stream before the child's stdout stops being read.
 QUEUE = 16
-#: Messages of a session held for its next GET stream (the oldest go first past this).
+#: Messages of a session held for its next GET stream (the oldest go first past this), and bytes.
 BACKLOG = 1_000
+BACKLOG_BYTES = 8 * 1024 * 1024
 #: Seconds a child must live for its exit not to count towards a crash loop.
 STABLE = 10.0
 #: The longest back-off between starts of a child that keeps exiting, in seconds.
@@ -131,28 +133,56 @@ class Command:
 
 
 class _Stream:
-    """One HTTP response the child's messages go to: a POST's answer (JSON or SSE) or a GET stream."""
+    """One HTTP response the child's messages go to: a POST's answer (JSON or SSE) or a GET stream.
 
-    __slots__ = ("gone", "open", "receiver", "sender", "sse")
+    Args:
+        sse: the answer is an SSE stream (else one JSON body: responses only).
+        limit: ``None``: handing a message over waits while :data:`QUEUE` messages wait (flow
+            control back to the child). Else the bytes that may wait without holding anyone up;
+            past them the stream is cut (``overflowed``).
+    """
 
-    def __init__(self, sse: bool) -> None:
+    __slots__ = ("gone", "limit", "open", "overflowed", "receiver", "sender", "sse", "waiting")
+
+    def __init__(self, sse: bool, limit: int | None = None) -> None:
         self.sse = sse
+        self.limit = limit
         self.sender: MemoryObjectSendStream[bytes]
         self.receiver: MemoryObjectReceiveStream[bytes]
-        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](QUEUE)
+        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](QUEUE if limit is None else math.inf)
         self.open: set[IdKey] = set()  # the child-side ids of its requests still unanswered
         self.gone = False  # its client left (or the stream ended)
+        self.waiting = 0  # bytes handed over and not yet taken (a limited stream)
+        self.overflowed = False
 
     async def put(self, line: bytes) -> bool:
-        """Hand ``line`` to the client (waiting while the queue is full); False if it is gone."""
+        """Hand ``line`` to the client; False if it is gone (or, limited, just overflowed)."""
         if self.gone:
             return False
         try:
-            await self.sender.send(line)
+            if self.limit is None:
+                await self.sender.send(line)
+                return True
+            if self.waiting + len(line) > self.limit:
+                self.overflowed = self.gone = True
+                self.sender.close()
+                return False
+            self.waiting += len(line)
+            self.sender.send_nowait(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.gone = True
             return False
         return True
+
+    async def take(self) -> bytes:
+        """The next message for the client.
+
+        Raises:
+            anyio.EndOfStream: no more will come.
+        """
+        line = await self.receiver.receive()
+        self.waiting -= len(line)
+        return line
 
     def end(self) -> None:
         """No more messages: the response ends once the queue is drained."""
@@ -183,6 +213,8 @@ class _Child:
         self.streams: list[_Stream] = []  # open POST streams, newest last
         self.listener: _Stream | None = None  # the session's GET stream
         self.backlog: deque[bytes] = deque()
+        self.backlog_bytes = 0
+        self.answered = False  # it has written a JSON-RPC message (it started, at least)
         self.left: deque[IdKey] = deque(maxlen=BACKLOG)  # requests whose client left before the answer
         self.started = self.used = time.monotonic()
         self.stopping = False
@@ -266,10 +298,15 @@ class _Child:
             await self._route_one(bytes(item))
 
     async def _route_one(self, line: bytes) -> None:
+        envelope: Envelope | None
         try:
             envelope = read_envelope(line)
         except DecodeError:
-            envelope = None
+            envelope = _loose_envelope(line)
+            if envelope is None and await self._unreadable(line):
+                return
+        if envelope is not None and (envelope.response or isinstance(envelope.method, str)):
+            self.answered = True
         if envelope is None or not (envelope.response or isinstance(envelope.method, str)):
             self.noise += 1
             self.count("stdout_noise")
@@ -298,7 +335,25 @@ class _Child:
                     line = replace_param(line, "progressToken", owner.token)
                 if owner.stream.sse and await owner.stream.put(line):
                     return
+                if self.shared:
+                    return  # its owner takes no notifications (a JSON answer) or left: no one else's
         await self.other(line)
+
+    async def _unreadable(self, line: bytes) -> bool:
+        """A line that is not JSON (``NaN``, a raw control character, trailing bytes) but names the
+        id of a request in flight where every SDK writes it: that request gets an error now rather
+        than after ``idle_timeout``. False when it names none."""
+        key = long_line_id(line[:_EDGE], line[-_EDGE:])
+        waiter = self.waiting.get(key) if key is not None else None
+        if waiter is None or key is None:
+            return False
+        self.count("invalid_json")
+        children.child_logger.warning(
+            "the server's response is not valid JSON: not relayed",
+            extra={"audit": {"server": self.label, "stdout": children.text(line)}},
+        )
+        await self.answer(key, error_line(waiter.id, f"the MCP server's response ({self.label}) is not valid JSON"))
+        return True
 
     def _spelled_otherwise(self, value: object) -> IdKey | None:
         """The one request in flight whose id ``value`` spells in another type (``"1"`` for ``1``)."""
@@ -327,21 +382,24 @@ class _Child:
     async def other(self, line: bytes) -> None:
         """A message that answers no request: to the GET stream, else the newest POST stream,
         else held for the next GET stream (a shared child: the one stream open, else the log)."""
-        if self.shared:
-            open_streams = [s for s in self.streams if s.sse and not s.gone]
-            if len(open_streams) == 1 and await open_streams[0].put(line):
-                return
-            logger.info("%s sent a message no single request owns (stateless era): logged, not relayed", self.label)
+        if self.shared:  # every stateless client's server: a message no request owns is no one's
+            logger.info("%s sent a message no request owns (stateless era): logged, not relayed", self.label)
             return
         if self.listener is not None and await self.listener.put(line):
             return
         for stream in reversed(self.streams):
             if stream.sse and await stream.put(line):
                 return
-        if len(self.backlog) >= BACKLOG:
-            self.backlog.popleft()
-            logger.warning("%s: %d messages wait for a GET stream: the oldest is dropped", self.label, BACKLOG)
         self.backlog.append(line)
+        self.backlog_bytes += len(line)
+        while len(self.backlog) > BACKLOG or self.backlog_bytes > BACKLOG_BYTES:
+            self.backlog_bytes -= len(self.backlog.popleft())
+            logger.warning(
+                "%s: more than %d messages or %d bytes wait for a GET stream: the oldest is dropped",
+                self.label,
+                BACKLOG,
+                BACKLOG_BYTES,
+            )
 
     async def ended(self, status: int) -> None:
         """The child exited: answer what it left unanswered, end every stream."""
@@ -353,6 +411,23 @@ class _Child:
             await self.answer(key, error_line(self.waiting[key].id, message))
         for stream in [*self.streams, *([self.listener] if self.listener else [])]:
             stream.end()
+
+
+def _loose_envelope(line: bytes) -> Envelope | None:
+    """The envelope of a line msgspec refuses but the standard library reads (a lone surrogate
+    escape, valid JSON syntax): relayed as it is, as the HTTP path relays it."""
+    try:
+        message = loads(line)
+    except DecodeError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    response = "result" in message or "error" in message
+    return Envelope(
+        id=message.get("id", msgspec.UNSET),
+        method=message.get("method", msgspec.UNSET),
+        error=Raw(b"{}") if response and "method" not in message else msgspec.UNSET,
+    )
 
 
 def error_line(raw_id: bytes, message: str, code: int = -32603) -> bytes:
@@ -432,6 +507,7 @@ class StdioUpstream:
         self._children: set[_Child] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._shared_lock = anyio.Lock()
+        self._starting = 0  # children being started (their slots are taken)
         self._failures = 0  # exits in a row, each soon after its start
         self._not_before = 0.0  # no start before this monotonic time (back-off)
         self._closed = False
@@ -541,13 +617,14 @@ class StdioUpstream:
                 f"the next start is in {wait:.1f} s"
             )
             return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
-        if len(self._children) >= self.max_children:
+        if len(self._children) + self._starting >= self.max_children:
             message = (
                 f"{self.max_children} MCP server processes run, one per session (max_children): end a session "
                 "(DELETE) or raise [proxy] max_children"
             )
             return _refusal(503, message, extra=[(b"retry-after", b"1")])
         env = {**os.environ, **self.command.env} if self.command.env else None
+        self._starting += 1  # (the slot is taken while it starts)
         try:
             process = await children.start(self.command.argv, env=env, cwd=self.command.cwd)
         except OSError as exc:
@@ -555,6 +632,8 @@ class StdioUpstream:
             self._crashed(0.0)
             logger.error("cannot start the MCP server (%s): %s", self.label, exc.strerror or exc)
             return _refusal(502, f"cannot start the MCP server ({self.label}): {exc.strerror or exc}", code=-32603)
+        finally:
+            self._starting -= 1
         child = _Child(process, self.label, session_id, self.count)
         logger.info("started %s (pid %d)%s", self.label, process.pid, " for a new session" if session_id else "")
         self._children.add(child)
@@ -625,11 +704,16 @@ class StdioUpstream:
                 "%s (pid %d) exited with %s after %.1f s", self.label, process.pid, children.describe(status), lived
             )
             self.count("exit")
-            self._crashed(lived)
+            self._crashed(lived, child.answered)
         await child.ended(status)
 
-    def _crashed(self, lived: float) -> None:
-        """Count an exit nobody asked for; back off when they come in a row, soon after each start."""
+    def _crashed(self, lived: float, answered: bool = False) -> None:
+        """Count an exit nobody asked for; back off when they come in a row, each soon after its
+        start and before the server said anything (a server that answered and then crashed did
+        start: one client's call that crashes its own session must not refuse everyone else's)."""
+        if answered:
+            self._failures = 0
+            return
         self._failures = self._failures + 1 if lived < STABLE else 1
         if self._failures >= 2:
             delay = min(MAX_BACKOFF, 0.5 * 2 ** (self._failures - 2))
@@ -653,23 +737,12 @@ class StdioUpstream:
             await _respond(send, *_refusal(413, f"Request body exceeds {self.max_body_bytes} bytes"))
             return
         headers = scope["headers"]
-        try:
-            decoded = loads(body)
-        except DecodeError:
-            await _respond(send, *_refusal(400, "Parse error: the body is not JSON", code=-32700))
+        parsed = _parse(body)
+        if isinstance(parsed, _Unreadable):
+            await _respond(send, *_refusal(400, parsed.message, code=parsed.code))
             return
-        messages = decoded if isinstance(decoded, list) else [decoded]
-        if not messages or not all(isinstance(m, dict) for m in messages):
-            await _respond(send, *_refusal(400, "Invalid Request: not a JSON-RPC message or batch"))
-            return
-        requests: list[IdKey] = []
-        for message in messages:
-            if "method" in message and "id" in message:
-                key = id_key(message["id"])
-                if key is None:
-                    await _respond(send, *_refusal(400, "Invalid Request: an id must be a string or an integer"))
-                    return
-                requests.append(key)
+        messages, batch = parsed
+        requests = [m.key for m in messages if m.key is not None]
         if len(set(requests)) != len(requests):
             await _respond(send, *_refusal(400, "Invalid Request: two requests of one batch share an id"))
             return
@@ -682,7 +755,7 @@ class StdioUpstream:
                 await _respond(send, *_refusal(404, "Session not found", code=-32001))
                 return
             found = session
-        elif any(m.get("method") == "initialize" for m in messages):
+        elif any(m.method == "initialize" for m in messages):
             session_id = secrets.token_urlsafe(24)
             minted = [(b"mcp-session-id", session_id.encode())]
             found = await self._start(session_id)
@@ -696,6 +769,13 @@ class StdioUpstream:
             return
         child = found
         line = body.replace(b"\n", b" ").replace(b"\r", b" ") if b"\n" in body or b"\r" in body else body
+        if not requests and child.shared:
+            # 2026-07-28 defines no client notification over HTTP (a closed stream cancels), and the
+            # shared server is every stateless client's: one client's must not reach the others'.
+            logger.info("a notification or response in the stateless era: not passed to the shared server")
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
         if not requests:
             written = await child.write(line)
             status = 202 if written else 502
@@ -710,7 +790,10 @@ class StdioUpstream:
         if not child.shared and any(key in child.waiting for key in requests):
             await _respond(send, *_refusal(400, "Invalid Request: a request with this id is in flight in this session"))
             return
-        stream = _Stream(sse=b"text/event-stream" in (header(headers, b"accept") or "").encode())
+        sse = b"text/event-stream" in (header(headers, b"accept") or "").encode()
+        # The shared server's streams never hold its reader up (one slow client must not stall the
+        # others): what waits for a slow one is bounded in bytes instead, and past that it is cut.
+        stream = _Stream(sse, limit=2 * self.max_line if child.shared else None)
         try:
             line = self._register(child, stream, messages, line)
         except DecodeError:
@@ -718,7 +801,7 @@ class StdioUpstream:
             return
         child.streams.append(stream)
         try:
-            await self._answer(child, stream, line, isinstance(decoded, list), receive, send, minted)
+            await self._answer(child, stream, line, batch, receive, send, minted)
         finally:
             stream.gone = True
             child.streams.remove(stream)
@@ -734,19 +817,18 @@ class StdioUpstream:
                 for key in left:  # 2026-07-28: a closed stream cancels its request
                     self._task_group.start_soon(child.write, _cancelled(key))
 
-    def _register(self, child: _Child, stream: _Stream, messages: list[dict[str, object]], line: bytes) -> bytes:
+    def _register(self, child: _Child, stream: _Stream, messages: list[_Incoming], line: bytes) -> bytes:
         """Note where each request's response goes; the line to write (the shared child's with the
         proxy's own ids and progress tokens)."""
         if child.shared:
             if len(messages) != 1:
                 raise DecodeError("a batch in the stateless era")
-            members = split_object(line)
+            (message,) = messages
+            members = dict(message.members)
             key: IdKey = ("n", next(child.ids))
             waiter = _Waiter(stream, bytes(members["id"]))
             members["id"] = Raw(str(key[1]).encode())
-            params = messages[0].get("params")
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            if isinstance(meta, dict) and id_key(meta.get("progressToken")) is not None:
+            if message.token is not None:
                 params_raw = members["params"]
                 meta_raw = split_object(params_raw)["_meta"]
                 waiter.token = bytes(split_object(meta_raw)["progressToken"])
@@ -758,19 +840,14 @@ class StdioUpstream:
             stream.open.add(key)
             return msgspec.json.encode(members)
         for message in messages:
-            if "method" not in message or "id" not in message:
+            if message.key is None:
                 continue
-            found = id_key(message["id"])
-            assert found is not None
-            waiter = _Waiter(stream, dumps(message["id"]))
-            child.waiting[found] = waiter
-            stream.open.add(found)
-            params = message.get("params")
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            token = id_key(meta.get("progressToken")) if isinstance(meta, dict) else None
-            if token is not None:
-                waiter.token_key = token
-                child.progress[token] = waiter
+            waiter = _Waiter(stream, bytes(message.members["id"]))
+            child.waiting[message.key] = waiter
+            stream.open.add(message.key)
+            if message.token is not None:
+                waiter.token_key = message.token
+                child.progress[message.token] = waiter
         return line
 
     async def _answer(
@@ -825,12 +902,21 @@ class StdioUpstream:
         while True:
             with anyio.move_on_after(self.idle_timeout or math.inf):
                 try:
-                    yield await stream.receiver.receive()
+                    yield await stream.take()
                 except anyio.EndOfStream:
-                    return
+                    if not stream.overflowed:
+                        return
+                    break
                 continue
-            message = f"the MCP server ({self.label}) sent nothing for {self.idle_timeout:g} s (idle_timeout)"
-            self.count("idle_timeout")
+            if stream.overflowed:
+                message = (
+                    f"the client read too slowly: more than {stream.limit} bytes of the MCP server's messages "
+                    "waited for it"
+                )
+                self.count("slow_client")
+            else:
+                message = f"the MCP server ({self.label}) sent nothing for {self.idle_timeout:g} s (idle_timeout)"
+                self.count("idle_timeout")
             logger.warning("%s: %d requests answered with an error", message, len(stream.open))
             for key in list(stream.open):
                 waiter = child.waiting.pop(key, None)
@@ -905,15 +991,86 @@ class StdioUpstream:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _stateless(headers: RawHeaders, messages: list[dict[str, object]]) -> bool:
-    """Is this a request of the 2026-07-28 era (the version in its header or its ``_meta``)?"""
+_VERSION = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+
+
+def _stateless(headers: RawHeaders, messages: list[_Incoming]) -> bool:
+    """Is this a request of the 2026-07-28 era (a version of that date or later in its header, else
+    in its ``_meta``)?"""
     version = header(headers, b"mcp-protocol-version")
     if version is None:
-        params = messages[0].get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        found = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None
-        version = found if isinstance(found, str) else None
-    return version is not None and version.strip() >= MODERN_ERA
+        version = messages[0].version
+    return version is not None and _VERSION.match(version.strip()) is not None and version.strip() >= MODERN_ERA
+
+
+@dataclass(slots=True)
+class _Incoming:
+    """One message of a client's POST body, read only as far as routing needs.
+
+    Attributes:
+        members: its members, undecoded (numbers any JSON allows, ``1e400`` too, pass untouched).
+        method: its ``method``, when a string.
+        key: its id key when it is a request (a ``method`` and an ``id``).
+        token: the key of its ``params._meta.progressToken``, if any.
+        version: the protocol version its ``params._meta`` names, if any.
+    """
+
+    members: dict[str, Raw]
+    method: str | None = None
+    key: IdKey | None = None
+    token: IdKey | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """Why a POST body is refused: a JSON-RPC error code and message."""
+
+    code: int
+    message: str
+
+
+def _parse(body: bytes) -> tuple[list[_Incoming], bool] | _Unreadable:
+    """The messages of a POST body and whether it is a batch, or why it is refused."""
+    try:
+        texts = split_array(body) if body.lstrip()[:1] == b"[" else [Raw(body)]
+        members = [split_object(text) for text in texts]
+    except DecodeError:
+        return _Unreadable(-32700, "Parse error: the body is not a JSON-RPC message or batch")
+    if not members:
+        return _Unreadable(-32600, "Invalid Request: an empty batch")
+    messages: list[_Incoming] = []
+    for message in members:
+        incoming = _Incoming(message)
+        try:
+            method = loads(message["method"]) if "method" in message else None
+            rid = loads(message["id"]) if "id" in message else None
+        except DecodeError:
+            return _Unreadable(-32600, "Invalid Request: an id or method that cannot be read")
+        if "method" in message and not isinstance(method, str):
+            return _Unreadable(-32600, "Invalid Request: a method must be a string")
+        incoming.method = method
+        if method is not None and "id" in message:
+            incoming.key = id_key(rid)
+            if incoming.key is None:
+                return _Unreadable(-32600, "Invalid Request: an id must be a string or an integer")
+        meta = _meta_of(message)
+        if meta is not None:
+            incoming.token = id_key(meta.get("progressToken"))
+            found = meta.get(PROTOCOL_VERSION_META)
+            incoming.version = found if isinstance(found, str) else None
+        messages.append(incoming)
+    return messages, len(texts) != 1 or body.lstrip()[:1] == b"["
+
+
+def _meta_of(message: dict[str, Raw]) -> dict[str, object] | None:
+    """A message's ``params._meta``, decoded; ``None`` when it has none (or it cannot be read)."""
+    try:
+        meta = split_object(message["params"]).get("_meta") if "params" in message else None
+        decoded = loads(meta) if meta is not None else None
+    except DecodeError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
 
 
 def _cancelled(key: IdKey) -> bytes:

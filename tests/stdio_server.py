@@ -18,7 +18,12 @@ Faults (all optional):
       ``progressToken``), then holds its result until the client sends ``notifications/release``.
   ``ask_on``: a tool whose call sends the client a ``roots/list`` request, then answers with the
       roots the client's response names (as text: ``roots: <uri>,<uri>``);
-  ``where_on``: a tool answering with this process's pid, working directory and ``$FIXTURE_NOTE``;
+  ``where_on``: a tool answering with this process's pid, working directory, ``$FIXTURE_NOTE`` and
+      open descriptors (number -> what it links to);
+  ``close_stdout_on``: a tool whose call closes stdout and then keeps running, reading stdin;
+  ``nan_on``: a tool whose result holds ``NaN`` (Python's ``json.dumps`` default: not JSON);
+  a tool named ``release`` answers at once and releases what ``progress_on`` holds (the stateless
+      era has no client notification to do it with);
   ``flood_on``: a tool whose call writes ``flood`` progress notifications of ``flood_bytes`` each as
       fast as stdout takes them, then its result, then ``flooded`` on stderr.
 
@@ -32,6 +37,16 @@ import os
 import signal
 import sys
 from typing import Any
+
+
+def modern(params: dict[str, Any]) -> dict[str, Any]:
+    """What a 2026-07-28 result carries beside its own members (``resultType``) for ``params``."""
+    meta = params.get("_meta") or {}
+    return (
+        {"resultType": "complete"}
+        if str(meta.get("io.modelcontextprotocol/protocolVersion", "")) >= "2026-07-28"
+        else {}
+    )
 
 
 def main() -> int:
@@ -129,9 +144,29 @@ def main() -> int:
                 sys.stderr.write("flooded\n")
                 sys.stderr.flush()
                 continue
+            if name == "release":
+                for waiting in held:
+                    text = {"type": "text", "text": "released"}
+                    send({"jsonrpc": "2.0", "id": waiting, "result": {"content": [text], **modern(params)}})
+                held.clear()
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [], **modern(params)}})
+                continue
+            if name == faults.get("close_stdout_on"):
+                os.close(1)
+                continue
+            if name == faults.get("nan_on"):
+                out.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"x": float("nan")}}).encode() + b"\n")
+                out.flush()
+                continue
             if name == faults.get("where_on"):
                 note = os.environ.get("FIXTURE_NOTE")
-                where = json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "note": note})
+                fds = {}
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+                    except OSError:
+                        continue  # listdir's own, closed by now
+                where = json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "note": note, "fds": fds})
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": where}]}})
                 continue
             if name == faults.get("crash_on"):

@@ -264,11 +264,7 @@ async def test_the_stateless_era_shares_one_child_and_keeps_clients_ids_and_toke
                         if line.startswith("data:"):
                             seen[n].append(orjson.loads(line[5:]))
                             if len(seen[0]) == len(seen[1]) == 1:  # both progressed: let both finish
-                                release = {
-                                    "jsonrpc": "2.0",
-                                    "method": "notifications/release",
-                                    "params": {"_meta": meta},
-                                }
+                                release = call(99, "release", _meta=meta)
                                 await http.post(url, content=orjson.dumps(release), headers=modern)
 
             async with anyio.create_task_group() as tg:
@@ -288,6 +284,67 @@ async def test_the_stateless_era_shares_one_child_and_keeps_clients_ids_and_toke
     assert python["steps"][0]["value"]["content"][0]["text"] == "h\u00e9llo 1.50"
     lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert sum("started" in line.get("message", "") for line in lines) == 1  # one shared child
+
+
+@pytest.mark.anyio
+async def test_stateless_clients_never_see_or_steer_each_others_requests(tmp_path: Path) -> None:
+    """On the shared child: A's progress (A reads JSON) never reaches B's open stream, B cannot
+    cancel A's request with a notification, and B reading nothing never holds A up."""
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(progress_on="echo", flood_on="protean.list_runtimes", flood=400, flood_bytes=64 * 1024)
+    modern = {**HEADERS, "mcp-protocol-version": "2026-07-28"}
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    with stdio_proxy(fixture(plan), max_message_bytes=1024 * 1024) as px, running_log(log):
+        url = px + "/mcp"
+        host, port = px.removeprefix("http://").split(":")
+        async with httpx.AsyncClient(timeout=30) as http:
+            b_seen: list[Any] = []
+            json_only = {**modern, "accept": "application/json"}
+
+            async def b_waits() -> None:  # B: an open SSE stream of its own
+                request = call(1, "echo", _meta={**meta, "progressToken": "b"})
+                async with http.stream("POST", url, content=dumps(request), headers=modern) as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:"):
+                            b_seen.append(loads(line[5:]))  # noqa: PERF401 - seen as they come
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(b_waits)
+                while not b_seen:
+                    await anyio.sleep(0.01)
+                # A, JSON only, with a progress token: its progress must go nowhere but to A
+                a_call = http.post(
+                    url, content=dumps(call(2, "echo", _meta={**meta, "progressToken": "a"})), headers=json_only
+                )
+                async with anyio.create_task_group() as inner:
+                    answered: list[httpx.Response] = []
+
+                    async def a() -> None:
+                        answered.append(await a_call)
+
+                    inner.start_soon(a)
+                    await anyio.sleep(0.5)
+                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+                    refused = await http.post(url, content=dumps(cancel), headers=modern)
+                    # C: floods without reading a byte (a raw socket), while D calls
+                    flood = dumps(call(3, "protean.list_runtimes", _meta={**meta, "progressToken": "c"}))
+                    head = (
+                        f"POST /mcp HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
+                        f"accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n"
+                        f"content-length: {len(flood)}\r\n\r\n"
+                    ).encode()
+                    stalled = await anyio.connect_tcp(host, int(port))
+                    await stalled.send(head + flood)
+                    await anyio.sleep(0.5)
+                    d = await http.post(url, content=dumps(call(4, "release", _meta=meta)), headers=modern)
+                    await stalled.aclose()
+    assert refused.status_code == 202
+    assert [m.get("method") for m in b_seen] == ["notifications/progress", None]  # its own progress only
+    assert b_seen[0]["params"]["progressToken"] == "b" and b_seen[1]["id"] == 1
+    (a_answer,) = answered
+    assert loads(a_answer.content)["id"] == 2 and loads(a_answer.content)["result"]["content"][0]["text"] == "released"
+    assert events(d)[0]["id"] == 4  # not held up by C
+    assert '"stderr":"cancelled: 1"' not in log.read_text(encoding="utf-8")  # B's notification went nowhere
 
 
 @contextmanager
@@ -423,6 +480,104 @@ async def test_a_child_that_never_answers_gets_an_error_after_the_idle_timeout()
             after = await post(http, url, call(2, "echo"), session)
     assert error["id"] == "q\u00e9" and "idle_timeout" in error["error"]["message"]
     assert deleted.status_code == 200 and after.status_code == 404
+
+
+@pytest.mark.anyio
+async def test_a_server_gets_no_descriptor_of_the_proxy_and_its_helpers_end_with_it() -> None:
+    """The child holds its three pipes and nothing else (never the proxy's listening socket). A
+    helper it started that keeps its stdout open does not keep its session's slot or outlive it."""
+    plan = plan_with(where_on="where")
+    plan["tools"].append({"name": "where", "inputSchema": {"type": "object"}})
+    script = "sleep 317 & exec " + shlex.join(fixture(plan))
+    with stdio_proxy(["sh", "-c", script], max_children=1) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await open_session(http, url)
+            (where,) = events(await post(http, url, call(1, "where"), session))
+            deleted = await http.delete(url, headers={"mcp-session-id": session})
+            with anyio.fail_after(20):
+                while any("sleep 317" in cmdline for cmdline in cmdlines()):
+                    await anyio.sleep(0.05)
+                again = await post(http, url, INIT)
+                while again.status_code == 503:  # (the slot frees once its server is reaped)
+                    await anyio.sleep(0.05)
+                    again = await post(http, url, INIT)
+    fds = json.loads(where["result"]["content"][0]["text"])["fds"]
+    assert sorted(fds) == ["0", "1", "2"] and all(link.startswith("pipe:") for link in fds.values()), fds
+    assert deleted.status_code == 200 and again.status_code == 200
+
+
+def cmdlines() -> list[str]:
+    """The command lines of the processes running now."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.anyio
+async def test_a_server_that_closes_stdout_but_runs_on_is_stopped_and_its_request_answered() -> None:
+    plan = plan_with(close_stdout_on="echo")
+    with stdio_proxy(fixture(plan), graceful_shutdown=0.5) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await open_session(http, url)
+            (error,) = events(await post(http, url, call(1, "echo"), session))
+            gone = await post(http, url, call(2, "echo"), session)
+    assert error["id"] == 1 and "exited" in error["error"]["message"]
+    assert gone.status_code == 404
+
+
+@pytest.mark.anyio
+async def test_max_children_holds_under_concurrent_initializes_and_one_sessions_crash_backs_no_one_off() -> None:
+    plan = plan_with(crash_on="protean.list_runtimes")
+    with stdio_proxy(fixture(plan), max_children=2) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            started: list[httpx.Response] = []
+
+            async def start() -> None:
+                started.append(await post(http, url, INIT))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(12):
+                    tg.start_soon(start)
+            assert sorted(r.status_code for r in started) == [200] * 2 + [503] * 10
+            for response in started:
+                if response.status_code == 200:
+                    await http.delete(url, headers={"mcp-session-id": response.headers["mcp-session-id"]})
+            with anyio.fail_after(20):  # (their servers are stopped, then reaped)
+                while (await http.get(px + "/.mcp-normalizer/metrics")).text.count(
+                    "mcp_normalizer_stdio_children 0.0"
+                ) == 0:
+                    await anyio.sleep(0.05)
+            for _ in range(3):  # a call that crashes its own server, again and again
+                session = await open_session(http, url)
+                (crashed,) = events(await post(http, url, call(1, "protean.list_runtimes"), session))
+                assert "exited" in crashed["error"]["message"]
+            fresh = await post(http, url, INIT)
+            ready = await http.get(px + "/.mcp-normalizer/readyz")
+    assert fresh.status_code == 200 and ready.status_code == 200
+
+
+@pytest.mark.anyio
+async def test_an_unreadable_response_is_answered_at_once_and_a_huge_number_reaches_the_server() -> None:
+    plan = plan_with(nan_on="echo")
+    plan["tools"].append({"name": "sum", "inputSchema": {"type": "object"}})
+    plan["results"]["sum"] = {"content": [{"type": "text", "text": "summed"}]}
+    with stdio_proxy(fixture(plan)) as px:  # idle_timeout stays 300 s: an answer now is no timeout's
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await open_session(http, url)
+            (error,) = events(await post(http, url, call(1, "echo"), session))
+            body = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sum","arguments":{"x":1e400}}}'
+            huge = await http.post(url, content=body, headers={**HEADERS, "mcp-session-id": session})
+    assert error["id"] == 1 and "not valid JSON" in error["error"]["message"]
+    assert huge.status_code == 200 and events(huge)[0]["result"]["content"][0]["text"] == "summed"
 
 
 def proxy_children(pid: int) -> list[int]:
