@@ -694,3 +694,26 @@ async def test_a_get_stream_carries_what_the_server_says_outside_any_request() -
     assert second.status_code == 409
     assert unowned["method"] == "notifications/progress" and unowned["params"]["progressToken"] is None
     assert [m["id"] for m in result] == [3]  # the call's own stream: its result only
+
+
+@pytest.mark.anyio
+async def test_a_get_stream_that_reads_nothing_is_cut_and_the_session_goes_on() -> None:
+    """The session's GET stream takes no bytes while the server floods it: after ``send_timeout``
+    the stream is cut, and the session's calls are answered again."""
+    plan = plan_with(flood_on="protean.list_runtimes", flood=300, flood_bytes=64 * 1024)
+    with stdio_proxy(fixture(plan), send_timeout=1) as px:
+        url = px + "/mcp"
+        host, port = px.removeprefix("http://").split(":")
+        async with httpx.AsyncClient(timeout=60) as http:
+            session = await open_session(http, url)
+            stalled = await anyio.connect_tcp(host, int(port))
+            await stalled.send(
+                f"GET /mcp HTTP/1.1\r\nhost: {host}:{port}\r\naccept: text/event-stream\r\n"
+                f"mcp-session-id: {session}\r\n\r\n".encode()
+            )
+            json_only = {"content-type": "application/json", "accept": "application/json", "mcp-session-id": session}
+            flooded = await http.post(url, content=dumps(call(1, "protean.list_runtimes")), headers=json_only)
+            ping = await post(http, url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, session)
+            await stalled.aclose()
+    assert loads(flooded.content)["result"]["content"][0]["text"] == "flood done"
+    assert events(ping) == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
