@@ -15,6 +15,7 @@ from . import (
     empty_structured,
     envelope,
     error_problem,
+    host_content,
     input_combinator,
     last_resort,
     learned,
@@ -62,6 +63,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     media_data.RULE,
     block_members.RESOURCE_LINK_NAME,
     block_members.ANNOTATIONS,
+    host_content.RULE,  # after the block repairs: it reads well-formed blocks
     meta_keys.RULE,
     # errors, the shape the era requires, a missing structuredContent
     error_problem.RULE,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..jsoncodec import dumps
 from ..types import JSON
+from .host_profiles import Host, host_for
 
 PYTHON_SDK = "mcp"  # the Python SDK client's default clientInfo name
 CONFORMANCE = "conformance-test-client"  # the official conformance suite's client
@@ -88,17 +89,24 @@ class ClientProfile:
     Attributes:
         name: its ``clientInfo`` name, ``None`` when it sent none.
         accepts: the faults of :data:`CLIENT_FAULTS` it is known to accept.
-        key: ``accepts`` as JSON bytes, sorted (part of a listed tool's cache key: made once per
-            client, not once per listed tool).
+        key: ``accepts`` (and the host faults, for a host) as JSON bytes, sorted (part of a listed
+            tool's cache key: made once per client, not once per listed tool).
+        host: the host it is (:mod:`mcp_normalizer.rules.host_profiles`), ``None`` for any other client.
     """
 
     name: str | None = None
     accepts: frozenset[str] = frozenset()
     key: bytes = b"[]"
+    host: Host | None = None
 
     def needs(self, fault: str) -> bool:
         """True when the repair of ``fault`` (a key of :data:`CLIENT_FAULTS`) is applied for this client."""
         return fault not in self.accepts
+
+    def host_needs(self, fault: str) -> bool:
+        """True when this client is a host that rejects ``fault`` (a key of
+        :data:`~mcp_normalizer.rules.host_profiles.HOST_FAULTS`): its repair runs for it alone."""
+        return self.host is not None and fault in self.host.faults
 
     @property
     def label(self) -> str:
@@ -117,4 +125,8 @@ def profile_for(client_info: JSON) -> ClientProfile:
         return UNKNOWN
     name = client_info["name"][:128]
     accepts = frozenset(fault for fault, row in CLIENT_FAULTS.items() if name in row.accepted_by)
-    return ClientProfile(name, accepts, dumps(sorted(accepts)))
+    host = host_for(name)
+    host_faults = sorted(host.faults) if host is not None else []
+    return ClientProfile(
+        name, accepts, dumps([sorted(accepts), host_faults]) if host_faults else dumps(sorted(accepts)), host
+    )

@@ -1,0 +1,125 @@
+"""The hosts: what each one sends as its ``clientInfo``, what it rejects that the spec allows, and
+which of those the proxy repairs for it alone. Pure data, no I/O.
+
+Where :mod:`mcp_normalizer.rules.clients` lists faults every client gets repaired unless it is
+known to accept them, this table is the other way round: a *host fault* is something valid that a
+host refuses, so its repair changes what every other client accepts as it is; it runs for the
+hosts that name the fault and for no one else. The facts come from ``reference/hosts.md`` (the
+hosts' own source where it is public, else the issues that show the failure), each with its
+source. A host is recognised by the ``clientInfo.name`` it sends (``initialize`` params; on
+2026-07-28 every request's ``_meta``); that name is self-reported, and naming a host only ever
+gets a client the output that host can take, with the original kept in ``_meta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+#: An SVG image block (``image/svg+xml``): the Anthropic API takes JPEG, PNG, GIF and WebP only.
+IMAGE_SVG = "image_svg"
+#: A ``resource_link`` content block: rmcp ``=3.1.3`` (Codex, ChatGPT) fails the whole call.
+RESOURCE_LINK = "resource_link_block"
+
+#: What each host fault is, for the log, ``check`` and the README.
+HOST_FAULTS: Mapping[str, str] = {
+    IMAGE_SVG: "an image block of type image/svg+xml",
+    RESOURCE_LINK: "a resource_link content block",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A host and the faults the proxy repairs for it.
+
+    Attributes:
+        profile: the profile's name (``check --host``, the README, the log).
+        title: the host as people call it.
+        client_names: the ``clientInfo.name`` values it sends.
+        faults: host fault -> the source that shows the host rejecting it (a repair runs for them).
+        rejects: what else it rejects, with sources, that the proxy does not repair for it yet.
+    """
+
+    profile: str
+    title: str
+    client_names: tuple[str, ...]
+    faults: Mapping[str, str] = field(default_factory=dict)
+    rejects: tuple[str, ...] = ()
+
+
+_CLAUDE_IMAGES = (
+    "anthropics/claude-code#15807 (an image/svg+xml block gets a 400 from the API); the Anthropic vision docs "
+    "(JPEG, PNG, GIF and WebP only)"
+)
+_RMCP_LINKS = "openai/codex#41280 and #33404 (rmcp =3.1.3: 'Unexpected response type' on any resource_link block)"
+
+#: The table, from ``reference/hosts.md``.
+HOSTS: tuple[Host, ...] = (
+    Host(
+        "claude-code",
+        "Claude Code",
+        ("claude-code",),
+        {IMAGE_SVG: _CLAUDE_IMAGES},
+        (
+            "property keys outside ^[a-zA-Z0-9_.-]{1,64}$ (anthropics/claude-code#4668)",
+            "a root oneOf/anyOf/allOf in an inputSchema (anthropics/claude-code#5319)",
+        ),
+    ),
+    Host(
+        "claude-desktop",
+        "Claude Desktop",
+        ("claude-ai",),
+        {IMAGE_SVG: _CLAUDE_IMAGES},
+        ("tool names outside ^[a-zA-Z0-9_-]{1,64}$, dots included (NetApp/netapp-dataops-toolkit#38)",),
+    ),
+    Host(
+        "claude-ai",
+        "claude.ai connectors",
+        ("Anthropic/ClaudeAI", "Anthropic"),
+        {IMAGE_SVG: _CLAUDE_IMAGES},
+        ("tool names outside ^[a-zA-Z0-9_-]{1,64}$ (anthropics/claude-ai-mcp#473)",),
+    ),
+    Host(
+        "codex",
+        "OpenAI Codex",
+        ("codex-mcp-client",),
+        {RESOURCE_LINK: _RMCP_LINKS},
+        ("arrays without items, a root oneOf/anyOf/allOf/enum/not (the OpenAI API)",),
+    ),
+    Host(
+        "chatgpt",
+        "ChatGPT connectors",
+        ("openai-mcp",),
+        {RESOURCE_LINK: "openai/codex#41280 (also seen on ChatGPT desktop)"},
+    ),
+    Host(
+        "vscode",
+        "VS Code (Copilot)",
+        ("Visual Studio Code", "Visual-Studio-Code", "Code - OSS"),
+        rejects=(
+            "an inputSchema failing draft-07: the tool is dropped (microsoft/vscode mcpServer.ts _normalizeTool)",
+            "arrays without items (vscode-copilot-chat toolSchemaNormalizer.ts)",
+        ),
+    ),
+    Host(
+        "cursor",
+        "Cursor",
+        ("cursor-vscode",),
+        rejects=("server name + tool name over 60 characters: hidden (executeautomation/mcp-playwright#145)",),
+    ),
+    Host(
+        "gemini-cli",
+        "Gemini CLI",
+        ("gemini-cli-mcp-client",),
+        rejects=("enum on non-strings, type beside anyOf (google-gemini/gemini-cli#4121)",),
+    ),
+)
+
+_BY_NAME: dict[str, Host] = {name: host for host in HOSTS for name in host.client_names}
+#: Profiles by name (``check --host``).
+PROFILES: Mapping[str, Host] = {host.profile: host for host in HOSTS}
+
+
+def host_for(client_name: str | None) -> Host | None:
+    """The host that sends ``client_name`` as its ``clientInfo.name``, if the table knows it."""
+    return _BY_NAME.get(client_name) if client_name is not None else None

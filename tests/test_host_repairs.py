@@ -1,0 +1,132 @@
+"""Host-aware repairs (issue 25): a session that initializes with a host's ``clientInfo`` gets
+results that host's validator accepts, with the originals in ``_meta``; every other client gets the
+server's bytes. The validators are modelled from the hosts' sources (each names its own), and each
+is shown to bite on the server's output without the proxy."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from mcp_normalizer.demo.clients import run_node, run_python
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
+from mcp_normalizer.rules.clients import profile_for
+from mcp_normalizer.rules.host_content import ORIGINAL_BLOCK_KEY
+from mcp_normalizer.rules.host_profiles import HOSTS, IMAGE_SVG, PROFILES, RESOURCE_LINK, host_for
+
+from .support import HEADERS, proxy_for, serve
+
+SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="12.5" height="1e1"><text>caf\u00e9 \u2713</text></svg>'
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
+LINK = {"type": "resource_link", "uri": "ui://demo/view/v1?q=\u00e9", "name": "view", "mimeType": "text/html"}
+RESULT: dict[str, Any] = {
+    "content": [
+        {"type": "text", "text": "a chart and its view: 12.50"},
+        {"type": "image", "data": base64.b64encode(SVG.encode()).decode(), "mimeType": "image/svg+xml"},
+        {"type": "image", "data": PNG, "mimeType": "image/png", "annotations": {"priority": 0.5}},
+        LINK,
+    ],
+    "isError": False,
+}
+TOOL = {"name": "render", "inputSchema": {"type": "object"}}
+STEPS = [{"op": "callTool", "name": "render", "arguments": {}}]
+
+
+def claude_accepts(result: dict[str, Any]) -> bool:
+    """The Anthropic API's image rule as the Claude hosts meet it: an image block must be JPEG, PNG,
+    GIF or WebP (docs.anthropic.com, vision: supported formats; anthropics/claude-code#15807: an
+    ``image/svg+xml`` block gets a 400 and the call fails)."""
+    allowed = {"image/jpeg", "image/png", "image/gif", "image/webp"}
+    return all(block.get("mimeType") in allowed for block in result["content"] if block.get("type") == "image")
+
+
+def rmcp_accepts(result: dict[str, Any]) -> bool:
+    """rmcp ``=3.1.3`` as Codex and ChatGPT pin it (openai/codex ``codex-rs/Cargo.toml``, quoted in
+    openai/codex#41280): its ``CallToolResult`` content takes text, image, audio and embedded
+    resources; a ``resource_link`` block fails the whole call with "Unexpected response type"
+    (openai/codex#41280, #33404)."""
+    return all(block.get("type") in {"text", "image", "audio", "resource"} for block in result["content"])
+
+
+VALIDATORS = {IMAGE_SVG: claude_accepts, RESOURCE_LINK: rmcp_accepts}
+
+
+async def initialize_as(http: httpx.AsyncClient, url: str, name: str) -> dict[str, str]:
+    """A legacy ``initialize`` naming the client ``name``; the headers of the session's requests."""
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": name, "version": "1.0"}}
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    response = await http.post(url, content=orjson.dumps(body), headers=HEADERS)
+    return {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+
+
+def server() -> ScriptedServer:
+    return ScriptedServer([ToolSpec(TOOL, returning(RESULT))], response_mode="json")
+
+
+@pytest.mark.pure
+def test_every_host_is_known_by_the_names_it_sends_and_no_other_client_is() -> None:
+    for host in HOSTS:
+        for name in host.client_names:
+            assert host_for(name) is host and profile_for({"name": name}).host is host
+    for name in ("mcp", "mcp-normalizer-test", "claude-code-fork", "Codex", "", "conformance-test-client"):
+        assert host_for(name) is None and profile_for({"name": name}).host is None
+    assert profile_for({"name": "codex-mcp-client"}).key != profile_for({"name": "mcp"}).key
+    assert set(PROFILES) >= {"claude-code", "claude-desktop", "claude-ai", "codex", "chatgpt"}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_each_host_gets_what_its_validator_accepts_and_the_originals_in_meta() -> None:
+    hosts = [host for host in HOSTS if host.faults]
+    with serve(server()) as up, proxy_for(up + "/mcp") as px:
+        sessions = [{"url": px + "/mcp", "clientName": host.client_names[0], "steps": STEPS} for host in hosts]
+        direct = [{"url": up + "/mcp", "clientName": host.client_names[0], "steps": STEPS} for host in hosts]
+        through = await run_node("v1", sessions)
+        straight = await run_node("v1", direct)
+        python = await run_python(px + "/mcp", STEPS, client_name="codex-mcp-client")
+    for host, record, raw in zip(hosts, through, straight, strict=True):
+        (step,) = record["steps"]
+        (raw_step,) = raw["steps"]
+        assert step["ok"] and raw_step["ok"], (host.profile, step, raw_step)
+        result = step["value"]
+        for fault in host.faults:
+            assert VALIDATORS[fault](result), (host.profile, result)
+            assert not VALIDATORS[fault](raw_step["value"]), host.profile  # the validator bites
+        kept = [
+            block["_meta"][ORIGINAL_BLOCK_KEY]
+            for block in result["content"]
+            if ORIGINAL_BLOCK_KEY in block.get("_meta", {})
+        ]
+        changed = [i for i, block in enumerate(result["content"]) if block != RESULT["content"][i]]
+        assert kept == [RESULT["content"][i] for i in changed]  # every change, and the original of each
+        texts = [block["text"] for block in result["content"] if block["type"] == "text"]
+        if IMAGE_SVG in host.faults:
+            assert SVG in texts
+        if RESOURCE_LINK in host.faults:
+            assert "view: ui://demo/view/v1?q=\u00e9 (text/html)" in texts
+        assert result["content"][2] == RESULT["content"][2]  # a PNG every host takes: untouched
+    (step,) = python["steps"]
+    assert step["ok"] and rmcp_accepts(step["value"]) and claude_accepts(step["value"]) is False
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_client_no_profile_names_gets_the_servers_bytes() -> None:
+    """The same call from clients that are no host: byte for byte the server's answer."""
+    body = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"render","arguments":{}}}'
+    with serve(server()) as up, proxy_for(up + "/mcp") as px:
+        async with httpx.AsyncClient(timeout=30) as http:
+            answers = []
+            for url in (up + "/mcp", px + "/mcp"):
+                for name in ("mcp-normalizer-test", "mcp", "claude-code-fork"):
+                    session = await initialize_as(http, url, name)
+                    response = await http.post(url, content=body, headers={**HEADERS, **session})
+                    answers.append(response.content)
+            codex = await initialize_as(http, px + "/mcp", "codex-mcp-client")
+            repaired = (await http.post(px + "/mcp", content=body, headers={**HEADERS, **codex})).content
+    assert len(set(answers)) == 1, answers
+    assert repaired != answers[0]
