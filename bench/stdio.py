@@ -122,6 +122,13 @@ class HttpSession:
         self.proxy = Proc(
             "upstream-cmd", subprocess.Popen(argv, stderr=subprocess.DEVNULL, env=env), port, io.BytesIO()
         )
+        try:
+            self._open(port)
+        except BaseException:
+            self.proxy.stop()  # never left running behind a failed run
+            raise
+
+    def _open(self, port: int) -> None:
         wait_listening(self.proxy)
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.http = httpx.Client(timeout=60)
