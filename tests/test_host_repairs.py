@@ -18,7 +18,7 @@ from mcp_normalizer.rules.clients import profile_for
 from mcp_normalizer.rules.host_content import ORIGINAL_BLOCK_KEY
 from mcp_normalizer.rules.host_profiles import HOSTS, IMAGE_SVG, PROFILES, RESOURCE_LINK, host_for
 
-from .support import HEADERS, proxy_for, serve
+from .support import HEADERS, proxy_for, run_cli, serve
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="12.5" height="1e1"><text>caf\u00e9 \u2713</text></svg>'
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
@@ -130,3 +130,18 @@ async def test_a_client_no_profile_names_gets_the_servers_bytes() -> None:
             repaired = (await http.post(px + "/mcp", content=body, headers={**HEADERS, **codex})).content
     assert len(set(answers)) == 1, answers
     assert repaired != answers[0]
+
+
+@pytest.mark.wire
+def test_check_as_a_host_finds_what_it_refuses_directly_and_nothing_through_the_proxy() -> None:
+    with serve(server()) as up, proxy_for(up + "/mcp") as px:
+        direct = run_cli("check", up + "/mcp", "--call", "render", "--host", "codex", "--format", "json")
+        through = run_cli("check", px + "/mcp", "--call", "render", "--host", "codex", "--format", "json")
+        anyone = run_cli("check", up + "/mcp", "--call", "render", "--format", "json")
+        claude = run_cli("check", up + "/mcp", "--call", "render", "--host", "claude-code", "--format", "json")
+    assert direct.returncode == 1, direct.stdout + direct.stderr
+    found = orjson.loads(direct.stdout)["findings"]
+    assert [(f["rule"], f["pointers"]) for f in found] == [("host_content", ["/content/3"])]
+    assert through.returncode == 0, through.stdout
+    assert anyone.returncode == 0 and orjson.loads(anyone.stdout)["findings"] == []
+    assert [f["pointers"] for f in orjson.loads(claude.stdout)["findings"]] == [["/content/1"]]

@@ -18,7 +18,7 @@ from ..errors import DecodeError
 from ..interventions import named_in
 from ..jsoncodec import dumps
 from ..normalize import Normalizer, Record
-from ..rules.clients import CLIENT_FAULTS
+from ..rules.clients import CLIENT_FAULTS, UNKNOWN, ClientProfile
 from ..types import JSONObject
 from .advisories import advisories
 from .author_fixes import author_fix
@@ -132,14 +132,17 @@ class Auditor:
 
     Args:
         config: the rule configuration (the proxy's; its ``report_only`` is forced on).
+        client: the client the audit is for (a host's profile: ``check --host``); the rules then
+            judge as they do for that client.
 
     The live check feeds it with :meth:`tools_list` and :meth:`tools_call`; the replay of a capture
     runs the proxy's own transformer over the captured responses and feeds it the transformer's
     records (:meth:`add`) plus :meth:`list_shape` and :meth:`advise`.
     """
 
-    def __init__(self, config: NormalizerConfig) -> None:
+    def __init__(self, config: NormalizerConfig, client: ClientProfile = UNKNOWN) -> None:
         self.normalizer = Normalizer(dataclasses.replace(config, report_only=True))
+        self.client = client
         self.audit = Audit()
         self._catalogs: dict[str, dict[str, ToolEntry]] = {}
         self._index: dict[tuple[str | None, str, str, tuple[str, ...], str], Finding] = {}
@@ -156,7 +159,7 @@ class Auditor:
         """Audit one ``tools/list`` result page and learn its tools (for later calls in ``scope``)."""
         self.era(era)
         self.list_shape(result, scope, first_page=first_page)
-        outcome = self.normalizer.tools_list(result, era)
+        outcome = self.normalizer.tools_list(result, era, self.client)
         catalog = self._catalogs.setdefault(scope, {})
         for entry in outcome.entries:
             catalog[entry.name] = entry
@@ -203,7 +206,7 @@ class Auditor:
             self.audit.notes.append(f"a result of {tool!r} cannot be written as JSON: not audited")
             return
         entry = self._catalogs.get(scope, {}).get(tool) if tool is not None else None
-        outcome = self.normalizer.tools_call(result, tool, entry, era, size)
+        outcome = self.normalizer.tools_call(result, tool, entry, era, size, client=self.client)
         for record in outcome.records:
             self.add(record, "tools/call")
         self.advise(tool, result, entry, scope)

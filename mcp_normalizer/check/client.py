@@ -23,7 +23,7 @@ import httpx
 from ..config import redact_url
 from ..errors import CheckError, DecodeError
 from ..jsoncodec import dumps, loads
-from ..jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, response_to
+from ..jsonrpc import CLIENT_INFO_META, MODERN_ERA, PROTOCOL_VERSION_META, response_to
 from ..sse import SSESplitter, parse_event
 from ..types import JSON, JSONObject
 
@@ -49,14 +49,23 @@ class McpClient:
         headers: extra request headers (``Authorization``...), sent on every request; names and
             values must be valid header text (checked by the caller).
         timeout: seconds each request may take in all, from sending it to its complete answer.
+        client_name: the ``clientInfo.name`` it gives (``initialize``; on 2026-07-28 every request's
+            ``_meta``): a host's, to audit what that host gets (``check --host``).
 
     Use as ``async with McpClient(url) as client: await client.connect(); ...``. Every method raises
     :class:`~mcp_normalizer.errors.CheckError` when the server cannot be reached, takes longer than
     ``timeout``, or does not answer with JSON-RPC.
     """
 
-    def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        client_name: str = "mcp-normalizer-check",
+    ) -> None:
         self.url = url
+        self.client_info: JSONObject = {**_CLIENT_INFO, "name": client_name}
         self.label = redact_url(url)
         self.headers = dict(headers or {})
         self.timeout = timeout
@@ -97,7 +106,7 @@ class McpClient:
                 return MODERN_ERA
             self.era = None  # not a 2026-07-28 server (HTTP 400/404/405, or a legacy JSON-RPC error)
         version = LEGACY_ERA if offer in ("auto", "legacy") else offer
-        params: JSONObject = {"protocolVersion": version, "capabilities": {}, "clientInfo": _CLIENT_INFO}
+        params: JSONObject = {"protocolVersion": version, "capabilities": {}, "clientInfo": self.client_info}
         answer = await self.request("initialize", params)
         result = answer.get("result")
         if not isinstance(result, dict):
@@ -161,7 +170,11 @@ class McpClient:
             params = dict(params)
             if self.era == MODERN_ERA:
                 meta = params.get("_meta")
-                params["_meta"] = {**(meta if isinstance(meta, dict) else {}), PROTOCOL_VERSION_META: MODERN_ERA}
+                params["_meta"] = {
+                    **(meta if isinstance(meta, dict) else {}),
+                    PROTOCOL_VERSION_META: MODERN_ERA,
+                    CLIENT_INFO_META: self.client_info,
+                }
             message["params"] = params
         headers = self._headers(method)
         if self.era == MODERN_ERA and method == "tools/call" and params is not None:

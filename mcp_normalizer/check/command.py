@@ -5,11 +5,13 @@ fault the proxy would repair, changing nothing.
 
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL ['{json args}'] ...]
                              [--calls FILE] [--format table|json] [--config FILE] [--era auto|legacy|VERSION]
-                             [--timeout S] [--write-config FILE] [--strict]
+                             [--host PROFILE] [--timeout S] [--write-config FILE] [--strict]
     mcp-normalizer check --capture FILE [--format table|json] [--config FILE] [--write-config FILE]
 
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
-effects). Exit codes: 0 clean (advisories only: SHOULD-level faults no supported client rejects;
+effects). ``--host PROFILE`` audits as that host receives the server (``claude-code``, ``codex``...:
+:mod:`mcp_normalizer.rules.host_profiles`): its ``clientInfo`` is sent, and what it refuses is a
+fault; through the proxy, the host's repairs are made for it. Exit codes: 0 clean (advisories only: SHOULD-level faults no supported client rejects;
 ``--strict`` makes them 1), 1 faults found, 2 usage, configuration or connection errors.
 """
 
@@ -30,6 +32,8 @@ from ..config import NormalizerConfig, redact_url
 from ..errors import CheckError, ConfigError, DecodeError
 from ..jsoncodec import dumps, loads
 from ..jsonrpc import MODERN_ERA
+from ..rules.clients import UNKNOWN, profile_for
+from ..rules.host_profiles import PROFILES, Host
 from ..types import JSONObject
 from .auditor import Audit, Auditor
 from .client import McpClient
@@ -69,6 +73,11 @@ def _parser() -> Parser:
         default="auto",
         help="auto (the newest the server speaks; default), legacy (the initialize handshake, 2025-11-25 offered)"
         " or a legacy version to offer",
+    )
+    parser.add_argument(
+        "--host",
+        choices=sorted(PROFILES),
+        help="audit as this host receives the server: its clientInfo is sent, and what it refuses is a fault",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     parser.add_argument(
@@ -188,6 +197,7 @@ async def audit_server(
     *,
     era: str = "auto",
     timeout: float = 30.0,
+    host: Host | None = None,
 ) -> tuple[Audit, str]:
     """Connect to ``url`` (``era`` as :meth:`McpClient.connect` takes it), list every tool, make
     ``calls`` and audit it all.
@@ -198,8 +208,9 @@ async def audit_server(
     Raises:
         CheckError: the server cannot be reached or does not answer with JSON-RPC.
     """
-    auditor = Auditor(config)
-    async with McpClient(url, headers, timeout) as client:
+    name = host.client_names[0] if host is not None else "mcp-normalizer-check"
+    auditor = Auditor(config, profile_for({"name": name}) if host is not None else UNKNOWN)
+    async with McpClient(url, headers, timeout, client_name=name) as client:
         used = await client.connect(era)
         legacy = [version for version in client.supported if version < MODERN_ERA]
         if legacy:
@@ -253,13 +264,16 @@ def main(argv: Sequence[str]) -> int:
     try:
         config = NormalizerConfig.from_file(args.config) if args.config else NormalizerConfig.shipped()
         if args.capture is not None:
+            if args.host is not None:
+                return _fail("--host audits a live server (its clientInfo is sent), not a capture")
             if args.call or args.calls or args.header:
                 return _fail("--capture audits a file: --call, --calls and --header do not apply")
             audit, source = audit_capture(args.capture, config), args.capture
             era = ", ".join(audit.eras) or None
         else:
             url, calls, headers = _url(args.url), _calls(args.call, args.calls), _headers(args.header)
-            run = functools.partial(audit_server, era=args.era, timeout=args.timeout)
+            host = PROFILES[args.host] if args.host is not None else None
+            run = functools.partial(audit_server, era=args.era, timeout=args.timeout, host=host)
             audit, era = anyio.run(run, url, calls, config, headers)
             source = redact_url(url)
         if args.write_config is not None:

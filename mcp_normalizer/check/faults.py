@@ -295,6 +295,15 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "host_content",
+            "The spec allows the block (an image of any media type, a resource_link); the host refuses it",
+            "MCP 2025-06-18+ schema.ts ContentBlock; the host's own rule (reference/hosts.md)",
+            (
+                "Claude Code, Claude Desktop, claude.ai: an image/svg+xml image (anthropics/claude-code#15807)",
+                "Codex, ChatGPT: any resource_link block (openai/codex#41280, #33404)",
+            ),
+        ),
+        FaultKind(
             "pagination_cursor_loop",
             "nextCursor is an opaque token for the next page; a page without one is the last",
             "MCP 2025-03-26+ server/utilities/pagination.mdx, Response Format",
