@@ -11,8 +11,9 @@ fault the proxy would repair, changing nothing.
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
 effects). ``--host PROFILE`` audits as that host receives the server (``claude-code``, ``codex``...:
 :mod:`mcp_normalizer.rules.host_profiles`): its ``clientInfo`` is sent, and what it refuses is a
-fault; through the proxy, the host's repairs are made for it. Exit codes: 0 clean (advisories only: SHOULD-level faults no supported client rejects;
-``--strict`` makes them 1), 1 faults found, 2 usage, configuration or connection errors.
+fault; through the proxy, the host's repairs are made for it. Exit codes: 0 clean (advisories
+only: SHOULD-level faults no supported client rejects; ``--strict`` makes them 1), 1 faults found,
+2 usage, configuration or connection errors.
 """
 
 from __future__ import annotations
