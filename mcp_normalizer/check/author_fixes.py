@@ -79,7 +79,8 @@ AUTHOR_FIXES: dict[str, str] = {
     "annotations_invalid": "use only 'user' and 'assistant' in annotations.audience (MCP Role), a priority from 0"
     " to 1, and an ISO 8601 string for lastModified",
     "host_content": "for the hosts that refuse them, send a PNG (or JPEG, GIF, WebP) rather than an SVG image,"
-    " and repeat a resource_link's URI in a text block; the blocks are valid, the hosts are at fault",
+    " repeat a resource_link's URI in a text block, and put a type in each anyOf arm rather than beside anyOf;"
+    " all of it is valid, the hosts are at fault",
     "pagination_cursor_loop": "omit nextCursor on the last page; never return an empty cursor or the cursor the"
     " request sent",
     "result_output_field": "return the text in content: [{type: 'text', text: ...}], not in an output or result"

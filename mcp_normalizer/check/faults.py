@@ -296,11 +296,12 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "host_content",
-            "The spec allows the block (an image of any media type, a resource_link); the host refuses it",
+            "The spec allows it (an image of any media type, a resource_link, type beside anyOf); the host refuses it",
             "MCP 2025-06-18+ schema.ts ContentBlock; the host's own rule (reference/hosts.md)",
             (
                 "Claude Code, Claude Desktop, claude.ai: an image/svg+xml image (anthropics/claude-code#15807)",
                 "Codex, ChatGPT: any resource_link block (openai/codex#41280, #33404)",
+                "Gemini CLI: type beside anyOf in an inputSchema (google-gemini/gemini-cli#4121)",
             ),
         ),
         FaultKind(

@@ -16,6 +16,7 @@ from . import (
     envelope,
     error_problem,
     host_content,
+    host_schemas,
     input_combinator,
     last_resort,
     learned,
@@ -49,6 +50,7 @@ TOOL_RULES: tuple[Rule, ...] = (
     TIMESTAMP_OBJECTS,  # reads $defs names, so before schema_refs inlines them
     SCHEMA_REFS,
     input_combinator.RULE,  # after schema_refs: arms given as $refs are inlined by then
+    host_schemas.RULE,  # after input_combinator, which may hoist a root anyOf's arms
     nullable.RULE,
     RELAX,
     DATE_TIME_FORMAT,

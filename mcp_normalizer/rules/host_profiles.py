@@ -21,10 +21,15 @@ IMAGE_SVG = "image_svg"
 #: A ``resource_link`` content block: rmcp ``=3.1.3`` (Codex, ChatGPT) fails the whole call.
 RESOURCE_LINK = "resource_link_block"
 
+#: A schema node with ``type`` beside ``anyOf``: older Gemini CLIs send the schema to the Gemini
+#: API, which answers "type and anyOf cannot be both populated".
+TYPE_BESIDE_ANYOF = "type_beside_anyof"
+
 #: What each host fault is, for the log, ``check`` and the README.
 HOST_FAULTS: Mapping[str, str] = {
     IMAGE_SVG: "an image block of type image/svg+xml",
     RESOURCE_LINK: "a resource_link content block",
+    TYPE_BESIDE_ANYOF: "type beside anyOf in an inputSchema node",
 }
 
 
@@ -111,7 +116,8 @@ HOSTS: tuple[Host, ...] = (
         "gemini-cli",
         "Gemini CLI",
         ("gemini-cli-mcp-client",),
-        rejects=("enum on non-strings, type beside anyOf (google-gemini/gemini-cli#4121)",),
+        {TYPE_BESIDE_ANYOF: "google-gemini/gemini-cli#4121 ('type and anyOf cannot be both populated')"},
+        ("enum on non-strings (JetBrains/mcp-jetbrains#71)",),
     ),
 )
 
