@@ -16,9 +16,10 @@ from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 from mcp_normalizer.rules.clients import profile_for
 from mcp_normalizer.rules.host_content import ORIGINAL_BLOCK_KEY
-from mcp_normalizer.rules.host_profiles import HOSTS, IMAGE_SVG, PROFILES, RESOURCE_LINK, host_for
+from mcp_normalizer.rules.host_profiles import HOSTS, IMAGE_SVG, PROFILES, RESOURCE_LINK, Host, host_for
 
-from .support import HEADERS, proxy_for, run_cli, serve
+from .support import HEADERS, case_server, load_cases, proxy_for, run_cli, serve, steps
+from .test_corpus import UNREPAIRABLE, check
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="12.5" height="1e1"><text>caf\u00e9 \u2713</text></svg>'
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
@@ -216,3 +217,47 @@ async def test_gemini_cli_gets_an_equivalent_schema_without_type_beside_anyof() 
         for value in samples:
             instance = {name: value}
             assert before.is_valid(instance) == after.is_valid(instance), (name, value)  # the same values accepted
+
+
+#: How the public cases name the hosts they were seen with (``client``), and the profile each is.
+CASE_HOSTS = (
+    ("claude code", "claude-code"),
+    ("claude desktop", "claude-desktop"),
+    ("claude.ai", "claude-ai"),
+    ("cursor", "cursor"),
+    ("gemini cli", "gemini-cli"),
+    ("chatgpt", "chatgpt"),
+    ("codex", "codex"),
+)
+
+
+def case_host(case: dict[str, Any]) -> Host | None:
+    """The first host the case's ``client`` names, if any."""
+    said = str(case.get("client", "")).lower()
+    return next((PROFILES[profile] for words, profile in CASE_HOSTS if words in said), None)
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_the_field_cases_seen_with_a_host_are_accepted_as_that_host_and_as_before() -> None:
+    """Each public case whose client is a host, replayed with that host's clientInfo: the same
+    acceptance as with the defaults (tests/test_corpus.py), and, since none of them carries what a
+    host profile repairs, exactly what an unnamed client gets."""
+    named = {c["id"]: host.client_names[0] for c in load_cases() if c.get("tool") and (host := case_host(c))}
+    cases = [case for case in load_cases() if case["id"] in named]
+    assert len(cases) >= 15, [case.get("client") for case in cases]
+    with serve(case_server(cases, "sse")) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        as_hosts = [
+            {"url": url, "headers": {"x-case": c["id"]}, "clientName": named[c["id"]], "steps": steps(c)} for c in cases
+        ]
+        as_anyone = [{"url": url, "headers": {"x-case": c["id"]}, "steps": steps(c)} for c in cases]
+        hosts = await run_node("v1", as_hosts)
+        anyone = await run_node("v1", as_anyone)
+    check(cases, {"ts-sdk-1 as the host": hosts}, {c["id"] for c in cases} - UNREPAIRABLE)
+    for case, host, plain in zip(cases, hosts, anyone, strict=True):
+        assert without_times(host) == without_times(plain), case["id"]
+
+
+def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in step.items() if k != "at"} for step in record["steps"]]
