@@ -255,8 +255,8 @@ async def test_the_field_cases_seen_with_a_host_are_accepted_as_that_host_and_as
         hosts = await run_node("v1", as_hosts)
         anyone = await run_node("v1", as_anyone)
     check(cases, {"ts-sdk-1 as the host": hosts}, {c["id"] for c in cases} - UNREPAIRABLE)
-    for case, host, plain in zip(cases, hosts, anyone, strict=True):
-        assert without_times(host) == without_times(plain), case["id"]
+    for case, seen, plain in zip(cases, hosts, anyone, strict=True):
+        assert without_times(seen) == without_times(plain), case["id"]
 
 
 def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
