@@ -261,3 +261,19 @@ async def test_the_field_cases_seen_with_a_host_are_accepted_as_that_host_and_as
 
 def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in step.items() if k != "at"} for step in record["steps"]]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_claude_desktop_behind_the_stdio_wrapper_gets_its_repairs_and_no_one_else_does(tmp_path: Any) -> None:
+    from .test_stdio_wrapper import fixture, wrapped
+
+    plan = {"tools": [TOOL], "results": {"render": RESULT}}
+    command = wrapped(fixture(plan), tmp_path / "log.jsonl")
+    desktop, anyone = await run_node(
+        "v1",
+        [{"command": command, "clientName": "claude-ai", "steps": STEPS}, {"command": command, "steps": STEPS}],
+    )
+    repaired = desktop["steps"][0]["value"]
+    assert claude_accepts(repaired) and not rmcp_accepts(repaired)  # the SVG, for Claude Desktop alone
+    assert anyone["steps"][0]["value"] == RESULT
