@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ from .rules import Mode as RuleMode
 from .rules import Rewrite
 from .rules.base import Response, ResponseContext, meta_of
 from .rules.clients import UNKNOWN, ClientProfile
+from .rules.host_profiles import TOOL_NAME as STRICT_NAMES
 from .rules.jsonrpc_envelope import LIST_METHODS
 from .rules.learned import LIST_CHANGED, Learned
 from .rules.learned import RULE as LEARN_RULE
@@ -77,6 +79,7 @@ from .rules.sse_framing import RULE as SSE_FRAMING
 from .rules.tool_names import ORIGINAL_NAME_KEY, Renamer
 from .rules.tool_names import RULE as TOOL_NAMES
 from .rules.tool_names import SPEC as SPEC_NAME
+from .rules.tool_names import VALID as VALID_NAME
 from .rules.tool_names import rewrite as name_rewrite
 from .scopes import ScopeState
 from .sse import SSESplitter, parse_event, replace_data
@@ -802,6 +805,7 @@ class ResponseTransformer:
             texts: list[Raw] = []
             named: list[tuple[int, str]] = []
             odd = False  # a name tool_names renames is on this page
+            names_kept = _names_kept(self.exchange.client)
             changed = False
             before = self.exchange.state.catalog.tools if request.cursor is not None else None
             for index, part in enumerate(parts):
@@ -819,7 +823,7 @@ class ResponseTransformer:
                 if listed.entry is not None:
                     entries.add(listed.entry)
                     named.append((index, listed.entry.name))
-                    odd = odd or SPEC_NAME.fullmatch(listed.entry.name) is None
+                    odd = odd or names_kept.fullmatch(listed.entry.name) is None
                 if listed.text is not None:
                     changed = True
                 texts.append(part if listed.text is None else Raw(listed.text))
@@ -862,17 +866,20 @@ class ResponseTransformer:
         part of the name map (advertised -> upstream)."""
         config = self.normalizer.config
         earlier = before if before is not None else ToolSet()
-        renamer = Renamer((name for _, name in named), earlier.keys(), earlier.names)
+        client = self.exchange.client
+        kept = _names_kept(client)
+        host = client.host.title if kept is not SPEC_NAME and client.host is not None else ""
+        renamer = Renamer((name for _, name in named), earlier.keys(), earlier.names, kept)
         names: dict[str, str] = {}
         for index, original in named:
-            odd = SPEC_NAME.fullmatch(original) is None
+            odd = kept.fullmatch(original) is None
             mode = config.mode(TOOL_NAMES.name, original) if odd else RuleMode.OFF
             new = renamer.name_for(original, odd and mode is RuleMode.ON)
             if new is None:
                 if mode is RuleMode.REPORT:
-                    records.append(Record(name_rewrite(original, index), original, applied=False))
+                    records.append(Record(name_rewrite(original, index, host=host), original, applied=False))
                 continue
-            records.append(Record(name_rewrite(original, index, taken=not odd), original, applied=True))
+            records.append(Record(name_rewrite(original, index, taken=not odd, host=host), original, applied=True))
             # Only the name and _meta members are read and written: the rest of the tool is copied
             # as it came (decoding 50,000 whole tools kept their trees alive for the collector).
             members = split_object(texts[index])
@@ -1053,3 +1060,9 @@ def _task_handle(result: JSONObject) -> str | None:
     if isinstance(task, dict) and isinstance(task.get("taskId"), str) and "content" not in result:
         return str(task["taskId"])
     return None
+
+
+def _names_kept(client: ClientProfile) -> re.Pattern[str]:
+    """The tool names rule ``tool_names`` keeps for ``client``: the spec's, or the stricter ones a
+    host takes (Claude Desktop, claude.ai)."""
+    return VALID_NAME if client.host_needs(STRICT_NAMES) else SPEC_NAME

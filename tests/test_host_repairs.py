@@ -6,6 +6,7 @@ is shown to bite on the server's output without the proxy."""
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import httpx
@@ -277,3 +278,52 @@ async def test_claude_desktop_behind_the_stdio_wrapper_gets_its_repairs_and_no_o
     repaired = desktop["steps"][0]["value"]
     assert claude_accepts(repaired) and not rmcp_accepts(repaired)  # the SVG, for Claude Desktop alone
     assert anyone["steps"][0]["value"] == RESULT
+
+
+LONG = "search_the_knowledge_base_for_documents_matching_every_word_of_the_query"  # 73 characters
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_claude_desktop_and_claude_ai_get_names_they_take_and_calls_reach_the_originals() -> None:
+    """A dotted name and a 73-character one are valid (the spec allows 128 characters and dots);
+    Claude Desktop and claude.ai refuse every tool of such a server. For them alone the tools are
+    advertised under names of ^[a-zA-Z0-9_-]{1,64}$, and a call by such a name reaches the upstream
+    under the original."""
+    answer = {"content": [{"type": "text", "text": "d\u00e9j\u00e0 vu: 1.50"}]}
+    tools = [
+        ToolSpec({"name": name, "inputSchema": {"type": "object"}}, returning(answer))
+        for name in ("weather.get", LONG, "ok_name")
+    ]
+    upstream = ScriptedServer(tools)
+    strict = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        listed = await run_node(
+            "v1",
+            [
+                {"url": url, "clientName": name, "steps": [{"op": "listTools"}]}
+                for name in ("claude-ai", "Anthropic/ClaudeAI", "mcp-normalizer-test")
+            ],
+        )
+        desktop_tools = {
+            tool["_meta"]["dev.mcp-normalizer/original-name"]: tool["name"]
+            for tool in listed[0]["steps"][0]["value"]["tools"]
+            if "_meta" in tool
+        }
+        calls = [
+            {"op": "listTools"},
+            *(
+                {"op": "callTool", "name": desktop_tools[original], "arguments": {}}
+                for original in ("weather.get", LONG)
+            ),
+        ]
+        (desktop,) = await run_node("v1", [{"url": url, "clientName": "claude-ai", "steps": calls}])
+    for record in listed[:2]:
+        names = [tool["name"] for tool in record["steps"][0]["value"]["tools"]]
+        assert all(strict.fullmatch(name) for name in names) and "ok_name" in names, names
+    assert [tool["name"] for tool in listed[2]["steps"][0]["value"]["tools"]] == ["weather.get", LONG, "ok_name"]
+    assert all(step["ok"] for step in desktop["steps"]), desktop["steps"]
+    assert desktop["steps"][1]["value"] == answer
+    called = [message["params"]["name"] for message, _ in upstream.requests if message.get("method") == "tools/call"]
+    assert called == ["weather.get", LONG]  # upstream, under the names it knows

@@ -25,11 +25,16 @@ RESOURCE_LINK = "resource_link_block"
 #: API, which answers "type and anyOf cannot be both populated".
 TYPE_BESIDE_ANYOF = "type_beside_anyof"
 
+#: A tool name the spec allows but outside ``^[a-zA-Z0-9_-]{1,64}$`` (a dot, 65 to 128 characters):
+#: Claude Desktop and claude.ai refuse every tool of the server.
+TOOL_NAME = "tool_name_strict"
+
 #: What each host fault is, for the log, ``check`` and the README.
 HOST_FAULTS: Mapping[str, str] = {
     IMAGE_SVG: "an image block of type image/svg+xml",
     RESOURCE_LINK: "a resource_link content block",
     TYPE_BESIDE_ANYOF: "type beside anyOf in an inputSchema node",
+    TOOL_NAME: "a tool name outside ^[a-zA-Z0-9_-]{1,64}$ (a dot, more than 64 characters)",
 }
 
 
@@ -56,6 +61,10 @@ _CLAUDE_IMAGES = (
     "anthropics/claude-code#15807 (an image/svg+xml block gets a 400 from the API); the Anthropic vision docs "
     "(JPEG, PNG, GIF and WebP only)"
 )
+_CLAUDE_NAMES = (
+    "NetApp/netapp-dataops-toolkit#38, API-200/api200#14 (every tool refused: "
+    "'tools.N.FrontendRemoteMcpToolDefinition.name' must match ^[a-zA-Z0-9_-]{1,64}$)"
+)
 _RMCP_LINKS = "openai/codex#41280 and #33404 (rmcp =3.1.3: 'Unexpected response type' on any resource_link block)"
 
 #: The table, from ``reference/hosts.md``.
@@ -74,15 +83,13 @@ HOSTS: tuple[Host, ...] = (
         "claude-desktop",
         "Claude Desktop",
         ("claude-ai",),
-        {IMAGE_SVG: _CLAUDE_IMAGES},
-        ("tool names outside ^[a-zA-Z0-9_-]{1,64}$, dots included (NetApp/netapp-dataops-toolkit#38)",),
+        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES},
     ),
     Host(
         "claude-ai",
         "claude.ai connectors",
         ("Anthropic/ClaudeAI", "Anthropic"),
-        {IMAGE_SVG: _CLAUDE_IMAGES},
-        ("tool names outside ^[a-zA-Z0-9_-]{1,64}$ (anthropics/claude-ai-mcp#473)",),
+        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES},
     ),
     Host(
         "codex",

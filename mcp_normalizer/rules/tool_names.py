@@ -30,8 +30,9 @@ The map is sound, whatever the upstream lists (a property test holds it to this)
 
 A name outside the spec's :data:`SPEC` pattern is renamed for every client; the new name matches
 :data:`VALID` (the Anthropic API's pattern, so it works everywhere). Names the spec allows but
-Claude hosts refuse (a dot, 65 to 128 characters) are kept: renaming them for every client would
-change what most clients accept; that waits for repairs made per client.
+Claude Desktop and claude.ai refuse (a dot, 65 to 128 characters) are renamed for those hosts alone
+(:data:`VALID` is then the pattern kept; :mod:`mcp_normalizer.rules.host_profiles`): renaming them for
+every client would change what most clients accept.
 """
 
 from __future__ import annotations
@@ -65,16 +66,22 @@ class Renamer:
         page: the upstream names of this page, in order.
         listed: the upstream names of the listing's earlier pages (none for a first page).
         names: the earlier pages' map, advertised name -> upstream name.
+        pattern: the names kept (:data:`SPEC`; :data:`VALID` for a host that refuses the others).
 
     :meth:`name_for` answers for each tool of ``page``; :attr:`renamed` is this page's part of the
     map (upstream name -> advertised name).
     """
 
-    __slots__ = ("_before", "_kept", "_listed", "_taken", "renamed")
+    __slots__ = ("_before", "_kept", "_listed", "_taken", "pattern", "renamed")
 
     def __init__(
-        self, page: Iterable[str], listed: Collection[str] = (), names: Mapping[str, str] | None = None
+        self,
+        page: Iterable[str],
+        listed: Collection[str] = (),
+        names: Mapping[str, str] | None = None,
+        pattern: re.Pattern[str] = SPEC,
     ) -> None:
+        self.pattern = pattern
         names = names or {}
         self._before = {upstream: advertised for advertised, upstream in names.items()}  # a page listed again
         self._kept = {name for name in listed if name not in self._before}  # advertised as themselves
@@ -95,7 +102,7 @@ class Renamer:
         if name in self._before:
             self.renamed[name] = self._before[name]
             return self.renamed[name]
-        if name not in self._taken and (not wanted or SPEC.fullmatch(name) is not None):
+        if name not in self._taken and (not wanted or self.pattern.fullmatch(name) is not None):
             self._kept.add(name)
             self._taken.add(name)
             return None
@@ -123,11 +130,14 @@ def renames(names: Iterable[str]) -> dict[str, str]:
     return renamer.renamed
 
 
-def rewrite(original: str, index: int, *, taken: bool = False) -> Rewrite:
+def rewrite(original: str, index: int, *, taken: bool = False, host: str = "") -> Rewrite:
     """The log record of renaming tool ``index`` (the name itself is not logged: it is the
-    server's text); ``taken``: a valid name renamed because an earlier page's invented name is it."""
+    server's text); ``taken``: a valid name renamed because an earlier page's invented name is it;
+    ``host``: the host whose stricter names it was renamed for."""
     if taken:
         reason = "its name is one the proxy advertises for another tool of the listing (an earlier page's)"
+    elif host and SPEC.fullmatch(original) is not None:
+        reason = f"a name of {len(original)} characters outside [A-Za-z0-9_-]{{1,64}}, which {host} refuses"
     else:
         reason = f"a name of {len(original)} characters outside the spec's [A-Za-z0-9_.-]{{1,128}}"
     return Rewrite("tool_names", "advertised the tool under a valid name", (f"/tools/{index}/name",), reason)
