@@ -23,6 +23,7 @@ import orjson
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
 from .pointer import PointerPattern
+from .rules.host_schemas import ORIGINAL_KEYS_KEY
 from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
 from .types import JSON, JSONObject
 
@@ -51,6 +52,8 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
         definition: the digest of the tool as the server listed it
             (:func:`mcp_normalizer.lessons.definition_digest`; what a lesson is keyed by), ``""``
             when unknown.
+        arguments: argument names advertised under others for a host (rule ``host_schemas``):
+            advertised -> the tool's own; ``None`` when none were.
     """
 
     name: str
@@ -63,6 +66,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     schema_text: bytes | None = None
     compiled_schema: CompiledSchema | None = None
     definition: str = ""
+    arguments: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.schema, dict | list):
@@ -97,7 +101,9 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
 
     def without_validation(self, reason: str) -> ToolEntry:
         """This entry with validation switched off (for a result too large to validate)."""
-        return ToolEntry(self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason)
+        return ToolEntry(
+            self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason, arguments=self.arguments
+        )
 
 
 def build_entry(
@@ -114,6 +120,8 @@ def build_entry(
     uri = ui.get("resourceUri") if isinstance(ui, dict) else None
     if uri is None and isinstance(meta, dict):
         uri = meta.get("ui/resourceUri")  # deprecated flat key of MCP Apps drafts
+    keys = meta.get(ORIGINAL_KEYS_KEY) if isinstance(meta, dict) else None
+    arguments = {k: v for k, v in keys.items() if isinstance(v, str)} if isinstance(keys, dict) and keys else None
     return ToolEntry(
         str(tool.get("name")),
         tool.get("outputSchema"),
@@ -122,6 +130,7 @@ def build_entry(
         compiler,
         size=size,
         definition=definition,
+        arguments=arguments,
     )
 
 

@@ -46,7 +46,7 @@ from .metrics import Metrics
 from .normalize import Normalizer, Record
 from .observe import RPC_METHOD_KEY, metric_method
 from .relay import TransformingSend
-from .request_rewrite import REWRITE, rename_calls
+from .request_rewrite import REWRITE, argument_keys, rename_calls
 from .responses import error_body, respond
 from .rules.base import Mode
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
@@ -228,7 +228,8 @@ class NormalizerMiddleware:
             private=private,
             own_stream=True,
         )
-        renamed = rename_calls(body, info.pending, await self._names(scope, info, exchange))
+        names = await self._names(scope, info, exchange)
+        renamed = rename_calls(body, info.pending, names, argument_keys(exchange, info.pending, names))
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, exchange.pending, calls = renamed
             replayed = replay(body, complete, receive)

@@ -33,7 +33,7 @@ from .errors import DecodeError
 from .jsoncodec import loads
 from .jsonrpc import IdKey, PendingRequest, id_key, inspect_request
 from .normalize import Normalizer
-from .request_rewrite import rename_calls
+from .request_rewrite import argument_keys, rename_calls
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .scopes import ScopeStore
@@ -122,8 +122,10 @@ class StdioSession:
         if info.era is not None and self.era is None:
             self.era = info.era
         pending = info.pending
-        names = self._exchange(pending).names()
-        renamed = rename_calls(line, pending, names) if names else None
+        exchange = self._exchange(pending)
+        names = exchange.names() or {}
+        keys = argument_keys(exchange, pending, names)
+        renamed = rename_calls(line, pending, names, keys) if names or keys else None
         if renamed is not None:
             line, pending, _ = renamed
         self.pending.update(pending)

@@ -327,3 +327,68 @@ async def test_claude_desktop_and_claude_ai_get_names_they_take_and_calls_reach_
     assert desktop["steps"][1]["value"] == answer
     called = [message["params"]["name"] for message, _ in upstream.requests if message.get("method") == "tools/call"]
     assert called == ["weather.get", LONG]  # upstream, under the names it knows
+
+
+KEYED_TOOL: dict[str, Any] = {
+    "name": "lookup",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "user name": {"type": "string"},
+            "ok.key": {"type": "number"},
+            "\u65e5\u4ed8": {"type": "string"},
+            "$filter": {"type": "object", "properties": {"inner key": {"type": "integer"}}},
+        },
+        "required": ["user name", "ok.key"],
+    },
+}
+
+
+def anthropic_accepts(tool: dict[str, Any]) -> bool:
+    """The Anthropic API's rule as the Claude hosts meet it: every ``input_schema.properties`` key
+    matches ``^[a-zA-Z0-9_.-]{1,64}$`` (anthropics/claude-code#4668; a Bedrock report of the same
+    error says only the top-level keys are checked)."""
+    return all(re.fullmatch(r"[a-zA-Z0-9_.-]{1,64}", key) for key in tool["inputSchema"].get("properties", {}))
+
+
+async def echo_arguments(call: Any) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": orjson.dumps(call.arguments).decode()}]}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_claude_hosts_get_argument_names_they_take_and_the_call_reaches_the_tool_under_its_own() -> None:
+    upstream = ScriptedServer([ToolSpec(KEYED_TOOL, echo_arguments)], response_mode="json")
+    own = {
+        "user name": "Z\u00fcrich \u2713",
+        "ok.key": 12.5,
+        "\u65e5\u4ed8": "2026-12-04",
+        "$filter": {"inner key": 9007199254740991},
+    }
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        (listed,) = await run_node("v1", [{"url": url, "clientName": "claude-code", "steps": [{"op": "listTools"}]}])
+        (tool,) = listed["steps"][0]["value"]["tools"]
+        advertised = tool["_meta"]["dev.mcp-normalizer/original-keys"]  # advertised -> own
+        as_sent = {
+            next(a for a, o in advertised.items() if o == key) if key in advertised.values() else key: value
+            for key, value in own.items()
+        }
+        steps = [{"op": "listTools"}, {"op": "callTool", "name": "lookup", "arguments": as_sent}]
+        (claude,) = await run_node("v1", [{"url": url, "clientName": "claude-code", "steps": steps}])
+        (other,) = await run_node(
+            "v1", [{"url": url, "steps": [{"op": "listTools"}, {"op": "callTool", "name": "lookup", "arguments": own}]}]
+        )
+    assert anthropic_accepts(tool) and not anthropic_accepts(KEYED_TOOL)
+    assert "ok.key" in tool["inputSchema"]["properties"] and set(advertised.values()) == {
+        "user name",
+        "\u65e5\u4ed8",
+        "$filter",
+    }
+    assert tool["inputSchema"]["required"] == [next(a for a, o in advertised.items() if o == "user name"), "ok.key"]
+    assert other["steps"][0]["value"]["tools"] == [KEYED_TOOL]  # anyone else: the tool as listed
+    calls = [
+        message["params"]["arguments"] for message, _ in upstream.requests if message.get("method") == "tools/call"
+    ]
+    assert calls == [own, own]  # upstream, under the tool's own names, every value as sent
+    assert claude["steps"][1]["ok"] and orjson.loads(claude["steps"][1]["value"]["content"][0]["text"]) == own

@@ -29,12 +29,17 @@ TYPE_BESIDE_ANYOF = "type_beside_anyof"
 #: Claude Desktop and claude.ai refuse every tool of the server.
 TOOL_NAME = "tool_name_strict"
 
+#: An ``inputSchema`` property name outside ``^[a-zA-Z0-9_.-]{1,64}$``: the Anthropic API answers
+#: 400 for every request while one tool has one.
+PROPERTY_KEY = "property_key_strict"
+
 #: What each host fault is, for the log, ``check`` and the README.
 HOST_FAULTS: Mapping[str, str] = {
     IMAGE_SVG: "an image block of type image/svg+xml",
     RESOURCE_LINK: "a resource_link content block",
     TYPE_BESIDE_ANYOF: "type beside anyOf in an inputSchema node",
     TOOL_NAME: "a tool name outside ^[a-zA-Z0-9_-]{1,64}$ (a dot, more than 64 characters)",
+    PROPERTY_KEY: "an inputSchema property name outside ^[a-zA-Z0-9_.-]{1,64}$",
 }
 
 
@@ -65,6 +70,10 @@ _CLAUDE_NAMES = (
     "NetApp/netapp-dataops-toolkit#38, API-200/api200#14 (every tool refused: "
     "'tools.N.FrontendRemoteMcpToolDefinition.name' must match ^[a-zA-Z0-9_-]{1,64}$)"
 )
+_CLAUDE_KEYS = (
+    "anthropics/claude-code#4668, #79418 (the Anthropic API: property keys must match ^[a-zA-Z0-9_.-]{1,64}$; "
+    "one such tool fails every request)"
+)
 _RMCP_LINKS = "openai/codex#41280 and #33404 (rmcp =3.1.3: 'Unexpected response type' on any resource_link block)"
 
 #: The table, from ``reference/hosts.md``.
@@ -73,23 +82,20 @@ HOSTS: tuple[Host, ...] = (
         "claude-code",
         "Claude Code",
         ("claude-code",),
-        {IMAGE_SVG: _CLAUDE_IMAGES},
-        (
-            "property keys outside ^[a-zA-Z0-9_.-]{1,64}$ (anthropics/claude-code#4668)",
-            "a root oneOf/anyOf/allOf in an inputSchema (anthropics/claude-code#5319)",
-        ),
+        {IMAGE_SVG: _CLAUDE_IMAGES, PROPERTY_KEY: _CLAUDE_KEYS},
+        ("a root oneOf/anyOf/allOf in an inputSchema (anthropics/claude-code#5319)",),
     ),
     Host(
         "claude-desktop",
         "Claude Desktop",
         ("claude-ai",),
-        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES},
+        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES, PROPERTY_KEY: _CLAUDE_KEYS},
     ),
     Host(
         "claude-ai",
         "claude.ai connectors",
         ("Anthropic/ClaudeAI", "Anthropic"),
-        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES},
+        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES, PROPERTY_KEY: _CLAUDE_KEYS},
     ),
     Host(
         "codex",

@@ -9,17 +9,37 @@ repair runs only for a client whose ``clientInfo`` names such a host.
   arm carries both). An arm with a ``type`` of its own keeps it. Nodes are rewritten children first,
   anywhere in the ``inputSchema``.
 
+- property names outside ``^[a-zA-Z0-9_.-]{1,64}$`` for the Claude hosts (the Anthropic API
+  answers 400 for every request while one tool has one, anthropics/claude-code#4668): each such
+  name of the ``inputSchema``'s own ``properties`` (and of its ``required``) is advertised under
+  a valid one, its other characters made ``_``, cut to 47, then ``_`` and 16 hex digits of a
+  BLAKE2b digest of the name (hashed again with a counter while that is taken), so every listing
+  of the tool gets the same names. The map is kept in the tool's
+  ``_meta["dev.mcp-normalizer/original-keys"]`` (advertised -> own); a ``tools/call`` from that
+  host sends the arguments upstream under the tool's own names (:mod:`mcp_normalizer.request_rewrite`).
+
 What the repair replaced is kept in the tool's ``_meta["dev.mcp-normalizer/original-keywords"]``
 (pointer into the tool -> the node as listed).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Iterable
+
 from ..pointer import Path, format_pointer
 from ..types import JSON, JSONObject
-from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
-from .host_profiles import TYPE_BESIDE_ANYOF
+from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
+from .host_profiles import PROPERTY_KEY, TYPE_BESIDE_ANYOF
 from .schemas import map_schema
+
+#: Property names the Anthropic API takes.
+VALID_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+#: ``_meta`` key of a tool's argument map: advertised name -> the tool's own.
+ORIGINAL_KEYS_KEY = META_PREFIX + "original-keys"
+_OTHER = re.compile(r"[^a-zA-Z0-9_.-]")
+_BASE = 47
 
 
 def _spread_type(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
@@ -39,7 +59,69 @@ def _spread_type(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
     return {**{k: v for k, v in node.items() if k != "type"}, "anyOf": new_arms}
 
 
+def key_names(keys: Iterable[str]) -> dict[str, str]:
+    """The advertised name of each of ``keys`` (a schema's property names) outside
+    :data:`VALID_KEY`: own name -> advertised name, unique among them all."""
+    keys = list(keys)
+    taken = set(keys)
+    names: dict[str, str] = {}
+    for key in keys:
+        if VALID_KEY.fullmatch(key) is not None or key in names:
+            continue
+        base, raw, salt = _OTHER.sub("_", key)[:_BASE], key.encode("utf-8", "surrogatepass"), 0
+        while True:
+            digest = hashlib.blake2b(raw + (b"\0%d" % salt if salt else b""), digest_size=8).hexdigest()
+            new = f"{base}_{digest}"
+            if new not in taken:
+                break
+            salt += 1
+        taken.add(new)
+        names[key] = new
+    return names
+
+
+def _rename_keys(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], str] | None:
+    """The tool with its ``inputSchema`` property names valid for the host, the pointers, why."""
+    schema = tool.get("inputSchema")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(schema, dict) or not isinstance(properties, dict) or not ctx.client.host_needs(PROPERTY_KEY):
+        return None
+    names = key_names(properties)
+    if not names:
+        return None
+    new_schema = {**schema, "properties": {names.get(k, k): v for k, v in properties.items()}}
+    required = schema.get("required")
+    if isinstance(required, list):
+        new_schema["required"] = [names.get(k, k) if isinstance(k, str) else k for k in required]
+    meta = meta_of(tool)
+    meta[ORIGINAL_KEYS_KEY] = {new: own for own, new in names.items()}
+    pointers = [format_pointer(("inputSchema", "properties", new)) for new in names.values()]
+    host = ctx.client.host
+    why = f"{len(names)} property names outside [a-zA-Z0-9_.-]{{1,64}} renamed, for {host.title if host else ''}"
+    return {**tool, "inputSchema": new_schema, "_meta": meta}, pointers, f"{why} ({_source(ctx, PROPERTY_KEY)})"
+
+
+def _source(ctx: ToolContext, fault: str) -> str:
+    host = ctx.client.host
+    return host.faults.get(fault, "") if host is not None else ""
+
+
 def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
+    host = ctx.client.host
+    if host is None:
+        return None
+    renamed = _rename_keys(tool, ctx)
+    spread = _spread(renamed[0] if renamed is not None else tool, ctx)
+    if spread is None and renamed is None:
+        return None
+    pointers = [*(renamed[1] if renamed else []), *(spread[1] if spread else [])]
+    reasons = [part[2] for part in (renamed, spread) if part is not None]
+    out = spread[0] if spread is not None else renamed[0] if renamed is not None else tool
+    return out, Rewrite("host_schemas", "made a schema the host takes", tuple(pointers), "; ".join(reasons))
+
+
+def _spread(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], str] | None:
+    """The tool with no ``type`` beside ``anyOf`` in its ``inputSchema``, the pointers, why."""
     host = ctx.client.host
     schema = tool.get("inputSchema")
     if host is None or not ctx.client.host_needs(TYPE_BESIDE_ANYOF) or not isinstance(schema, dict):
@@ -50,15 +132,14 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
         return None
     out = with_original_values({**tool, "inputSchema": new}, kept, ORIGINAL_KEYWORDS_KEY)
     reason = f"type moved into the anyOf arms, for {host.title} ({host.faults[TYPE_BESIDE_ANYOF]})"
-    return out, Rewrite(
-        "host_schemas", "made an equivalent schema the host takes", tuple(f"/inputSchema{p}" for p in touched), reason
-    )
+    return out, [f"/inputSchema{p}" for p in touched], reason
 
 
 RULE = Rule(
     "host_schemas",
     "host_content",
-    "for a host that refuses a schema the spec allows (type beside anyOf for Gemini CLI), an equivalent schema"
-    " (the type moved into each anyOf arm), the original kept in the tool's _meta",
+    "for a host that refuses a schema the spec allows, one it takes: property names outside [a-zA-Z0-9_.-]{1,64}"
+    " renamed for the Claude hosts (calls sent upstream under the own names), type beside anyOf moved into each"
+    " arm for Gemini CLI; the originals kept in the tool's _meta",
     on_tool=_repair,
 )
