@@ -118,13 +118,14 @@ async def test_each_host_gets_what_its_validator_accepts_and_the_originals_in_me
 @pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_client_no_profile_names_gets_the_servers_bytes() -> None:
-    """The same call from clients that are no host: byte for byte the server's answer."""
+    """The same call from clients that are no host, or a host whose profile names none of its faults:
+    byte for byte the server's answer."""
     body = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"render","arguments":{}}}'
     with serve(server()) as up, proxy_for(up + "/mcp") as px:
         async with httpx.AsyncClient(timeout=30) as http:
             answers = []
             for url in (up + "/mcp", px + "/mcp"):
-                for name in ("mcp-normalizer-test", "mcp", "claude-code-fork"):
+                for name in ("mcp-normalizer-test", "mcp", "claude-code-fork", "Visual Studio Code", "cursor-vscode"):
                     session = await initialize_as(http, url, name)
                     response = await http.post(url, content=body, headers={**HEADERS, **session})
                     answers.append(response.content)
