@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import IO
@@ -239,19 +240,30 @@ async def receive(stream: PipeReader | None) -> bytes:
         return b""
 
 
-async def log_stderr(stderr: PipeReader | None, label: str) -> None:
+async def log_stderr(stderr: PipeReader | None, label: str, tail: deque[str] | None = None) -> None:
     """Log each line the child writes on stderr, tagged ``server: label``, until it ends; a line
-    longer than :data:`MAX_LOG_LINE` bytes is cut there."""
+    longer than :data:`MAX_LOG_LINE` bytes is cut there. The last lines also go to ``tail``
+    (bounded by its ``maxlen``), for the warning of a child that dies (:func:`last_words`)."""
     decoder = LineDecoder(MAX_LOG_LINE)
     cut = False
     while True:
         chunk = await receive(stderr)
         for piece, kind in decoder.feed(chunk) if chunk else decoder.flush():
             if kind == LINE or not cut:
-                child_logger.info("", extra={"audit": {"server": label, "stderr": text(piece)}})
+                line = text(piece)
+                child_logger.info("", extra={"audit": {"server": label, "stderr": line}})
+                if tail is not None:
+                    tail.append(line)
             cut = kind == PART
         if not chunk:
             return
+
+
+def last_words(tail: deque[str]) -> str:
+    """What a dead child last wrote on stderr, for its exit warning (``--log-level warning`` logs no
+    stderr line itself): ``; its last stderr lines: ...``, or ``""``."""
+    lines = [line for line in tail if line.strip()]
+    return f"; its last stderr lines: {' | '.join(lines)[-2000:]}" if lines else ""
 
 
 async def kill_after(child: Process, grace: float, label: str) -> None:

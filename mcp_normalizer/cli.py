@@ -93,7 +93,7 @@ def _demo_parser() -> Parser:
         prog="mcp-normalizer demo",
         description="Run a legacy Protean-style upstream with the proxy in front and show what strict clients get.",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="proxy port (default 8765)")
     parser.add_argument("--upstream-port", type=int, default=8766, help="legacy upstream port (default 8766)")
     parser.add_argument("--response-mode", choices=("sse", "json"), default="sse", help="how the upstream answers")

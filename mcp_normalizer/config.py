@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -576,6 +577,10 @@ class Settings:
             raise ConfigError("both an upstream URL and an upstream command: pass one of them")
         if command and config.proxy.workers > 1:
             raise ConfigError("workers must be 1 with upstream_cmd: a session's server process lives in one worker")
+        if command:
+            problem = _command_problem(config.proxy)
+            if problem is not None:
+                raise ConfigError(f"upstream_cmd: {problem}")
         proxy = config.proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):
@@ -596,6 +601,23 @@ def rule_config(config_file: str | None, environ: Mapping[str, str] | None = Non
     env = os.environ if environ is None else environ
     config = replace(config, **from_env(env, _NORMALIZER_ENV_KEYS))  # [normalizer] keys, checked the same
     return config.with_proxy(from_env(env, _PROXY_KEYS), "environment:")
+
+
+def _command_problem(proxy: ProxyConfig) -> str | None:
+    """Why the stdio server ``proxy.upstream_cmd`` cannot be started, found before anything listens
+    (its program not found or not executable, looked up as the child's ``PATH`` and working
+    directory would), else ``None``."""
+    program = shlex.split(proxy.upstream_cmd)[0]
+    env = dict(item.partition("=")[::2] for item in proxy.upstream_env)
+    cwd = proxy.upstream_cwd or None
+    if "/" in program:
+        path = os.path.join(cwd, program) if cwd and not os.path.isabs(program) else program
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            return f"{program!r} is not an executable file"
+        return None
+    if shutil.which(program, path=env.get("PATH", os.environ.get("PATH"))) is None:
+        return f"{program!r} is not found on PATH"
+    return None
 
 
 def redact_url(url: str) -> str:

@@ -613,8 +613,8 @@ class StdioUpstream:
         if wait > 0:
             self.count("backoff")
             message = (
-                f"the MCP server ({self.label}) exited {self._failures} times in a row soon after it started: "
-                f"the next start is in {wait:.1f} s"
+                f"the MCP server ({self.label}) failed to start {self._failures} times in a row (it could not be "
+                f"started, or exited before answering): the next start is in {wait:.1f} s"
             )
             return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
         if len(self._children) + self._starting >= self.max_children:
@@ -649,10 +649,11 @@ class StdioUpstream:
         """Serve one child until it exits, then clean up after it."""
         process = child.process
         logged = anyio.Event()
+        tail: deque[str] = deque(maxlen=5)
 
         async def log() -> None:
             try:
-                await children.log_stderr(process.stderr, self.label)
+                await children.log_stderr(process.stderr, self.label, tail)
             finally:
                 logged.set()
 
@@ -701,7 +702,12 @@ class StdioUpstream:
             logger.info("%s (pid %d) stopped, %s", self.label, process.pid, children.describe(status))
         else:
             logger.warning(
-                "%s (pid %d) exited with %s after %.1f s", self.label, process.pid, children.describe(status), lived
+                "%s (pid %d) exited with %s after %.1f s%s",
+                self.label,
+                process.pid,
+                children.describe(status),
+                lived,
+                children.last_words(tail),
             )
             self.count("exit")
             self._crashed(lived, child.answered)

@@ -34,6 +34,7 @@ import signal
 import stat
 import sys
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
 from typing import BinaryIO
@@ -51,6 +52,7 @@ from .child import (
     exit_code,
     exited_or,
     kill_after,
+    last_words,
     log_stderr,
     receive,
     start,
@@ -114,6 +116,7 @@ class StdioWrapper:
         self._write_lock = anyio.Lock()
         self._host_writer: Callable[[bytes], Awaitable[None]] | None = None
         self._host_gone = False  # the host closed its end of stdout
+        self._tail: deque[str] = deque(maxlen=5)  # the child's last stderr lines
 
     async def run(self) -> int:
         """Start the child, relay until it exits; its exit status (``128 + N`` for signal N).
@@ -148,7 +151,10 @@ class StdioWrapper:
                 self.label,
                 self.noise,
             )
-        logger.info("%s exited with status %d", self.label, code)
+        if code:  # (a host's log at warning still says why its server is gone)
+            logger.warning("%s exited with status %d%s", self.label, code, last_words(self._tail))
+        else:
+            logger.info("%s exited with status %d", self.label, code)
         return code
 
     # -- host -> child --------------------------------------------------------------------------
@@ -238,7 +244,7 @@ class StdioWrapper:
 
     async def _child_log(self, child: Process, done: anyio.Event) -> None:
         try:
-            await log_stderr(child.stderr, self.label)
+            await log_stderr(child.stderr, self.label, self._tail)
         finally:
             done.set()
 

@@ -77,7 +77,7 @@ def test_every_host_is_known_by_the_names_it_sends_and_no_other_client_is() -> N
     for name in ("mcp", "mcp-normalizer-test", "claude-code-fork", "Codex", "", "conformance-test-client"):
         assert host_for(name) is None and profile_for({"name": name}).host is None
     assert profile_for({"name": "codex-mcp-client"}).key != profile_for({"name": "mcp"}).key
-    assert set(PROFILES) >= {"claude-code", "claude-desktop", "claude-ai", "codex", "chatgpt"}
+    assert set(PROFILES) >= {"claude-code", "claude-desktop", "claude-connectors", "codex", "chatgpt"}
 
 
 @pytest.mark.wire
@@ -225,7 +225,7 @@ async def test_gemini_cli_gets_an_equivalent_schema_without_type_beside_anyof() 
 CASE_HOSTS = (
     ("claude code", "claude-code"),
     ("claude desktop", "claude-desktop"),
-    ("claude.ai", "claude-ai"),
+    ("claude.ai", "claude-connectors"),
     ("cursor", "cursor"),
     ("gemini cli", "gemini-cli"),
     ("chatgpt", "chatgpt"),

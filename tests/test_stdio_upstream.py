@@ -4,6 +4,7 @@ boundary or an era must be staged exactly (:mod:`tests.stdio_server`)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import sys
@@ -348,6 +349,22 @@ async def test_stateless_clients_never_see_or_steer_each_others_requests(tmp_pat
 
 
 @contextmanager
+def warnings_into() -> Iterator[io.StringIO]:
+    """The ``mcp_normalizer`` warnings of this process, as text, while the block runs."""
+    import logging
+
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setLevel(logging.WARNING)
+    target = logging.getLogger("mcp_normalizer")
+    target.addHandler(handler)
+    try:
+        yield text
+    finally:
+        target.removeHandler(handler)
+
+
+@contextmanager
 def running_log(path: Path) -> Iterator[None]:
     """The ``mcp_normalizer`` log of this process into ``path`` (JSON lines) while the block runs."""
     import logging
@@ -403,7 +420,7 @@ async def test_a_crash_mid_call_answers_the_pending_requests_and_the_next_sessio
 @pytest.mark.anyio
 async def test_a_child_that_crashes_in_a_loop_backs_off_with_503() -> None:
     crashing = [sys.executable, "-c", "import sys; sys.stderr.write('no config\\n'); sys.exit(4)"]
-    with stdio_proxy(crashing) as px:
+    with stdio_proxy(crashing) as px, warnings_into() as log_text:
         url = px + "/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
             first = await post(http, url, INIT)
@@ -414,8 +431,9 @@ async def test_a_child_that_crashes_in_a_loop_backs_off_with_503() -> None:
     for response in (first, second):
         (error,) = events(response)
         assert error["id"] == 0 and "status 4" in error["error"]["message"]
+    assert "its last stderr lines: no config" in log_text.getvalue()  # why, at warning level too
     assert third.status_code == 503 and int(third.headers["retry-after"]) >= 1
-    assert "exited 2 times in a row" in third.json()["error"]["message"]
+    assert "failed to start 2 times in a row" in third.json()["error"]["message"]
     assert ready.status_code == 503
     assert 'mcp_normalizer_upstream_errors_total{kind="exit"} 2.0' in metrics
     assert 'mcp_normalizer_upstream_errors_total{kind="backoff"} 1.0' in metrics
@@ -630,6 +648,7 @@ def test_the_rule_file_and_the_environment_name_the_command_and_bad_settings_are
     quoted = run_cli("--upstream-cmd", "node 'unclosed")
     workers = run_cli("--workers", "2", "--", "true")
     env = run_cli("--upstream-env", "NOVALUE", "--", "true")
+    missing = run_cli("--", "nosuchcmd-xyz", "arg")
     for done, words in (
         (both, "both an upstream URL and an upstream command"),
         (neither, "no upstream"),
@@ -637,6 +656,7 @@ def test_the_rule_file_and_the_environment_name_the_command_and_bad_settings_are
         (quoted, "upstream_cmd"),
         (workers, "workers must be 1"),
         (env, "NAME=VALUE"),
+        (missing, "'nosuchcmd-xyz' is not found on PATH"),
     ):
         assert done.returncode == 2 and words in done.stderr, (words, done.stderr)
 

@@ -92,7 +92,7 @@ HOSTS: tuple[Host, ...] = (
         {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES, PROPERTY_KEY: _CLAUDE_KEYS},
     ),
     Host(
-        "claude-ai",
+        "claude-connectors",
         "claude.ai connectors",
         ("Anthropic/ClaudeAI", "Anthropic"),
         {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES, PROPERTY_KEY: _CLAUDE_KEYS},
