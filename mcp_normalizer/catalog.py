@@ -23,7 +23,6 @@ import orjson
 from .errors import DecodeError
 from .jsoncodec import dumps, loads
 from .pointer import PointerPattern
-from .rules.host_schemas import ORIGINAL_KEYS_KEY
 from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
 from .types import JSON, JSONObject
 
@@ -112,16 +111,16 @@ def build_entry(
     compiler: SchemaCompiler,
     size: int = 0,
     definition: str = "",
+    arguments: dict[str, str] | None = None,
 ) -> ToolEntry:
     """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
-    ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed."""
+    ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed,
+    ``arguments`` its argument map (:attr:`ToolEntry.arguments`)."""
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, dict) else None
     uri = ui.get("resourceUri") if isinstance(ui, dict) else None
     if uri is None and isinstance(meta, dict):
         uri = meta.get("ui/resourceUri")  # deprecated flat key of MCP Apps drafts
-    keys = meta.get(ORIGINAL_KEYS_KEY) if isinstance(meta, dict) else None
-    arguments = {k: v for k, v in keys.items() if isinstance(v, str)} if isinstance(keys, dict) and keys else None
     return ToolEntry(
         str(tool.get("name")),
         tool.get("outputSchema"),

@@ -41,6 +41,7 @@ from .rules import (
 from .rules.base import Response, ResponseContext
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.declared import unconstrained
+from .rules.host_schemas import argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
@@ -217,19 +218,20 @@ class Normalizer:
     def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...], definition: str) -> ToolEntry:
         """The shared entry of an advertised tool (one per distinct content, nullable places and
         definition as the server listed it)."""
+        arguments = argument_map(tool)
         try:
             text = fingerprint(tool)
         except DecodeError:
-            return build_entry(tool, places, self.compiler, definition=definition)
+            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
         try:
             # compact JSON holds no raw line break: the key is unambiguous
             key = text + b"\n" + dumps([place.text for place in places]) if places else text
         except DecodeError:
-            return build_entry(tool, places, self.compiler, definition=definition)
+            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
         key += b"\n" + definition.encode()
         found = self._entries.get(key)
         if found is None:
-            found = build_entry(tool, places, self.compiler, size=len(text), definition=definition)
+            found = build_entry(tool, places, self.compiler, size=len(text), definition=definition, arguments=arguments)
             if found.size + _ITEM_BYTES <= _MAX_ENTRY_BYTES:
                 self._entries[key] = found
         return found

@@ -101,6 +101,15 @@ def _rename_keys(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[s
     return {**tool, "inputSchema": new_schema, "_meta": meta}, pointers, f"{why} ({_source(ctx, PROPERTY_KEY)})"
 
 
+def argument_map(tool: JSONObject) -> dict[str, str] | None:
+    """The argument map this rule left in an advertised tool's ``_meta`` (advertised -> own), if any."""
+    meta = tool.get("_meta")
+    keys = meta.get(ORIGINAL_KEYS_KEY) if isinstance(meta, dict) else None
+    if not isinstance(keys, dict) or not keys:
+        return None
+    return {k: v for k, v in keys.items() if isinstance(v, str)}
+
+
 def _source(ctx: ToolContext, fault: str) -> str:
     host = ctx.client.host
     return host.faults.get(fault, "") if host is not None else ""
