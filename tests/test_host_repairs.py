@@ -143,6 +143,7 @@ def test_check_as_a_host_finds_what_it_refuses_directly_and_nothing_through_the_
         anyone = run_cli("check", up + "/mcp", "--call", "render", "--format", "json")
         claude = run_cli("check", up + "/mcp", "--call", "render", "--host", "claude-code", "--format", "json")
     assert direct.returncode == 1, direct.stdout + direct.stderr
+    assert orjson.loads(direct.stdout)["host"] == "codex" and orjson.loads(anyone.stdout)["host"] is None
     found = orjson.loads(direct.stdout)["findings"]
     assert [(f["rule"], f["pointers"]) for f in found] == [("host_content", ["/content/3"])]
     assert through.returncode == 0, through.stdout

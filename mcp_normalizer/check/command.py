@@ -282,7 +282,8 @@ def main(argv: Sequence[str]) -> int:
             _write(args.write_config, rule_file(audit.findings, source, base))
     except (CheckError, ConfigError) as exc:
         return _fail(str(exc))
-    print(as_json(audit, source, era) if args.format == "json" else as_table(audit, source, era))
+    report = as_json if args.format == "json" else as_table
+    print(report(audit, source, era, args.host))
     blocking = [finding for finding in audit.findings if args.strict or not finding.advisory]
     return 1 if blocking else 0
 

@@ -14,16 +14,17 @@ _WIDTH = 100
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def as_json(audit: Audit, source: str, era: str | None) -> str:
-    """The audit as one JSON document::
+def as_json(audit: Audit, source: str, era: str | None, host: str | None = None) -> str:
+    """The audit as one JSON document (``host``: the profile audited as, ``check --host``)::
 
-    {"source": url or file, "era": "2025-11-25", "tools": [names], "calls": 3, "clean": false,
+    {"source": url or file, "era": "2025-11-25", "host": "codex" or null, "tools": [names], "calls": 3, "clean": false,
      "findings": [{"tool", "where", "rule", "kind", "pointers", "reason", "spec": {"rule", "section"},
                    "clients": [...], "repair", "author", "fix", "count"}], "notes": [...]}
     """
     document: JSONObject = {
         "source": source,
         "era": era,
+        "host": host,
         "tools": list(audit.tools),
         "calls": audit.calls,
         "clean": not any(not finding.advisory for finding in audit.findings),
@@ -34,10 +35,11 @@ def as_json(audit: Audit, source: str, era: str | None) -> str:
     return dumps(printable(document)).decode()  # a lone surrogate in a server's name: escaped
 
 
-def as_table(audit: Audit, source: str, era: str | None) -> str:
-    """The audit as text: a header, then per tool each fault with what it breaks and its repair."""
+def as_table(audit: Audit, source: str, era: str | None, host: str | None = None) -> str:
+    """The audit as text: a header (naming the host audited as, if any), then per tool each fault
+    with what it breaks and its repair."""
     lines = [
-        f"mcp-normalizer check {source}",
+        f"mcp-normalizer check {source}" + (f" as host {host}" if host else ""),
         f"era {era or 'unknown'}, {len(audit.tools)} tools listed, {audit.calls} results audited",
         "",
     ]
