@@ -60,8 +60,11 @@ class PipeReader:
             raise anyio.EndOfStream
         return data
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         self._transport.close()
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 class PipeWriter:
@@ -84,8 +87,11 @@ class PipeWriter:
         except (ConnectionError, OSError, RuntimeError) as exc:
             raise anyio.BrokenResourceError from exc
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         self._writer.transport.close()
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 class Process:
@@ -155,11 +161,15 @@ class Process:
             return False
         return True
 
-    async def aclose(self) -> None:
-        """Close its pipes; if it still runs, kill it and reap it."""
+    def close_pipes(self) -> None:
+        """Close the proxy's ends of its three pipes (the child sees its stdin end)."""
         for pipe in (self.stdin, self.stdout, self.stderr):
             with contextlib.suppress(Exception):
-                await pipe.aclose()
+                pipe.close()
+
+    async def aclose(self) -> None:
+        """Close its pipes; if it still runs, kill it and reap it."""
+        self.close_pipes()
         if self._popen.returncode is None:
             with anyio.CancelScope(shield=True):
                 self.kill()
@@ -230,17 +240,15 @@ async def _reader(loop: asyncio.AbstractEventLoop, file: IO[bytes]) -> PipeReade
     return PipeReader(reader, transport)
 
 
-async def receive(stream: PipeReader | None) -> bytes:
+async def receive(stream: PipeReader) -> bytes:
     """The next bytes a child wrote on ``stream``; ``b""`` once it has ended (or broke)."""
-    if stream is None:
-        return b""
     try:
         return await stream.receive(CHUNK)
     except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
         return b""
 
 
-async def log_stderr(stderr: PipeReader | None, label: str, tail: deque[str] | None = None) -> None:
+async def log_stderr(stderr: PipeReader, label: str, tail: deque[str] | None = None) -> None:
     """Log each line the child writes on stderr, tagged ``server: label``, until it ends; a line
     longer than :data:`MAX_LOG_LINE` bytes is cut there. The last lines also go to ``tail``
     (bounded by its ``maxlen``), for the warning of a child that dies (:func:`last_words`)."""
@@ -280,9 +288,8 @@ async def kill_after(child: Process, grace: float, label: str) -> None:
 async def stop(child: Process, grace: float, label: str) -> None:
     """The stdio shutdown sequence: close the child's stdin, give it ``grace`` seconds to exit,
     then SIGTERM, then as long again before SIGKILL; returns once it has exited (no zombie)."""
-    if child.stdin is not None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await child.stdin.aclose()
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await child.stdin.aclose()
     with anyio.move_on_after(grace):
         await child.wait()
         return

@@ -120,10 +120,10 @@ class RequestInfo:
         return any(request.method in WATCHED_METHODS for request in self.pending.values())
 
 
-def refusal_body(message: str) -> bytes:
-    """The JSON-RPC error body of a request refused before it was read: ``id`` null, code -32600
-    (Invalid Request), ``message`` as given."""
-    return dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
+def refusal_body(message: str, code: int = -32600) -> bytes:
+    """The JSON-RPC error body of a request refused before it was read: ``id`` null, ``code``
+    (-32600 Invalid Request unless given), ``message`` as given."""
+    return dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
 def header(headers: RawHeaders, name: bytes) -> str | None:

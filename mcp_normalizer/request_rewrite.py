@@ -59,6 +59,8 @@ def rename_calls(
         rules look up), and the id keys of the rewritten calls; ``None`` when no call is rewritten
         (or the body cannot be rewritten byte for byte: it then goes as it came).
     """
+    if not names and not keys:  # (every POST of a client no rename touches: nothing to look at)
+        return None
     keys = keys or {}
     calls = [r for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
     if not any(r.tool in names or names.get(r.tool or "", r.tool) in keys for r in calls):

@@ -22,10 +22,12 @@ messages:
 **Routing, child to client.** A response goes to the stream of its request; a
 ``notifications/progress`` to the stream whose request carries its ``progressToken``; any other
 message (a log notification, ``sampling/createMessage``, ``elicitation/create``, ``roots/list``,
-``list_changed``) to the session's GET stream if one is open, else to its newest open POST stream,
-else it waits (at most :data:`BACKLOG` messages) for the next GET stream. A shared child's other
-messages go to the one stream open, if only one is, else to the log. A client's responses to the
-server's requests (a POST) go to the child's stdin (202).
+``list_changed``) to the session's GET stream if one is open, else to its newest open POST stream
+of a ``tools/call`` (what a server asks during a call belongs to it; never the proxy's own
+``tools/list`` fetch), else it waits (at most :data:`BACKLOG` messages, :data:`BACKLOG_BYTES`
+bytes) for the next GET stream. A shared child's other messages go to the log: its clients are
+strangers to each other. A client's responses to the server's requests (a POST) go to the child's
+stdin (202); a stateless client's go nowhere.
 
 **Faults of the child.** Its stderr goes to the log, line by line, tagged with the command. A line on
 its stdout that is not a JSON-RPC message (a server that logs to stdout) is logged, counted, never
@@ -46,7 +48,6 @@ for ``send_timeout`` seconds loses its stream.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import math
@@ -68,8 +69,18 @@ from . import child as children
 from .body import buffer_body
 from .child import Process
 from .errors import ClientDisconnect, DecodeError
-from .jsoncodec import Raw, dumps, loads, split_array, split_object
-from .jsonrpc import MODERN_ERA, PROTOCOL_VERSION_META, Envelope, IdKey, header, id_key, read_envelope, same_value
+from .jsoncodec import Raw, dumps, join_object, loads, split_array, split_object
+from .jsonrpc import (
+    MODERN_ERA,
+    PROTOCOL_VERSION_META,
+    Envelope,
+    IdKey,
+    header,
+    id_key,
+    read_envelope,
+    refusal_body,
+    same_value,
+)
 from .lines import LAST, LINE, LineDecoder
 from .metrics import Metrics
 from .stdio_session import long_line_id
@@ -142,7 +153,7 @@ class _Stream:
             past them the stream is cut (``overflowed``).
     """
 
-    __slots__ = ("gone", "limit", "open", "overflowed", "receiver", "sender", "sse", "waiting")
+    __slots__ = ("calls", "gone", "limit", "open", "overflowed", "receiver", "sender", "sse", "waiting")
 
     def __init__(self, sse: bool, limit: int | None = None) -> None:
         self.sse = sse
@@ -154,6 +165,7 @@ class _Stream:
         self.gone = False  # its client left (or the stream ended)
         self.waiting = 0  # bytes handed over and not yet taken (a limited stream)
         self.overflowed = False
+        self.calls = False  # it answers a tools/call (what a server says outside a request may go on it)
 
     async def put(self, line: bytes) -> bool:
         """Hand ``line`` to the client; False if it is gone (or, limited, just overflowed)."""
@@ -236,7 +248,6 @@ class _Child:
 
     async def write(self, line: bytes) -> bool:
         """Write one message line to the child's stdin; False when the child is gone."""
-        assert self.process.stdin is not None
         self.used = time.monotonic()
         async with self._lock:
             try:
@@ -305,8 +316,6 @@ class _Child:
             envelope = _loose_envelope(line)
             if envelope is None and await self._unreadable(line):
                 return
-        if envelope is not None and (envelope.response or isinstance(envelope.method, str)):
-            self.answered = True
         if envelope is None or not (envelope.response or isinstance(envelope.method, str)):
             self.noise += 1
             self.count("stdout_noise")
@@ -315,6 +324,7 @@ class _Child:
                 extra={"audit": {"server": self.label, "stdout": children.text(line)}},
             )
             return
+        self.answered = True
         if envelope.response:
             key = id_key(envelope.id)
             if key is None or key not in self.waiting:
@@ -387,8 +397,8 @@ class _Child:
             return
         if self.listener is not None and await self.listener.put(line):
             return
-        for stream in reversed(self.streams):
-            if stream.sse and await stream.put(line):
+        for stream in reversed(self.streams):  # (never a tools/list: the proxy's own fetch reads nothing else)
+            if stream.sse and stream.calls and await stream.put(line):
                 return
         self.backlog.append(line)
         self.backlog_bytes += len(line)
@@ -400,6 +410,13 @@ class _Child:
                 BACKLOG,
                 BACKLOG_BYTES,
             )
+
+    def take_backlog(self) -> list[bytes]:
+        """The messages held for a GET stream, handed over (the backlog is then empty)."""
+        held = list(self.backlog)
+        self.backlog.clear()
+        self.backlog_bytes = 0
+        return held
 
     async def ended(self, status: int) -> None:
         """The child exited: answer what it left unanswered, end every stream."""
@@ -438,9 +455,7 @@ def error_line(raw_id: bytes, message: str, code: int = -32603) -> bytes:
 def replace_member(message: bytes, name: str, raw: bytes) -> bytes:
     """``message`` (one JSON object) with member ``name`` written ``raw``; the other members keep
     their bytes (only the whitespace between members goes)."""
-    members = split_object(message)
-    members[name] = Raw(raw)
-    return msgspec.json.encode(members)
+    return join_object({**split_object(message), name: Raw(raw)})
 
 
 def replace_param(message: bytes, name: str, raw: bytes) -> bytes:
@@ -452,7 +467,7 @@ def replace_param(message: bytes, name: str, raw: bytes) -> bytes:
 def _refusal(
     status: int, message: str, code: int = -32600, extra: Sequence[tuple[bytes, bytes]] = ()
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    body = dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+    body = refusal_body(message, code)
     return status, [_JSON, (b"content-length", str(len(body)).encode()), *extra], body
 
 
@@ -471,8 +486,8 @@ class StdioUpstream:
         max_body_bytes: the largest request body (413 past it).
         send_timeout: seconds a client may take to accept one message before its stream is cut.
         metrics: where faults are counted (``upstream_errors_total`` by kind: ``exit``, ``start``,
-            ``backoff``, ``stdout_noise``, ``oversized_line``, ``idle_timeout``), with the running
-            processes (``stdio_children``) and open streams.
+            ``backoff``, ``stdout_noise``, ``oversized_line``, ``invalid_json``, ``idle_timeout``,
+            ``slow_client``), with the processes running (``stdio_children``).
     """
 
     def __init__(
@@ -520,11 +535,6 @@ class StdioUpstream:
     async def ready(self) -> bool:
         """True while children may be started (running, and not backing off)."""
         return self._task_group is not None and not self._closed and time.monotonic() >= self._not_before
-
-    @property
-    def children(self) -> int:
-        """Children running now."""
-        return len(self._children)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -683,11 +693,7 @@ class StdioUpstream:
                     await logged.wait()
                 tg.cancel_scope.cancel()
         finally:
-            with anyio.CancelScope(shield=True):  # its pipes, also when the proxy stops
-                for pipe in (process.stdin, process.stdout, process.stderr):
-                    if pipe is not None:
-                        with contextlib.suppress(Exception):
-                            await pipe.aclose()
+            process.close_pipes()  # (also when the proxy stops)
             child.finished.set()
         self._children.discard(child)
         self._forget(child)
@@ -844,10 +850,11 @@ class StdioUpstream:
                 child.progress[key] = waiter
             child.waiting[key] = waiter
             stream.open.add(key)
-            return msgspec.json.encode(members)
+            return join_object(members)
         for message in messages:
             if message.key is None:
                 continue
+            stream.calls = stream.calls or message.method == "tools/call"
             waiter = _Waiter(stream, bytes(message.members["id"]))
             child.waiting[message.key] = waiter
             stream.open.add(message.key)
@@ -937,16 +944,21 @@ class StdioUpstream:
 
     # -- GET and DELETE ------------------------------------------------------------------------
 
-    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _session(self, scope: Scope, send: Send, what: str) -> _Child | None:
+        """The child of the session a GET or DELETE names; ``None`` once refused (405 without a
+        session id, ``what`` saying why one is needed; 404 for an unknown one)."""
         session_id = header(scope["headers"], b"mcp-session-id")
         if not session_id:
-            await _respond(
-                send, *_refusal(405, "Method Not Allowed: a GET stream needs a session", extra=[(b"allow", b"POST")])
-            )
-            return
+            await _respond(send, *_refusal(405, f"Method Not Allowed: {what}", extra=[(b"allow", b"POST")]))
+            return None
         child = self.sessions.get(session_id)
         if child is None:
             await _respond(send, *_refusal(404, "Session not found", code=-32001))
+        return child
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        child = await self._session(scope, send, "a GET stream needs a session")
+        if child is None:
             return
         if b"text/event-stream" not in (header(scope["headers"], b"accept") or "").encode():
             await _respond(send, *_refusal(406, "Not Acceptable: a GET stream is text/event-stream"))
@@ -955,8 +967,7 @@ class StdioUpstream:
             await _respond(send, *_refusal(409, "Conflict: only one GET stream is allowed per session"))
             return
         stream = child.listener = _Stream(sse=True)
-        held = list(child.backlog)
-        child.backlog.clear()
+        held = child.take_backlog()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
@@ -979,15 +990,8 @@ class StdioUpstream:
             stream.sender.close()
 
     async def _delete(self, scope: Scope, send: Send) -> None:
-        session_id = header(scope["headers"], b"mcp-session-id")
-        if not session_id:
-            await _respond(
-                send, *_refusal(405, "Method Not Allowed: DELETE ends a session", extra=[(b"allow", b"POST")])
-            )
-            return
-        child = self.sessions.get(session_id)
+        child = await self._session(scope, send, "DELETE ends a session")
         if child is None:
-            await _respond(send, *_refusal(404, "Session not found", code=-32001))
             return
         logger.info("session ended by its client: its MCP server (pid %d) is stopped", child.process.pid)
         assert self._task_group is not None

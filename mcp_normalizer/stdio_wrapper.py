@@ -172,7 +172,6 @@ class StdioWrapper:
             relayed.set()
 
     async def _host_to_child(self, child: Process) -> None:
-        assert child.stdin is not None
         decoder = LineDecoder(self.config.proxy.max_request_bytes)
         chunks = await _host_chunks(self.host_in)
         try:
@@ -200,7 +199,6 @@ class StdioWrapper:
     # -- child -> host --------------------------------------------------------------------------
 
     async def _child_to_host(self, child: Process) -> None:
-        assert child.stdout is not None
         decoder = LineDecoder(self.config.proxy.max_rewrite_bytes)
         session = self.session
         head = tail = b""  # the first and last bytes of a line above the bound (its id is there)

@@ -737,3 +737,33 @@ async def test_a_get_stream_that_reads_nothing_is_cut_and_the_session_goes_on() 
             await stalled.aclose()
     assert loads(flooded.content)["result"]["content"][0]["text"] == "flood done"
     assert events(ping) == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
+
+
+@pytest.mark.anyio
+async def test_what_waits_for_a_get_stream_is_handed_over_whole_again_and_again() -> None:
+    """Messages no request owns wait for the GET stream; each GET takes all that waited, and the
+    next ones wait afresh (the bound is on what waits now, not on all that ever waited)."""
+    plan = plan_with(flood_on="protean.list_runtimes", flood=100, flood_bytes=64 * 1024)
+    with stdio_proxy(fixture(plan)) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            session = await open_session(http, url)
+            json_only = {"content-type": "application/json", "accept": "application/json", "mcp-session-id": session}
+            got: list[list[Any]] = []
+            for round_ in range(3):  # 6.4 MB each round, 19 MB in all: more than the 8 MiB bound
+                flooded = await http.post(url, content=dumps(call(round_, "protean.list_runtimes")), headers=json_only)
+                assert loads(flooded.content)["result"]["content"][0]["text"] == "flood done"
+                seen: list[Any] = []
+                headers = {"accept": "text/event-stream", "mcp-session-id": session}
+                async with http.stream("GET", url, headers=headers) as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:"):
+                            seen.append(loads(line[5:]))
+                            if len(seen) == 100:
+                                break
+                got.append(seen)
+            ping = await post(http, url, {"jsonrpc": "2.0", "id": "p", "method": "ping"}, session)
+    for seen in got:
+        assert [m["params"]["progress"] for m in seen] == list(range(100))
+        assert all(m["params"]["message"].startswith(f"{i} \u00e9") for i, m in enumerate(seen))
+    assert events(ping) == [{"jsonrpc": "2.0", "id": "p", "result": {}}]
