@@ -50,6 +50,8 @@ from .request_rewrite import REWRITE, argument_keys, rename_calls
 from .responses import error_body, respond
 from .rules.base import Mode
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
+from .rules.host_profiles import PROPERTY_KEY
+from .rules.host_schemas import mentions_invented_key
 from .rules.learned import RULE as LEARN_RULE
 from .rules.tool_names import invented
 from .scopes import Changes, Limits, ScopeState, ScopeStore, SharedBackend
@@ -228,7 +230,7 @@ class NormalizerMiddleware:
             private=private,
             own_stream=True,
         )
-        names = await self._names(scope, info, exchange)
+        names = await self._names(scope, info, exchange, body)
         renamed = rename_calls(body, info.pending, names, argument_keys(exchange, info.pending, names))
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, exchange.pending, calls = renamed
@@ -259,18 +261,24 @@ class NormalizerMiddleware:
                 scope, replay(body, complete, receive), trace.send(send), exchange, info, unknown, audit
             )
 
-    async def _names(self, scope: Scope, info: RequestInfo, exchange: Exchange) -> Mapping[str, str]:
+    async def _names(self, scope: Scope, info: RequestInfo, exchange: Exchange, body: bytes) -> Mapping[str, str]:
         """The name map the POST's ``tools/call`` requests are renamed by (rule ``tool_names``): the
         current listing's. A scope with no current listing (never listed, forgotten, listed
         through another replica) fetches the list first when a call names a tool by a name of
-        the shape the rule invents; otherwise, and when the fetch fails, calls go as sent."""
+        the shape the rule invents, or when a host whose argument names rule ``host_schemas``
+        renames calls a tool the scope has no entry for with a key of the shape it invents;
+        otherwise, and when the fetch fails, calls go as sent."""
         names = exchange.names()
-        if names is not None:
-            return names
         calls = {r.tool for r in info.pending.values() if r.method == TOOLS_CALL and r.tool is not None}
-        wanted = {tool for tool in calls if invented(tool)}
+        if names is not None:
+            wanted = set()
+        else:
+            wanted = {tool for tool in calls if invented(tool)}
+        if exchange.client.host_needs(PROPERTY_KEY) and mentions_invented_key(body):
+            mapped = names or {}
+            wanted |= {tool for tool in calls if exchange.tool(mapped.get(tool, tool)) is None}
         if not wanted or not self.config.fetch_tools_list:
-            return {}
+            return names or {}
         await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event())
         return exchange.names() or {}
 

@@ -62,6 +62,7 @@ class Changes:
         awaited: unanswered requests of a legacy session, by id key.
         answered: id keys whose responses were seen (their shared entries go).
         client: the ``clientInfo`` name the session's ``initialize`` gave, if it named one since.
+        client_version: the ``clientInfo`` version given with it, if a string.
         learned: the learned schemas changed (the whole map is written: it is at most 8 KiB).
     """
 
@@ -69,6 +70,7 @@ class Changes:
     awaited: dict[IdKey, PendingRequest] = field(default_factory=dict)
     answered: set[IdKey] = field(default_factory=set)
     client: str | None = None
+    client_version: str | None = None
     learned: bool = False
 
     def __bool__(self) -> bool:
@@ -83,12 +85,14 @@ class Snapshot:
         tasks: the asked-for task ids that the backend knows, -> their tools.
         pending: the session's unanswered requests, by id key (only when asked for).
         client: the session's ``clientInfo`` name, ``None`` if none was given.
+        client_version: the ``clientInfo`` version given with it, ``None`` if none was.
         learned: the learned schemas, by tool name.
     """
 
     tasks: dict[str, str] = field(default_factory=dict)
     pending: dict[IdKey, PendingRequest] = field(default_factory=dict)
     client: str | None = None
+    client_version: str | None = None
     learned: dict[str, Learned] = field(default_factory=dict)
 
 
@@ -211,7 +215,7 @@ class ScopeState:
         """The session's ``initialize`` named its client."""
         self.client = client
         if self.changes is not None and client.name is not None:
-            self.changes.client = client.name
+            self.changes.client, self.changes.client_version = client.name, client.version
 
     def learn_tools(self, entries: ToolSet | Iterable[ToolEntry], *, first_page: bool, ttl: float | None) -> None:
         """A ``tools/list`` page (see :meth:`ToolCatalog.learn`)."""
@@ -244,7 +248,7 @@ class ScopeState:
             if key not in self.pending:
                 self.pending[key] = request
         if snapshot.client is not None and self.client is UNKNOWN:
-            self.client = profile_for({"name": snapshot.client})
+            self.client = profile_for({"name": snapshot.client, "version": snapshot.client_version})
         for tool, found in snapshot.learned.items():
             self._merge(tool, found)
 

@@ -12,9 +12,10 @@ fetches ``tools/list`` itself):
   ``{"m": method, "t": tool, "k": task id, "c": cursor, "d": deadline}`` (``d``: Unix seconds, ``pending_ttl``
   after the request); the key expires ``pending_ttl`` after its last write, expired fields are
   ignored, at most ``max_pending`` are kept.
-- ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session) and ``learned``
-  (the 32 hex digits naming a learned-schemas entry); the key expires ``learned_ttl`` after its
-  last write.
+- ``{prefix}s:{scope}``: hash, ``client`` (the ``clientInfo`` name of the session),
+  ``client_version`` (its ``clientInfo`` version, empty when it gave none: a host profile's
+  version ranges read it) and ``learned`` (the 32 hex digits naming a learned-schemas entry); the
+  key expires ``learned_ttl`` after its last write.
 - ``{prefix}k:{upstream}``: hash, the lessons every replica learned for one upstream
   (:mod:`mcp_normalizer.lesson_store`): field ``[tool, definition digest]`` as JSON, value the
   lesson's JSON; expires :data:`LESSONS_TTL` after its last write; at most :data:`MAX_LESSON_FIELDS`
@@ -24,7 +25,7 @@ fetches ``tools/list`` itself):
   ``learned_ttl`` after its last write. Tool name maps (rule ``tool_names``) are never stored: a
   replica derives the same map from the listing it fetches itself.
 
-What one scope and one client may write is bounded: a scope's hash holds two short fields, its
+What one scope and one client may write is bounded: a scope's hash holds three short fields, its
 pending hash at most :data:`MAX_SHARED_PENDING` entries of bounded size; one client address (the
 TCP peer, or behind ``trusted_proxies`` the address they forwarded) may create at most
 ``state_scopes_per_client`` new scopes a minute per replica, past which its new scopes stay in the
@@ -252,6 +253,8 @@ class RedisState:
         client = _text(changes.client) if changes.client is not None else None
         if client is not None:
             scope_fields["client"] = client
+            version = _text(changes.client_version) if changes.client_version is not None else None
+            scope_fields["client_version"] = version if version is not None else b""
         entry: tuple[str, bytes] | None = None
         if changes.learned:
             content = _learned_json(learned)
@@ -513,6 +516,8 @@ def _scope_snapshot(fields: object) -> tuple[Snapshot, str | None]:
             continue
         if name == "client":
             snapshot.client = raw.decode("utf-8", "replace")[:128]
+        elif name == "client_version" and raw:
+            snapshot.client_version = raw.decode("utf-8", "replace")[:64]
         elif name == "learned" and len(raw) == 32 and raw.isalnum():
             digest = raw.decode("ascii")
     return snapshot, digest

@@ -17,7 +17,18 @@ from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 from mcp_normalizer.rules.clients import profile_for
 from mcp_normalizer.rules.host_content import ORIGINAL_BLOCK_KEY
-from mcp_normalizer.rules.host_profiles import HOSTS, IMAGE_SVG, PROFILES, RESOURCE_LINK, Host, host_for
+from mcp_normalizer.rules.host_profiles import (
+    ARRAY_ITEMS,
+    HOSTS,
+    IMAGE_SVG,
+    PROFILES,
+    RESOURCE_LINK,
+    TYPE_BESIDE_ANYOF,
+    Host,
+    Versions,
+    host_for,
+    version_key,
+)
 
 from .support import HEADERS, case_server, load_cases, proxy_for, run_cli, serve, steps
 from .test_corpus import UNREPAIRABLE, check
@@ -189,13 +200,21 @@ async def test_gemini_cli_gets_an_equivalent_schema_without_type_beside_anyof() 
 
     upstream = ScriptedServer([ToolSpec(GEMINI_TOOL, returning(RESULT))])
     steps = [{"op": "listTools"}]
+    name = "gemini-cli-mcp-client"
     with serve(upstream) as up, proxy_for(up + "/mcp") as px:
-        gemini = await run_node("v1", [{"url": px + "/mcp", "clientName": "gemini-cli-mcp-client", "steps": steps}])
-        other = await run_node("v1", [{"url": px + "/mcp", "steps": steps}])
-    (tool,) = gemini[0]["steps"][0]["value"]["tools"]
-    (untouched,) = other[0]["steps"][0]["value"]["tools"]
+        url = px + "/mcp"
+        gemini, fixed, other = await run_node(
+            "v1",
+            [
+                {"url": url, "clientName": name, "clientVersion": "0.1.12", "steps": steps},
+                {"url": url, "clientName": name, "clientVersion": "0.42.0", "steps": steps},  # sends JSON Schema
+                {"url": url, "steps": steps},
+            ],
+        )
+    (tool,) = gemini["steps"][0]["value"]["tools"]
     assert gemini_accepts(tool["inputSchema"]) and not gemini_accepts(GEMINI_TOOL["inputSchema"])
-    assert untouched == GEMINI_TOOL  # anyone else: the tool as listed
+    for record in (fixed, other):  # a Gemini CLI past the fix, and anyone else: the tool as listed
+        assert record["steps"][0]["value"]["tools"] == [GEMINI_TOOL]
     kept = tool["_meta"]["dev.mcp-normalizer/original-keywords"]
     assert kept["/inputSchema/properties/when"] == GEMINI_TOOL["inputSchema"]["properties"]["when"]
     samples = [
@@ -394,3 +413,172 @@ async def test_claude_hosts_get_argument_names_they_take_and_the_call_reaches_th
     ]
     assert calls == [own, own]  # upstream, under the tool's own names, every value as sent
     assert claude["steps"][1]["ok"] and orjson.loads(claude["steps"][1]["value"]["content"][0]["text"]) == own
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_claude_session_that_never_listed_still_calls_the_tool_under_its_own_names() -> None:
+    """A host that kept the advertised names (from another session, another replica, before a
+    restart) and calls without listing: the proxy fetches the list first and sends the tool's own
+    names upstream; a call under keys of no invented shape goes as it came."""
+    upstream = ScriptedServer([ToolSpec(KEYED_TOOL, echo_arguments)], response_mode="json")
+    own = {"user name": "Z\u00fcrich \u2713", "ok.key": 1e-7, "$filter": {"inner key": -(2**70)}}
+    with serve(upstream) as up:
+        with proxy_for(up + "/mcp") as px:
+            (listed,) = await run_node(
+                "v1", [{"url": px + "/mcp", "clientName": "claude-code", "steps": [{"op": "listTools"}]}]
+            )
+        advertised = listed["steps"][0]["value"]["tools"][0]["_meta"]["dev.mcp-normalizer/original-keys"]
+        as_sent = {next((a for a, o in advertised.items() if o == key), key): value for key, value in own.items()}
+        plain = {"ok.key": 12.5}
+        with proxy_for(up + "/mcp") as px:  # a new proxy: nothing listed through it yet
+            steps = [
+                {"op": "callTool", "name": "lookup", "arguments": as_sent},
+                {"op": "callTool", "name": "lookup", "arguments": plain},
+            ]
+            (claude,) = await run_node("v2", [{"url": px + "/mcp", "clientName": "claude-code", "steps": steps}])
+    assert all(step["ok"] for step in claude["steps"]), claude["steps"]
+    calls = [m["params"]["arguments"] for m, _ in upstream.requests if m.get("method") == "tools/call"]
+    assert calls == [own, plain]
+    assert orjson.loads(claude["steps"][0]["value"]["content"][0]["text"]) == own
+
+
+# -- version ranges --------------------------------------------------------------------------------
+
+
+@pytest.mark.pure
+def test_versions_order_as_releases_do_and_a_version_nobody_can_read_gets_the_repair() -> None:
+    ordered = ["0.1.9", "0.1.12", "v0.1.13", "0.150.0-alpha.8", "0.150.0", "0.150.0.1", "2.1.233"]
+    keys = [version_key(v) for v in ordered]
+    assert all(k is not None for k in keys) and keys == sorted(keys, key=lambda k: k or ())
+    assert version_key("0.1") == version_key("0.1.0") and version_key("1.0.0+build.7") == version_key("1.0.0")
+    for unreadable in (None, "", "dev", "\u00e9", 12.5, ["0.1"]):
+        assert version_key(unreadable) is None
+    window = Versions(since="0.14.0", fixed_in="0.21.0")
+    assert [window.covers(v) for v in ("0.13.9", "0.14.0", "0.20.99", "0.21.0-rc.1", "0.21.0", None, "dev")] == [
+        False,
+        True,
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
+    gemini = PROFILES["gemini-cli"]
+    assert TYPE_BESIDE_ANYOF in profile_for({"name": gemini.client_names[0], "version": "0.1.12"}).host_faults
+    assert not profile_for({"name": gemini.client_names[0], "version": "0.42.0"}).host_faults
+    assert TYPE_BESIDE_ANYOF in profile_for({"name": gemini.client_names[0]}).host_faults
+    past = profile_for({"name": gemini.client_names[0], "version": "0.42.0"})
+    assert past.key == profile_for({"name": "mcp-normalizer-test"}).key  # cached listings are shared with anyone
+
+
+# -- VS Code: arrays without items -----------------------------------------------------------------
+
+#: Where Copilot Chat's ``forEachSchemaNode`` looks for subschemas (toolSchemaNormalizer.ts).
+_COPILOT_ONE = ("additionalProperties", "not", "if", "then", "else", "contains")
+_COPILOT_MAP = ("properties", "dependencies", "patternProperties")
+_COPILOT_LIST = ("anyOf", "allOf", "oneOf")
+
+
+def copilot_accepts(schema: Any) -> bool:
+    """The two checks of VS Code Copilot Chat's ``normalizeToolSchema`` that throw, and so fail the
+    chat request (microsoft/vscode-copilot-chat ``src/extension/tools/common/toolSchemaNormalizer.ts``):
+    the tool's parameters must be valid against the draft-07 metaschema, and no node it walks may be
+    ``type: "array"`` with a falsy ``items``."""
+    from jsonschema import Draft7Validator
+
+    if not Draft7Validator(Draft7Validator.META_SCHEMA).is_valid(schema):
+        return False
+    return _copilot_walk(schema)
+
+
+def _js_falsy(value: Any) -> bool:
+    """What JavaScript's ``!value`` is true of, among JSON values (an absent member is ``None``)."""
+    return value is None or value is False or value == "" or (type(value) in (int, float) and value == 0)
+
+
+def _copilot_walk(node: Any) -> bool:
+    if not isinstance(node, dict):
+        return True
+    if node.get("type") == "array" and _js_falsy(node.get("items")):
+        return False
+    children: list[Any] = [node.get(key) for key in _COPILOT_ONE]
+    for key in _COPILOT_MAP:
+        if isinstance(node.get(key), dict):
+            children += node[key].values()
+    for key in _COPILOT_LIST:
+        if isinstance(node.get(key), list):
+            children += node[key]
+    items = node.get("items")
+    children += items if isinstance(items, list) else [items]
+    return all(_copilot_walk(child) for child in children)
+
+
+#: Open 2020-12 tuples (``prefixItems`` without ``items``): the item-less arrays Copilot Chat
+#: refuses that the default ``schema_shape`` repair leaves alone (it gives every other item-less
+#: input array ``items: {}`` for every client).
+PAIR = {"type": "array", "prefixItems": [{"type": "number"}, {"type": "string", "maxLength": 4}]}
+VSCODE_TOOL: dict[str, Any] = {
+    "name": "tag_files",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "pair": {**PAIR, "description": "caf\u00e9/na\u00efve \u2713"},
+            "either": {"anyOf": [PAIR, {"type": "null"}]},
+            "scores": {"type": "object", "additionalProperties": {**PAIR, "minItems": 1}},
+            "typed": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["pair"],
+    },
+}
+VSCODE_SAMPLES: list[Any] = [
+    [],
+    [12.5, "x"],
+    [1.5e300, "caf\u00e9", None, {"deep": [None]}],
+    ["x", 12.5],
+    [None, {"a": [1e300]}],
+    [[1, 2], [3]],
+    [2**70, "na\u00efve"],
+    [1, 2, 3, 4],
+    "not an array",
+    None,
+    {"k": []},
+]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_vscode_gets_arrays_with_items_that_take_the_same_values_and_calls_reach_the_tool() -> None:
+    from jsonschema import Draft7Validator, Draft202012Validator
+
+    upstream = ScriptedServer([ToolSpec(VSCODE_TOOL, returning(RESULT))])
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "tag_files", "arguments": {"pair": [12.5, "a"]}}]
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        vscode, other = await run_node(
+            "v1", [{"url": url, "clientName": "Visual Studio Code", "steps": steps}, {"url": url, "steps": steps}]
+        )
+        direct = await run_node("v2", [{"url": up + "/mcp", "clientName": "Visual Studio Code", "steps": steps}])
+    (tool,) = vscode["steps"][0]["value"]["tools"]
+    assert copilot_accepts(tool["inputSchema"]) and not copilot_accepts(VSCODE_TOOL["inputSchema"])  # it bites
+    assert direct[0]["steps"][0]["value"]["tools"] == [VSCODE_TOOL]
+    assert other["steps"][0]["value"]["tools"] == [VSCODE_TOOL]  # anyone else: the tool as listed
+    assert vscode["steps"][1]["ok"] and vscode["steps"][1]["value"]["content"][0] == RESULT["content"][0]
+    kept = tool["_meta"]["dev.mcp-normalizer/original-keywords"]
+    properties = VSCODE_TOOL["inputSchema"]["properties"]
+    assert kept == {
+        "/inputSchema/properties/pair": properties["pair"],
+        "/inputSchema/properties/either/anyOf/0": PAIR,
+        "/inputSchema/properties/scores/additionalProperties": properties["scores"]["additionalProperties"],
+    }
+    for validator in (Draft202012Validator, Draft7Validator):
+        before, after = validator(VSCODE_TOOL["inputSchema"]), validator(tool["inputSchema"])
+        for name in VSCODE_TOOL["inputSchema"]["properties"]:
+            for value in VSCODE_SAMPLES:
+                instance = {"pair": [0, ""], name: value}
+                assert before.is_valid(instance) == after.is_valid(instance), (validator, name, value)
+
+
+@pytest.mark.pure
+def test_only_vscode_names_arrays_without_items() -> None:
+    assert [host.profile for host in HOSTS if ARRAY_ITEMS in host.faults] == ["vscode"]

@@ -252,6 +252,7 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
                 ("s", "p3"): PendingRequest("tools/list", cursor="x" * 2000),  # kept, without its long cursor
             },
             client="claude-code",
+            client_version="2.1.233-\u00e9",
             learned=True,
         )
         learned = {"tool.c": Learned(relax=(PointerPattern.parse("/x/*/y"),))}
@@ -259,6 +260,7 @@ async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: py
         found = await state.read(scope, ["task-1", "task-2"], pending=True)
         assert found is not None
         assert found.tasks == {"task-1": "tool.a"} and found.client == "claude-code"
+        assert found.client_version == "2.1.233-\u00e9"  # a host's version ranges read it on every replica
         assert found.pending == {
             ("n", 7): PendingRequest("tools/call", tool="tool.b"),
             ("s", "p2"): PendingRequest("tools/list", cursor="p\u00e9ge-2"),

@@ -102,7 +102,7 @@ async def run_node(
     sdk: str, sessions: Sequence[Mapping[str, Any]], *, request_timeout: float = 30, timeout: float = 300
 ) -> list[dict[str, Any]]:
     """Run the TS client (``sdk`` ``"v1"`` or ``"v2"``) over ``sessions``
-    (``{"url", "headers"?, "clientName"?, "steps"}``).
+    (``{"url", "headers"?, "clientName"?, "clientVersion"?, "steps"}``).
 
     ``request_timeout`` (seconds) bounds each MCP request: a response the client cannot parse is
     never matched to its request, and the client would otherwise wait 60 s for it.

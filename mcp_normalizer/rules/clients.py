@@ -92,12 +92,17 @@ class ClientProfile:
         key: ``accepts`` (and the host faults, for a host) as JSON bytes, sorted (part of a listed
             tool's cache key: made once per client, not once per listed tool).
         host: the host it is (:mod:`mcp_normalizer.rules.host_profiles`), ``None`` for any other client.
+        host_faults: the host faults that host rejects at the version the client sent (their
+            repairs run for it alone).
+        version: its ``clientInfo`` version, if it sent a string (cut to 64 characters).
     """
 
     name: str | None = None
     accepts: frozenset[str] = frozenset()
     key: bytes = b"[]"
     host: Host | None = None
+    host_faults: frozenset[str] = frozenset()
+    version: str | None = None
 
     def needs(self, fault: str) -> bool:
         """True when the repair of ``fault`` (a key of :data:`CLIENT_FAULTS`) is applied for this client."""
@@ -106,7 +111,7 @@ class ClientProfile:
     def host_needs(self, fault: str) -> bool:
         """True when this client is a host that rejects ``fault`` (a key of
         :data:`~mcp_normalizer.rules.host_profiles.HOST_FAULTS`): its repair runs for it alone."""
-        return self.host is not None and fault in self.host.faults
+        return fault in self.host_faults
 
     @property
     def label(self) -> str:
@@ -120,13 +125,15 @@ UNKNOWN = ClientProfile()
 
 def profile_for(client_info: JSON) -> ClientProfile:
     """The profile of a client from its ``clientInfo`` object (``{"name", "version", ...}``; any JSON:
-    what is not an object with a string ``name`` is :data:`UNKNOWN`)."""
+    what is not an object with a string ``name`` is :data:`UNKNOWN`). A host's faults are those its
+    ``version`` rejects (:meth:`~mcp_normalizer.rules.host_profiles.Host.faults_at`)."""
     if not isinstance(client_info, dict) or not isinstance(client_info.get("name"), str):
         return UNKNOWN
     name = client_info["name"][:128]
+    raw_version = client_info.get("version")
+    version = raw_version[:64] if isinstance(raw_version, str) else None
     accepts = frozenset(fault for fault, row in CLIENT_FAULTS.items() if name in row.accepted_by)
     host = host_for(name)
-    host_faults = sorted(host.faults) if host is not None else []
-    return ClientProfile(
-        name, accepts, dumps([sorted(accepts), host_faults]) if host_faults else dumps(sorted(accepts)), host
-    )
+    host_faults = host.faults_at(version) if host is not None else frozenset()
+    key = dumps([sorted(accepts), sorted(host_faults)]) if host_faults else dumps(sorted(accepts))
+    return ClientProfile(name, accepts, key, host, host_faults, version)

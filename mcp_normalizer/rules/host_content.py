@@ -96,7 +96,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
                 break
     if not touched:
         return None
-    sources = ", ".join(host.faults[fault] for fault in sorted(host.faults))
+    sources = ", ".join(host.faults[fault] for fault in sorted(ctx.client.host_faults & {IMAGE_SVG, RESOURCE_LINK}))
     why = f"{'; '.join(sorted(set(reasons)))}, for {host.title} ({sources})"
     return {**result, "content": blocks}, Rewrite(
         "host_content", "made text of what the host cannot take", tuple(touched), why

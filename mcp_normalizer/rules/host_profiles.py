@@ -13,6 +13,7 @@ gets a client the output that host can take, with the original kept in ``_meta``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +34,10 @@ TOOL_NAME = "tool_name_strict"
 #: 400 for every request while one tool has one.
 PROPERTY_KEY = "property_key_strict"
 
+#: An array schema (``type: "array"``) without ``items``: VS Code's Copilot Chat throws "tool
+#: parameters array type must have items" and the chat request fails.
+ARRAY_ITEMS = "array_without_items"
+
 #: What each host fault is, for the log, ``check`` and the README.
 HOST_FAULTS: Mapping[str, str] = {
     IMAGE_SVG: "an image block of type image/svg+xml",
@@ -40,7 +45,44 @@ HOST_FAULTS: Mapping[str, str] = {
     TYPE_BESIDE_ANYOF: "type beside anyOf in an inputSchema node",
     TOOL_NAME: "a tool name outside ^[a-zA-Z0-9_-]{1,64}$ (a dot, more than 64 characters)",
     PROPERTY_KEY: "an inputSchema property name outside ^[a-zA-Z0-9_.-]{1,64}$",
+    ARRAY_ITEMS: 'an inputSchema node of type "array" without items',
 }
+
+_VERSION = re.compile(r"v?(\d+(?:\.\d+){0,3})(-)?")
+
+
+def version_key(version: object) -> tuple[int, ...] | None:
+    """``version`` (a host's ``clientInfo.version``, e.g. ``"0.150.0-alpha.8"``) as a key that
+    orders releases as semver does: four numbers, then 0 for a pre-release and 1 for a release;
+    ``None`` when it does not start with a number."""
+    match = _VERSION.match(version) if isinstance(version, str) else None
+    if match is None:
+        return None
+    numbers = [int(part) for part in match.group(1).split(".")]
+    return (*numbers, *[0] * (4 - len(numbers)), 0 if match.group(2) else 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """The versions of a host (its ``clientInfo.version``) that reject a fault: from ``since``
+    (included) to ``fixed_in`` (excluded); ``None`` leaves that end open.
+
+    A client whose version is missing or not a number gets the repair: it loses nothing, and the
+    host might need it."""
+
+    since: str | None = None
+    fixed_in: str | None = None
+    #: Where the range comes from.
+    source: str = ""
+
+    def covers(self, version: object) -> bool:
+        """Whether a host that sends ``version`` rejects the fault."""
+        key = version_key(version)
+        if key is None:
+            return True
+        since = version_key(self.since) if self.since is not None else None
+        fixed = version_key(self.fixed_in) if self.fixed_in is not None else None
+        return (since is None or key >= since) and (fixed is None or key < fixed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +94,9 @@ class Host:
         title: the host as people call it.
         client_names: the ``clientInfo.name`` values it sends.
         faults: host fault -> the source that shows the host rejecting it (a repair runs for them).
-        rejects: what else it rejects, with sources, that the proxy does not repair for it yet.
+        rejects: what else it rejects, with sources, that the proxy does not repair for it.
+        versions: host fault -> the versions that reject it, where a source says; a fault not
+            named here is rejected by every version.
     """
 
     profile: str
@@ -60,6 +104,12 @@ class Host:
     client_names: tuple[str, ...]
     faults: Mapping[str, str] = field(default_factory=dict)
     rejects: tuple[str, ...] = ()
+    versions: Mapping[str, Versions] = field(default_factory=dict)
+
+    def faults_at(self, version: object) -> frozenset[str]:
+        """The faults this host rejects at ``version`` (its ``clientInfo.version``; any JSON)."""
+        ranges = self.versions
+        return frozenset(fault for fault in self.faults if fault not in ranges or ranges[fault].covers(version))
 
 
 _CLAUDE_IMAGES = (
@@ -83,7 +133,10 @@ HOSTS: tuple[Host, ...] = (
         "Claude Code",
         ("claude-code",),
         {IMAGE_SVG: _CLAUDE_IMAGES, PROPERTY_KEY: _CLAUDE_KEYS},
-        ("a root oneOf/anyOf/allOf in an inputSchema (anthropics/claude-code#5319)",),
+        (
+            "a root oneOf/anyOf/allOf in an inputSchema (anthropics/claude-code#5319): repaired for every client"
+            " by input_combinator when every arm is an object schema; other roots stay",
+        ),
     ),
     Host(
         "claude-desktop",
@@ -114,9 +167,13 @@ HOSTS: tuple[Host, ...] = (
         "vscode",
         "VS Code (Copilot)",
         ("Visual Studio Code", "Visual-Studio-Code", "Code - OSS"),
-        rejects=(
-            "an inputSchema failing draft-07: the tool is dropped (microsoft/vscode mcpServer.ts _normalizeTool)",
-            "arrays without items (vscode-copilot-chat toolSchemaNormalizer.ts)",
+        {
+            ARRAY_ITEMS: "microsoft/vscode-copilot-chat src/extension/tools/common/toolSchemaNormalizer.ts"
+            " (normalizeToolSchema throws 'tool parameters array type must have items'; the request fails)"
+        },
+        (
+            "an inputSchema failing the draft-07 metaschema: the tool is dropped (microsoft/vscode"
+            " mcpServer.ts _normalizeTool); a spec-valid schema passes it",
         ),
     ),
     Host(
@@ -131,6 +188,14 @@ HOSTS: tuple[Host, ...] = (
         ("gemini-cli-mcp-client",),
         {TYPE_BESIDE_ANYOF: "google-gemini/gemini-cli#4121 ('type and anyOf cannot be both populated')"},
         ("enum on non-strings (JetBrains/mcp-jetbrains#71)",),
+        {
+            TYPE_BESIDE_ANYOF: Versions(
+                fixed_in="0.1.13",
+                source="google-gemini/gemini-cli#4176 (merged 2025-07-15: MCP schemas go as parametersJsonSchema,"
+                " which the API takes as JSON Schema), first in 0.1.13 (tanaikech/ToolsForMCPServer#2: the change"
+                " came between 0.1.12 and 0.1.13)",
+            )
+        },
     ),
 )
 

@@ -18,6 +18,14 @@ repair runs only for a client whose ``clientInfo`` names such a host.
   ``_meta["dev.mcp-normalizer/original-keys"]`` (advertised -> own); a ``tools/call`` from that
   host sends the arguments upstream under the tool's own names (:mod:`mcp_normalizer.request_rewrite`).
 
+- an array without ``items`` for VS Code (Copilot Chat's ``normalizeToolSchema`` throws "tool
+  parameters array type must have items", microsoft/vscode-copilot-chat
+  ``src/extension/tools/common/toolSchemaNormalizer.ts``, and the chat request fails): each node of
+  ``type: "array"`` with no ``items`` gets ``items: {}``, which takes any item as the absent keyword
+  did (beside ``prefixItems`` too: the items after the tuple stay free). The default
+  ``schema_shape`` repair already gives every other item-less input array ``items: {}`` for every
+  client, so what is left for VS Code is the open 2020-12 tuple.
+
 What the repair replaced is kept in the tool's ``_meta["dev.mcp-normalizer/original-keywords"]``
 (pointer into the tool -> the node as listed).
 """
@@ -26,12 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..pointer import Path, format_pointer
 from ..types import JSON, JSONObject
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
-from .host_profiles import PROPERTY_KEY, TYPE_BESIDE_ANYOF
+from .host_profiles import ARRAY_ITEMS, PROPERTY_KEY, TYPE_BESIDE_ANYOF
 from .schemas import map_schema
 
 #: Property names the Anthropic API takes.
@@ -40,6 +48,15 @@ VALID_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 ORIGINAL_KEYS_KEY = META_PREFIX + "original-keys"
 _OTHER = re.compile(r"[^a-zA-Z0-9_.-]")
 _BASE = 47
+#: A JSON object member whose name has the shape :func:`key_names` invents (in a request body).
+_INVENTED_MEMBER = re.compile(rb'"[a-zA-Z0-9_.-]{0,%d}_[0-9a-f]{16}"\s*:' % _BASE)
+
+
+def mentions_invented_key(body: bytes) -> bool:
+    """Whether ``body`` (a POST body) has an object member named as :func:`key_names` names an
+    advertised key: a call that may need the tool's argument map (a real key may have that shape
+    too; the caller then only looks the map up)."""
+    return _INVENTED_MEMBER.search(body) is not None
 
 
 def _spread_type(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
@@ -96,9 +113,8 @@ def _rename_keys(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[s
     meta = meta_of(tool)
     meta[ORIGINAL_KEYS_KEY] = {new: own for own, new in names.items()}
     pointers = [format_pointer(("inputSchema", "properties", new)) for new in names.values()]
-    host = ctx.client.host
-    why = f"{len(names)} property names outside [a-zA-Z0-9_.-]{{1,64}} renamed, for {host.title if host else ''}"
-    return {**tool, "inputSchema": new_schema, "_meta": meta}, pointers, f"{why} ({_source(ctx, PROPERTY_KEY)})"
+    why = f"{len(names)} property names outside [a-zA-Z0-9_.-]{{1,64}} renamed ({_source(ctx, PROPERTY_KEY)})"
+    return {**tool, "inputSchema": new_schema, "_meta": meta}, pointers, why
 
 
 def argument_map(tool: JSONObject) -> dict[str, str] | None:
@@ -115,33 +131,65 @@ def _source(ctx: ToolContext, fault: str) -> str:
     return host.faults.get(fault, "") if host is not None else ""
 
 
-def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
-    host = ctx.client.host
-    if host is None:
-        return None
-    renamed = _rename_keys(tool, ctx)
-    spread = _spread(renamed[0] if renamed is not None else tool, ctx)
-    if spread is None and renamed is None:
-        return None
-    pointers = [*(renamed[1] if renamed else []), *(spread[1] if spread else [])]
-    reasons = [part[2] for part in (renamed, spread) if part is not None]
-    out = spread[0] if spread is not None else renamed[0] if renamed is not None else tool
-    return out, Rewrite("host_schemas", "made a schema the host takes", tuple(pointers), "; ".join(reasons))
+def _add_items(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
+    if node.get("type") != "array" or "items" in node:
+        return node
+    kept[format_pointer(("inputSchema", *path))] = node
+    return {**node, "items": {}}
 
 
 def _spread(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], str] | None:
     """The tool with no ``type`` beside ``anyOf`` in its ``inputSchema``, the pointers, why."""
-    host = ctx.client.host
+    if not ctx.client.host_needs(TYPE_BESIDE_ANYOF):
+        return None
+    return _map_input(tool, _spread_type, f"type moved into the anyOf arms ({_source(ctx, TYPE_BESIDE_ANYOF)})")
+
+
+def _items(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], str] | None:
+    """The tool with ``items: {}`` in each array node of its ``inputSchema`` that had none (the
+    same values: an absent ``items`` and ``{}`` both take any item, beside ``prefixItems`` too), the
+    pointers, why."""
+    if not ctx.client.host_needs(ARRAY_ITEMS):
+        return None
+    return _map_input(tool, _add_items, f"items: {{}} given to arrays without items ({_source(ctx, ARRAY_ITEMS)})")
+
+
+def _map_input(
+    tool: JSONObject, fix: Callable[[JSONObject, Path, dict[str, JSON]], JSON], reason: str
+) -> tuple[JSONObject, list[str], str] | None:
+    """``fix`` applied to every node of the tool's ``inputSchema``, each node it replaced kept."""
     schema = tool.get("inputSchema")
-    if host is None or not ctx.client.host_needs(TYPE_BESIDE_ANYOF) or not isinstance(schema, dict):
+    if not isinstance(schema, dict):
         return None
     kept: dict[str, JSON] = {}
-    new, touched = map_schema(schema, lambda node, path: _spread_type(node, path, kept))
+    new, touched = map_schema(schema, lambda node, path: fix(node, path, kept))
     if new is schema:
         return None
     out = with_original_values({**tool, "inputSchema": new}, kept, ORIGINAL_KEYWORDS_KEY)
-    reason = f"type moved into the anyOf arms, for {host.title} ({host.faults[TYPE_BESIDE_ANYOF]})"
     return out, [f"/inputSchema{p}" for p in touched], reason
+
+
+#: The repairs of this rule, in the order they run on a tool.
+_STEPS = (_rename_keys, _spread, _items)
+
+
+def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
+    host = ctx.client.host
+    if host is None or not ctx.client.host_faults:
+        return None
+    pointers: list[str] = []
+    reasons: list[str] = []
+    out = tool
+    for step in _STEPS:
+        done = step(out, ctx)
+        if done is not None:
+            out = done[0]
+            pointers += done[1]
+            reasons.append(done[2])
+    if not reasons:
+        return None
+    why = f"{'; '.join(reasons)}, for {host.title}"
+    return out, Rewrite("host_schemas", "made a schema the host takes", tuple(pointers), why)
 
 
 RULE = Rule(
@@ -149,6 +197,7 @@ RULE = Rule(
     "host_content",
     "for a host that refuses a schema the spec allows, one it takes: property names outside [a-zA-Z0-9_.-]{1,64}"
     " renamed for the Claude hosts (calls sent upstream under the own names), type beside anyOf moved into each"
-    " arm for Gemini CLI; the originals kept in the tool's _meta",
+    " arm for Gemini CLI, items: {} given to arrays without items for VS Code; the originals kept in the tool's"
+    " _meta",
     on_tool=_repair,
 )

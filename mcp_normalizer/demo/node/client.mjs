@@ -9,7 +9,8 @@
 // Output: {"sdk": "...", "sessions": [{"steps": [{"ok": true, "value": ...} |
 //          {"ok": false, "error": {"name", "code", "message"}}], "progress": [...]}]}
 // A step that throws does not stop the session; a failed connect fails all its steps.
-// A session with "clientName" gives it as clientInfo.name (default mcp-normalizer-test).
+// A session with "clientName" gives it as clientInfo.name (default mcp-normalizer-test), and one with
+// "clientVersion" as clientInfo.version (default 0.0.1).
 // A session with "oauth": {"clientId": "..."} connects with an OAuth provider that holds a registered
 // client and no tokens: on a 401 the client runs its OAuth discovery (RFC 9728 protected-resource
 // metadata, resource check, RFC 8414 server metadata) and stops at the redirect to the authorization
@@ -34,7 +35,7 @@ const out = { sdk: v2 ? '@modelcontextprotocol/client' : '@modelcontextprotocol/
 for (const session of plan.sessions) {
   const record = { steps: [], progress: [] };
   out.sessions.push(record);
-  const client = new Client({ name: session.clientName ?? 'mcp-normalizer-test', version: '0.0.1' });
+  const client = new Client({ name: session.clientName ?? 'mcp-normalizer-test', version: session.clientVersion ?? '0.0.1' });
   const options = { requestInit: { headers: session.headers ?? {} } };
   if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
   // A session with "command": [argv...] (and "env": {...}) starts that stdio server instead (the
