@@ -9,10 +9,11 @@
 # /etc/mcp-normalizer/normalizer.toml and set MCP_NORMALIZER_CONFIG=/etc/mcp-normalizer/normalizer.toml.
 # Arguments after the image name are flags appended to the entrypoint (flags win over the environment);
 # keep the port in MCP_NORMALIZER_PORT, which the HEALTHCHECK reads.
-# Listening on 0.0.0.0, the proxy cannot tell a published loopback port from a public one, so the image
-# names the Host and Origin values it accepts (DNS-rebinding protection, README "Operations"): loopback
-# only. Set MCP_NORMALIZER_ALLOWED_HOSTS (and _ORIGINS, for browser clients) to the names your clients
-# dial, e.g. "mcp.example.com,mcp-normalizer:*".
+# Listening on 0.0.0.0, the proxy does what the MCP SDKs do on a non-loopback address: with no
+# allow-list it checks neither Host nor Origin (DNS-rebinding protection off), and its first log lines
+# say so. Containers on the same network then reach it by any name (http://normalizer:8765/mcp).
+# Turn the check on with the names your clients dial: MCP_NORMALIZER_ALLOWED_HOSTS (and _ORIGINS, for
+# browser clients), e.g. "mcp.example.com,normalizer:*,localhost:*" (config/compose.yaml does).
 #
 # No Docker engine runs on the dev machines or in CI: hadolint lints this file in CI, and
 # tests/test_image.py runs the final stage's ENTRYPOINT, CMD, ENV and HEALTHCHECK exactly as written.
@@ -47,9 +48,7 @@ ENV VIRTUAL_ENV=/opt/venv \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     MCP_NORMALIZER_HOST=0.0.0.0 \
-    MCP_NORMALIZER_PORT=8765 \
-    MCP_NORMALIZER_ALLOWED_HOSTS="localhost:*,127.0.0.1:*,[::1]:*" \
-    MCP_NORMALIZER_ALLOWED_ORIGINS="http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+    MCP_NORMALIZER_PORT=8765
 # A numeric user, so Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
 EXPOSE 8765

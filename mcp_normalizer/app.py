@@ -24,6 +24,7 @@ from .logs import configure_logging
 from .metrics import Metrics
 from .middleware import NormalizerMiddleware
 from .observe import RequestRecord
+from .refusals import RefusalLog
 from .server import upstream_connection_limit
 from .stdio_upstream import Command, StdioUpstream
 from .tracing import tracer_provider_from_env
@@ -62,13 +63,14 @@ def create_app(
         configure_logging(settings.log_level)
     limits = config.proxy
     metrics = Metrics()
+    refusals = RefusalLog(metrics, interval=limits.refusal_log_interval)
     owned = tracer_provider is None
     tracer_provider = tracer_provider or tracer_provider_from_env()  # None: the global one, if set
     if not settings.upstream and not limits.upstream_cmd:
         raise ConfigError("no upstream: an upstream URL, or a stdio server's command in [proxy] upstream_cmd")
     inner: Forwarder | StdioUpstream
     if limits.upstream_cmd:
-        inner = stdio_upstream(config, metrics)
+        inner = stdio_upstream(config, metrics, refusals)
         label = f"stdio:{inner.label}"
     else:
         inner = Forwarder(
@@ -82,6 +84,7 @@ def create_app(
             forwarding=ForwardingPolicy(limits.forwarded_headers, parse_networks(limits.trusted_proxies)),
             public_url=limits.public_url,
             max_connections=upstream_connection_limit(limits.max_connections),
+            refusals=refusals,
         )
         label = settings.upstream_label
     middleware = NormalizerMiddleware(
@@ -98,10 +101,13 @@ def create_app(
         hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
         record=RequestRecord(metrics, access_log=limits.access_log),
         max_header_bytes=limits.max_header_bytes,
+        refusals=refusals,
     )
 
 
-def stdio_upstream(config: NormalizerConfig, metrics: Metrics | None = None) -> StdioUpstream:
+def stdio_upstream(
+    config: NormalizerConfig, metrics: Metrics | None = None, refusals: RefusalLog | None = None
+) -> StdioUpstream:
     """The app serving the stdio server ``[proxy] upstream_cmd`` names, with the ``[proxy]`` limits.
 
     Raises:
@@ -123,4 +129,5 @@ def stdio_upstream(config: NormalizerConfig, metrics: Metrics | None = None) -> 
         max_body_bytes=limits.max_request_bytes,
         send_timeout=limits.send_timeout,
         metrics=metrics,
+        refusals=refusals,
     )

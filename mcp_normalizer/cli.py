@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, cast
 from .arguments import Parser
 from .config import LOG_LEVELS, NormalizerConfig, Settings, rule_config
 from .errors import ConfigError
+from .hosts import is_loopback
 from .logs import configure_logging
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def _stdio(args: list[str]) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     try:
-        configure_logging(level, ns.log_file)
+        configure_logging(level, ns.log_file, process=True)
     except OSError as exc:
         return _fail(f"cannot open the log file {ns.log_file!r}: {exc.strerror or exc}")
     env = {**os.environ, **extra} if extra else None
@@ -215,7 +216,7 @@ def _main(ns: argparse.Namespace) -> int:
         config = settings.load_config({k: v for k, v in overrides.items() if v is not None})
     except ConfigError as exc:
         return _fail(str(exc))
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, process=True)
     from .server import bind, serve_workers
 
     # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
@@ -251,9 +252,21 @@ def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> i
         " (report-only)" if config.report_only else "",
     )
     proxy = config.proxy
+    if not is_loopback(host) and not (proxy.allowed_hosts and proxy.allowed_origins):
+        lists = (("Host", proxy.allowed_hosts), ("Origin", proxy.allowed_origins))
+        unchecked = " and ".join(name for name, patterns in lists if not patterns)
+        logging.getLogger("mcp_normalizer").warning(
+            "listening on a non-loopback address with no allow-list: %s not checked (DNS-rebinding protection off,"
+            " as in the MCP SDKs); set allowed_hosts / allowed_origins (MCP_NORMALIZER_ALLOWED_HOSTS,"
+            " MCP_NORMALIZER_ALLOWED_ORIGINS) to the names clients dial",
+            unchecked,
+        )
     try:
         return serve(
-            uvicorn_config(app, proxy, log_level=settings.log_level, parser=cast(HttpParser, proxy.http)), [sock]
+            uvicorn_config(
+                app, proxy, log_level=settings.log_level, parser=cast(HttpParser, proxy.http), refusals=app.refusals
+            ),
+            [sock],
         )
     except SystemExit as exc:  # SIGTERM
         return int(exc.code or 0)

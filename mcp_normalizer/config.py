@@ -143,6 +143,11 @@ class ProxyConfig:
         "path prefix of the proxy's own endpoints (``livez``, ``readyz``, ``metrics``).",
     )
     access_log: bool = setting(False, "log one JSON line per request.")
+    refusal_log_interval: float = setting(
+        60.0,
+        "seconds between two log lines of one refusal cause from one peer (the others are counted in "
+        "``mcp_normalizer_refusals_total`` and in the next line's ``suppressed``); 0 logs every refusal.",
+    )
     graceful_shutdown: float = setting(10.0, "seconds open streams get to finish on SIGTERM.")
     max_header_bytes: int = setting(
         16 * 1024,

@@ -70,6 +70,7 @@ from .forwarded import ForwardingPolicy, is_forwarding
 from .jsoncodec import dumps, loads
 from .metrics import Metrics
 from .public import MAX_DOCUMENT_BYTES, rewrite_document, rewrite_www_authenticate, rewrites_document
+from .refusals import BODY_SIZE, SHUTTING_DOWN, RefusalLog, refusal_message
 from .responses import error_body, respond
 from .types import JSON, Message, RawHeaders, Receive, Scope, Send
 
@@ -215,6 +216,7 @@ class Forwarder:
             (:mod:`mcp_normalizer.public`). Empty: nothing is rewritten.
         max_connections: upstream connections held at most (a request past it waits for one);
             0: no limit.
+        refusals: where the requests it refuses (413, 503 shutting down) are counted and logged.
     """
 
     def __init__(
@@ -231,6 +233,7 @@ class Forwarder:
         forwarding: ForwardingPolicy | None = None,
         public_url: str = "",
         max_connections: int = 0,
+        refusals: RefusalLog | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -248,6 +251,7 @@ class Forwarder:
         self.forwarding = forwarding or ForwardingPolicy()
         self.public_origin = public_url.rstrip("/")
         self.max_connections = max_connections
+        self.refusals = refusals if refusals is not None else RefusalLog()
 
     async def ready(self) -> bool:
         """True when the upstream accepts a TCP connection within 2 s (the readiness probe)."""
@@ -317,9 +321,9 @@ class Forwarder:
         except ClientDisconnect:
             return  # never forward a truncated request
         if over:
-            await _error(
-                send, 413, body if len(body) < 65536 else b"", f"Request body exceeds {self.max_body_bytes} bytes"
-            )
+            self.refusals.refused(BODY_SIZE, _peer(scope), f"over {self.max_body_bytes} bytes")
+            told = refusal_message(BODY_SIZE, f"over {self.max_body_bytes} bytes")
+            await _error(send, 413, body if len(body) < 65536 else b"", told)
             return
         target: bytes = scope.get("raw_path") or scope["path"].encode()
         if not target.startswith(b"/"):
@@ -330,7 +334,8 @@ class Forwarder:
         if query:
             target += b"?" + query
         if self._closed:
-            await _error(send, 503, body, "The proxy is shutting down")
+            self.refusals.refused(SHUTTING_DOWN, _peer(scope))
+            await _error(send, 503, body, refusal_message(SHUTTING_DOWN))
             return
         sent = _strip(scope["headers"], _DROP_REQUEST)
         forwarding = self.forwarding
@@ -631,6 +636,12 @@ class _HangUpWatch:
         self.done = True
         if not self._watcher.done():
             self._watcher.cancel()
+
+
+def _peer(scope: Scope) -> str | None:
+    """The address of the connection's client (``scope["client"]``), if known."""
+    client = scope.get("client")
+    return client[0] if client else None
 
 
 def _request_ids(body: bytes) -> JSON:

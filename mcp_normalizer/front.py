@@ -10,17 +10,19 @@ One layer, one ``send`` wrapper per request, doing in order:
    (:mod:`mcp_normalizer.observe`);
 5. everything else goes to the wrapped app (the normalizer middleware around the forwarder).
 
-Refusals carry a JSON-RPC error body (``id: null``: the request was not read) and never reach
-the upstream.
+Refusals carry a JSON-RPC error body (``id: null``: the request was not read) naming the setting
+that would allow them, never reach the upstream, and are counted and logged once per cause and
+peer (:mod:`mcp_normalizer.refusals`).
 """
 
 from __future__ import annotations
 
 from .admin import Admin
 from .heads import head_size
-from .hosts import HostPolicy, Refusal
+from .hosts import HostPolicy
 from .jsonrpc import refusal_body
 from .observe import RequestRecord
+from .refusals import DUPLICATE_HOST, DUPLICATE_ORIGIN, HEAD_SIZE, Cause, RefusalLog, refusal_message
 from .responses import respond
 from .types import ASGIApp, Receive, Scope, Send
 
@@ -34,16 +36,25 @@ class FrontDoor:
         hosts: the ``Host``/``Origin`` policy.
         record: counts requests and writes the access log.
         max_header_bytes: the largest request head accepted (``[proxy] max_header_bytes``).
+        refusals: where refusals are counted and logged (one is made when not given).
     """
 
     def __init__(
-        self, app: ASGIApp, *, admin: Admin, hosts: HostPolicy, record: RequestRecord, max_header_bytes: int
+        self,
+        app: ASGIApp,
+        *,
+        admin: Admin,
+        hosts: HostPolicy,
+        record: RequestRecord,
+        max_header_bytes: int,
+        refusals: RefusalLog | None = None,
     ) -> None:
         self.app = app
         self.admin = admin
         self.hosts = hosts
         self.record = record
         self.max_header_bytes = max_header_bytes
+        self.refusals = refusals if refusals is not None else RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,25 +69,40 @@ class FrontDoor:
         observed = self.record.start(scope, send)
         try:
             if refusal is not None:
-                await respond(observed.send, refusal.status, refusal_body(refusal.message))
+                cause, detail, told = refusal
+                client = scope.get("client")
+                self.refusals.refused(cause, client[0] if client else None, detail)
+                await respond(observed.send, cause.status, refusal_body(refusal_message(cause, told)))
             else:
                 await self.app(scope, receive, observed.send)
         finally:
             observed.done()
 
-    def _refusal(self, scope: Scope) -> Refusal | None:
-        """Why the request may not pass (head too large, ``Host`` or ``Origin`` not allowed), or ``None``."""
-        if head_size(scope) > self.max_header_bytes:
-            return Refusal(431, f"request header fields larger than {self.max_header_bytes} bytes")
+    def _refusal(self, scope: Scope) -> tuple[Cause, str, str] | None:
+        """Why the request may not pass (head too large, ``Host`` or ``Origin`` not allowed), or
+        ``None``: the cause, what the log says of it, what the client is told of it."""
+        size = head_size(scope)
+        if size > self.max_header_bytes:
+            limit = f"over {self.max_header_bytes} bytes"
+            return HEAD_SIZE, f"{size} bytes, {limit}", limit
         host = origin = None
         for key, value in scope["headers"]:
             if key == b"host":
                 if host is not None:  # RFC 9112 section 3.2: which one would the check have read?
-                    return Refusal(400, "more than one Host header")
+                    return DUPLICATE_HOST, "", ""
                 host = value.decode("latin-1")
             elif key == b"origin":
                 if origin is not None:
-                    return Refusal(400, "more than one Origin header")
+                    return DUPLICATE_ORIGIN, "", ""
                 origin = value.decode("latin-1")
         server = scope.get("server")
-        return self.hosts.check(host, origin, server[0] if server else None)
+        cause = self.hosts.check(host, origin, server[0] if server else None)
+        if cause is None:
+            return None
+        value = host if cause.key == "host" else origin
+        return cause, f"{cause.key.capitalize()} {_shown(value)}", ""
+
+
+def _shown(value: str | None) -> str:
+    """A header value for a log line: quoted, at most 200 characters, ``none`` when absent."""
+    return repr(value[:200]) if value is not None else "none"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+
+from .refusals import HOST, ORIGIN, Cause
 
 LOOPBACK_HOSTS = ("localhost:*", "127.0.0.1:*", "[::1]:*")
 LOOPBACK_ORIGINS = tuple(f"{scheme}://{host}" for scheme in ("http", "https") for host in LOOPBACK_HOSTS)
@@ -101,14 +102,6 @@ def _without_port(value: str) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a request is refused: the HTTP status and the JSON-RPC error message."""
-
-    status: int
-    message: str
-
-
 class HostPolicy:
     """Decides whether a request's ``Host`` and ``Origin`` are acceptable.
 
@@ -123,8 +116,9 @@ class HostPolicy:
         self._loopback_hosts = _Patterns(LOOPBACK_HOSTS)
         self._loopback_origins = _Patterns(LOOPBACK_ORIGINS)
 
-    def check(self, host: str | None, origin: str | None, local_address: str | None) -> Refusal | None:
-        """``None`` when the request may pass; else the refusal (421 for ``Host``, 403 for ``Origin``).
+    def check(self, host: str | None, origin: str | None, local_address: str | None) -> Cause | None:
+        """``None`` when the request may pass; else why not (:data:`~mcp_normalizer.refusals.HOST`,
+        421, or :data:`~mcp_normalizer.refusals.ORIGIN`, 403).
 
         Args:
             host: the ``Host`` header (``None`` when absent: HTTP/1.0 clients).
@@ -137,7 +131,7 @@ class HostPolicy:
             loopback = is_loopback(local_address)
             hosts = self._loopback_hosts if loopback else None
         if hosts is not None and not hosts.match(host or ""):
-            return Refusal(421, "Host not allowed")
+            return HOST
         if origin is None:
             return None
         origins = self._origins
@@ -145,5 +139,5 @@ class HostPolicy:
             loopback = is_loopback(local_address) if loopback is None else loopback
             origins = self._loopback_origins if loopback else None
         if origins is not None and not origins.match(origin):
-            return Refusal(403, "Origin not allowed")
+            return ORIGIN
         return None

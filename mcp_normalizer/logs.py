@@ -1,4 +1,4 @@
-"""Log lines as JSON objects, one per line, for every ``mcp_normalizer`` logger (and uvicorn's)."""
+"""Log lines as JSON objects, one per line, for the ``mcp_normalizer`` loggers (and, in the CLI, uvicorn's)."""
 
 from __future__ import annotations
 
@@ -83,10 +83,20 @@ class Throttle(logging.Filter):
         return True
 
 
-def configure_logging(level: str, file: str | None = None) -> None:
-    """Send ``mcp_normalizer``, ``uvicorn``, ``asyncio`` and ``opentelemetry`` logs (the SDK's and
-    its exporters') to stderr (or appended to ``file``) as JSON lines at ``level``, warnings and
-    errors throttled (:class:`Throttle`).
+PROCESS_LOGGERS = ("uvicorn", "asyncio", "opentelemetry")
+"""The loggers a process that owns its logging also sends through :func:`configure_logging` (the CLI does)."""
+
+
+def configure_logging(level: str, file: str | None = None, *, process: bool = False) -> None:
+    """Send the ``mcp_normalizer`` loggers to stderr (or appended to ``file``) as JSON lines at
+    ``level``, warnings and errors throttled (:class:`Throttle`).
+
+    Only the ``mcp_normalizer`` logger is touched: its handlers are replaced by the one this
+    call makes, its level set, and it stops propagating (so its lines are not printed twice by
+    a root handler). A host application's other loggers (uvicorn's, asyncio's, its own) keep
+    their handlers. With ``process=True`` (the ``mcp-normalizer`` command, which owns its
+    process) the :data:`PROCESS_LOGGERS` get the same treatment, and ``uvicorn.error`` and
+    ``uvicorn.access`` lose their own handlers and propagate to ``uvicorn``'s.
 
     Raises:
         OSError: ``file`` cannot be opened for appending.
@@ -94,8 +104,9 @@ def configure_logging(level: str, file: str | None = None) -> None:
     handler: logging.Handler = logging.FileHandler(file, encoding="utf-8") if file else logging.StreamHandler()
     handler.setFormatter(JSONFormatter())
     handler.addFilter(Throttle())
-    roots = ("mcp_normalizer", "uvicorn", "asyncio", "opentelemetry")
-    for name in (*roots, "uvicorn.error", "uvicorn.access"):
+    roots = ("mcp_normalizer", *PROCESS_LOGGERS) if process else ("mcp_normalizer",)
+    children = ("uvicorn.error", "uvicorn.access") if process else ()
+    for name in (*roots, *children):
         logger = logging.getLogger(name)
         logger.handlers = [handler] if name in roots else []
         logger.propagate = name not in roots

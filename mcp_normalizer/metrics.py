@@ -76,6 +76,7 @@ class Metrics:
         self.oversize = Counter(
             "mcp_normalizer_passthrough_oversize", "Responses passed through unrewritten for their size", registry=r
         )
+        self.refusals = Counter("mcp_normalizer_refusals", "Requests the proxy refused itself", ["cause"], registry=r)
         self.state_errors = Counter(
             "mcp_normalizer_state_errors",
             "Shared state store calls that failed, or were skipped while it was unreachable",

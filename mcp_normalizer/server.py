@@ -37,7 +37,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal, cast
 
@@ -47,6 +47,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .config import ProxyConfig
 from .jsonrpc import refusal_body
+from .refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause, RefusalLog, refusal_message
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Guards:
         max_connections: open connections allowed; ``0`` means :func:`default_max_connections`.
         send_timeout: seconds a closed connection's write buffer may go without shrinking before
             the connection is aborted (``0``: never).
+        refusals: where the connections and requests the guards refuse are counted and logged.
     """
 
     max_header_bytes: int = 16 * 1024
@@ -90,12 +92,18 @@ class Guards:
     body_timeout: float = 30.0
     max_connections: int = 0
     send_timeout: float = 60.0
+    refusals: RefusalLog = field(default_factory=RefusalLog)
 
     @classmethod
-    def of(cls, proxy: ProxyConfig) -> Guards:
-        """The guards ``proxy`` configures."""
+    def of(cls, proxy: ProxyConfig, refusals: RefusalLog | None = None) -> Guards:
+        """The guards ``proxy`` configures (refusals counted and logged by ``refusals``)."""
         return cls(
-            proxy.max_header_bytes, proxy.head_timeout, proxy.body_timeout, proxy.max_connections, proxy.send_timeout
+            proxy.max_header_bytes,
+            proxy.head_timeout,
+            proxy.body_timeout,
+            proxy.max_connections,
+            proxy.send_timeout,
+            refusals if refusals is not None else RefusalLog(interval=proxy.refusal_log_interval),
         )
 
 
@@ -217,7 +225,7 @@ class _Guarded:
         self.transport = cast(asyncio.Transport, _Coalescing(transport, self.loop, self.guards.send_timeout))
         if len(self.connections) > self.limit:
             self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
-            logger.warning("connection refused: the limit of %d open connections is reached: 503", self.limit)
+            self._refused_for(CONNECTIONS, f"{self.limit} open connections", transport)
             transport.write(_OVER_LIMIT)
             transport.close()
             return
@@ -236,7 +244,7 @@ class _Guarded:
         if self.transport.is_closing():
             self._disarm()
         elif self._trailer_bytes > limit:
-            logger.warning("request trailer fields over %d bytes: 431", limit)
+            self._refused_for(HEAD_SIZE, f"trailer fields over {limit} bytes")
             if cycle is not None:
                 cycle.disconnected = True
                 cycle.message_event.set()  # the app sees the client leave: nothing is forwarded
@@ -247,7 +255,7 @@ class _Guarded:
         elif not waiting_head or not self.counts_head:
             self._body_progress(cycle)
         elif self._head_bytes > limit:
-            logger.warning("request head over %d bytes: 431", limit)
+            self._refused_for(HEAD_SIZE, f"over {limit} bytes")
             self._answer_and_close(_TOO_LARGE)
 
     # httptools' parser callbacks (h11's protocol has none of these: they are never called there)
@@ -293,6 +301,14 @@ class _Guarded:
         self._disarm()
         self._timer = self.loop.call_later(seconds, then)
 
+    def _refused_for(self, cause: Cause, detail: str, transport: asyncio.BaseTransport | None = None) -> None:
+        """Count and log a refusal by the guards (the peer read from the connection)."""
+        try:
+            peer = (transport or self.transport).get_extra_info("peername")
+        except Exception:  # (a transport gone meanwhile)
+            peer = None
+        self.guards.refusals.refused(cause, peer[0] if isinstance(peer, tuple) and peer else None, detail)
+
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -304,7 +320,7 @@ class _Guarded:
         if cycle is not None and not cycle.response_complete:
             return  # a request is being served
         if self._head_bytes:
-            logger.warning("request head not complete after %g s: 408", self.guards.head_timeout)
+            self._refused_for(HEAD_TIMEOUT, f"not complete after {self.guards.head_timeout:g} s")
             self._answer_and_close(_HEAD_TIMEOUT)
         else:
             self.transport.close()  # nothing was asked: nothing to answer
@@ -314,7 +330,7 @@ class _Guarded:
         cycle = self.cycle
         if cycle is None or not cycle.more_body or cycle.response_complete:
             return
-        logger.warning("request body stalled for %g s: 408", self.guards.body_timeout)
+        self._refused_for(BODY_TIMEOUT, f"stalled for {self.guards.body_timeout:g} s")
         cycle.disconnected = True
         cycle.message_event.set()  # the app's receive() returns http.disconnect: nothing is forwarded
         self._answer_and_close(b"" if cycle.response_started else _BODY_TIMEOUT)
@@ -341,10 +357,10 @@ class _Guarded:
 #: Seconds a connection answered by a guard keeps reading (and dropping) what the client sends.
 LINGER = 2.0
 
-_OVER_LIMIT = _canned(503, "Service Unavailable", "too many connections")
-_TOO_LARGE = _canned(431, "Request Header Fields Too Large", "request head too large")
-_HEAD_TIMEOUT = _canned(408, "Request Timeout", "request head not received in time")
-_BODY_TIMEOUT = _canned(408, "Request Timeout", "request body not received in time")
+_OVER_LIMIT = _canned(503, "Service Unavailable", refusal_message(CONNECTIONS))
+_TOO_LARGE = _canned(431, "Request Header Fields Too Large", refusal_message(HEAD_SIZE))
+_HEAD_TIMEOUT = _canned(408, "Request Timeout", refusal_message(HEAD_TIMEOUT))
+_BODY_TIMEOUT = _canned(408, "Request Timeout", refusal_message(BODY_TIMEOUT))
 
 
 def guarded_protocol(parser: HttpParser, guards: Guards) -> type[asyncio.Protocol]:
@@ -384,7 +400,12 @@ def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
 
 
 def uvicorn_config(
-    app: object, proxy: ProxyConfig | None = None, *, log_level: str = "info", parser: HttpParser = "httptools"
+    app: object,
+    proxy: ProxyConfig | None = None,
+    *,
+    log_level: str = "info",
+    parser: HttpParser = "httptools",
+    refusals: RefusalLog | None = None,
 ) -> uvicorn.Config:
     """The uvicorn configuration the proxy runs with: ``parser`` with :class:`Guards`, uvloop,
     uvicorn's own access log off (the proxy writes its own), the upstream's ``server``/``date``
@@ -401,7 +422,7 @@ def uvicorn_config(
         # seconds as a float (0: cut at once); uvicorn annotates an int, asyncio.wait_for takes any number
         timeout_graceful_shutdown=cast(int, proxy.graceful_shutdown),
         timeout_keep_alive=cast(int, proxy.keep_alive_timeout),  # a float works as well
-        http=guarded_protocol(parser, Guards.of(proxy)),
+        http=guarded_protocol(parser, Guards.of(proxy, refusals)),
         h11_max_incomplete_event_size=proxy.max_header_bytes,
         loop="uvloop",
         lifespan="on",

@@ -83,6 +83,7 @@ from .jsonrpc import (
 )
 from .lines import LAST, LINE, LineDecoder
 from .metrics import Metrics
+from .refusals import BODY_SIZE, CHILDREN, RefusalLog, refusal_message
 from .stdio_session import long_line_id
 from .types import RawHeaders, Receive, Scope, Send
 
@@ -503,9 +504,11 @@ class StdioUpstream:
         max_body_bytes: int = 16 * 1024 * 1024,
         send_timeout: float = 60.0,
         metrics: Metrics | None = None,
+        refusals: RefusalLog | None = None,
     ) -> None:
         self.command = command
         self.metrics = metrics
+        self.refusals = refusals if refusals is not None else RefusalLog()
         if metrics is not None:
             metrics.watch_children(lambda: len(self._children))
         self.label = command.label
@@ -617,8 +620,11 @@ class StdioUpstream:
 
     # -- children ------------------------------------------------------------------------------
 
-    async def _start(self, session_id: str | None) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """A new child for ``session_id`` (``None``: the shared one), or the refusal to send."""
+    async def _start(
+        self, session_id: str | None, peer: str | None = None
+    ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """A new child for ``session_id`` (``None``: the shared one), or the refusal to send
+        (``peer``: the address of the client it is for)."""
         wait = self._not_before - time.monotonic()
         if wait > 0:
             self.count("backoff")
@@ -628,11 +634,9 @@ class StdioUpstream:
             )
             return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
         if len(self._children) + self._starting >= self.max_children:
-            message = (
-                f"{self.max_children} MCP server processes run, one per session (max_children): end a session "
-                "(DELETE) or raise [proxy] max_children"
-            )
-            return _refusal(503, message, extra=[(b"retry-after", b"1")])
+            detail = f"{self.max_children} MCP server processes run, one per session; end one with DELETE"
+            self.refusals.refused(CHILDREN, peer, detail)
+            return _refusal(503, refusal_message(CHILDREN, detail), extra=[(b"retry-after", b"1")])
         env = {**os.environ, **self.command.env} if self.command.env else None
         self._starting += 1  # (the slot is taken while it starts)
         try:
@@ -746,7 +750,9 @@ class StdioUpstream:
         except ClientDisconnect:
             return
         if over:
-            await _respond(send, *_refusal(413, f"Request body exceeds {self.max_body_bytes} bytes"))
+            client = scope.get("client")
+            self.refusals.refused(BODY_SIZE, client[0] if client else None, f"over {self.max_body_bytes} bytes")
+            await _respond(send, *_refusal(413, refusal_message(BODY_SIZE, f"over {self.max_body_bytes} bytes")))
             return
         headers = scope["headers"]
         parsed = _parse(body)
@@ -770,7 +776,8 @@ class StdioUpstream:
         elif any(m.method == "initialize" for m in messages):
             session_id = secrets.token_urlsafe(24)
             minted = [(b"mcp-session-id", session_id.encode())]
-            found = await self._start(session_id)
+            client = scope.get("client")
+            found = await self._start(session_id, client[0] if client else None)
         elif _stateless(headers, messages):
             found = await self._shared_child()
         else:

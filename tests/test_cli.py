@@ -287,7 +287,11 @@ async def test_request_heads_are_bounded_and_the_access_log_has_one_json_line_pe
                     headers={**HEADERS, **secret},
                 )
     assert small.status_code == 200 and listed.status_code == 200
-    assert huge.status_code == 431 and "header fields larger than 4096" in huge.json()["error"]["message"]
+    assert huge.status_code == 431
+    assert huge.json()["error"]["message"] == (
+        "request header fields too large (over 4096 bytes); the proxy's setting max_header_bytes "
+        "(MCP_NORMALIZER_MAX_HEADER_BYTES) allows it"
+    )
     access = [line for line in map(orjson.loads, log) if line.get("event") == "access"]
     assert [(a["method"], a["path"], a["status"]) for a in access] == [
         ("POST", "/mcp", 431),
@@ -400,4 +404,6 @@ async def test_a_flood_of_half_sent_heads_under_a_small_descriptor_limit_is_surv
     lines = err.decode().splitlines()
     assert len(lines) < 20 and len(err) < 10_000, err[-2000:]  # throttled: one line per kind and interval
     assert all(line.startswith("{") for line in lines)  # JSON lines only, never a bare traceback
-    assert any("connection refused" in line for line in lines)
+    refused = [r for r in map(orjson.loads, lines) if r.get("event") == "refusal" and r["cause"] == "connections"]
+    assert len(refused) == 1  # the flood's peer, once in the interval
+    assert (refused[0]["status"], refused[0]["env"]) == (503, "MCP_NORMALIZER_MAX_CONNECTIONS")

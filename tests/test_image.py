@@ -281,10 +281,12 @@ def image_process(upstream: str, log: Path, **extra: str) -> Iterator[ImageProce
     while port == int(image_env()["MCP_NORMALIZER_PORT"]):  # not the default: the port must come from the env
         port = free_port()
     env = local_env(
-        MCP_NORMALIZER_HOST="127.0.0.1",
-        MCP_NORMALIZER_UPSTREAM=upstream,
-        MCP_NORMALIZER_PORT=str(port),
-        **extra,
+        **{
+            "MCP_NORMALIZER_HOST": "127.0.0.1",
+            "MCP_NORMALIZER_UPSTREAM": upstream,
+            "MCP_NORMALIZER_PORT": str(port),
+            **extra,
+        }
     )
     workdir = (final_stage().all("WORKDIR") or ["/"])[-1]
     with log.open("wb") as err:
@@ -319,10 +321,12 @@ def test_the_image_is_a_slim_multi_stage_build_of_the_package_run_as_a_non_root_
     uid, gid = image_user()
     assert uid != 0 and gid != 0
     assert env["MCP_NORMALIZER_HOST"] == "0.0.0.0"
-    # On 0.0.0.0 the loopback defaults cannot apply: the image names the accepted hosts itself.
-    image_hosts = HostPolicy(tuple(env["MCP_NORMALIZER_ALLOWED_HOSTS"].split(",")))
-    assert image_hosts.check("127.0.0.1:8765", None, "172.17.0.2") is None  # the HEALTHCHECK's
-    assert image_hosts.check("rebind.evil.example", None, "172.17.0.2") is not None
+    # On 0.0.0.0 the image does what the MCP SDKs do: no allow-list, so a container that dials the
+    # service by name is served; the deployment files name their own lists (tests below).
+    assert not {"MCP_NORMALIZER_ALLOWED_HOSTS", "MCP_NORMALIZER_ALLOWED_ORIGINS"} & set(env)
+    image_hosts = HostPolicy()
+    assert image_hosts.check("normalizer:8765", None, "172.17.0.2") is None  # by a compose service name
+    assert image_hosts.check("127.0.0.1:8765", None, "127.0.0.1") is None  # the HEALTHCHECK's
     assert final.last("EXPOSE").split() == [env["MCP_NORMALIZER_PORT"]]
     assert image_command()[0] == "mcp-normalizer"
     assert "livez" in " ".join(healthcheck_command())
@@ -374,6 +378,76 @@ async def test_real_clients_get_normalized_results_through_the_image_command(tmp
         assert list_runtimes["structuredContent"] == RUNTIMES, client
     rules = sorted(line["rule"] for line in image.log_lines() if line.get("event") == "rewrite")
     assert rules == ["error_problem", "error_problem", "nullable", "nullable"]  # one client each
+
+
+def own_address() -> str:
+    """An address of this machine that is not loopback (how a container's peers reach it), or skip."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: the kernel only picks the source address
+        except OSError:
+            pytest.skip("this machine has no route off loopback: a peer container cannot be stood in for")
+        address: str = probe.getsockname()[0]
+    if address.startswith("127."):
+        pytest.skip("this machine has no address but loopback")
+    return address
+
+
+def initialize(url: str, host: str) -> httpx.Response:
+    """An ``initialize`` POST to ``url`` naming ``host`` in its ``Host`` header (a name only DNS on
+    the deployment's network resolves)."""
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "caf\u00e9", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    return httpx.post(url, content=orjson.dumps(body), headers={**HEADERS, "host": host}, timeout=30)
+
+
+def test_the_image_as_shipped_is_called_by_a_service_name_and_says_its_check_is_off(tmp_path: Path) -> None:
+    """The image's exact command and environment (``MCP_NORMALIZER_HOST=0.0.0.0`` kept, for once:
+    the connection must arrive on a non-loopback address, as it does in a container), called the
+    way another container calls it: ``http://normalizer:PORT/mcp``."""
+    address = own_address()
+    logged = tmp_path / "proxy.log"
+    with serve(protean_server()) as up:
+        with image_process(up + "/mcp", logged, MCP_NORMALIZER_HOST=image_env()["MCP_NORMALIZER_HOST"]) as image:
+            answer = initialize(f"http://{address}:{image.port}/mcp", f"normalizer:{image.port}")
+            refused = initialize(f"{image.url}/mcp", f"normalizer:{image.port}")  # on loopback: loopback names only
+    assert answer.status_code == 200, answer.text
+    assert '"serverInfo":{"name":"protean-legacy"' in answer.text  # the server's answer (SSE)
+    assert refused.status_code == 421
+    lines = image.log_lines()
+    warnings = [line["message"] for line in lines if line["level"] == "warning" and "message" in line]
+    assert any("Host and Origin not checked" in message and "ALLOWED_HOSTS" in message for message in warnings)
+
+
+def test_a_refused_call_is_logged_once_with_its_setting_counted_and_named_in_the_body(tmp_path: Path) -> None:
+    """The compose file's environment: its service name is served; a name it does not list gets 421,
+    with the setting in the body, one log line for three refusals, and a count in /metrics."""
+    address = own_address()
+    services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
+    (name,) = (n for n, service in services.items() if "build" in service)
+    allowed = services[name]["environment"]["MCP_NORMALIZER_ALLOWED_HOSTS"]
+    logged = tmp_path / "proxy.log"
+    with serve(protean_server()) as up:
+        extra = {"MCP_NORMALIZER_HOST": "0.0.0.0", "MCP_NORMALIZER_ALLOWED_HOSTS": allowed}
+        with image_process(up + "/mcp", logged, **extra) as image:
+            url = f"http://{address}:{image.port}/mcp"
+            served = initialize(url, f"{name}:{image.port}")
+            refusals = [initialize(url, "rebind.evil.example") for _ in range(3)]
+            metrics = httpx.get(f"{image.url}/.mcp-normalizer/metrics", timeout=30).text
+    assert served.status_code == 200, served.text
+    for refused in refusals:
+        assert refused.status_code == 421
+        error = refused.json()["error"]
+        assert refused.json()["id"] is None and "allowed_hosts" in error["message"]
+        assert "MCP_NORMALIZER_ALLOWED_HOSTS" in error["message"] and "rebind" not in error["message"]
+    lines = [line for line in image.log_lines() if line.get("event") == "refusal"]
+    assert len(lines) == 1, lines
+    (line,) = lines
+    assert (line["cause"], line["status"], line["setting"], line["peer"]) == ("host", 421, "allowed_hosts", address)
+    assert "rebind.evil.example" in line["detail"]
+    assert 'mcp_normalizer_refusals_total{cause="host"} 3.0' in metrics
 
 
 def post(url: str, method: str, params: JSONObject, rid: int) -> httpx.Response:
@@ -577,12 +651,35 @@ def test_compose_puts_the_sidecar_in_front_of_the_server_and_publishes_only_its_
     # although the container sees the connection arrive on its own (non-loopback) address.
     hosts = HostPolicy(config.proxy.allowed_hosts, config.proxy.allowed_origins)
     assert hosts.check(f"localhost:{settings.port}", "http://localhost:3000", "172.18.0.3") is None
+    assert hosts.check(f"{name}:{settings.port}", None, "172.18.0.3") is None  # by its service name
     assert hosts.check("rebind.evil.example", None, "172.18.0.3") is not None
     assert hosts.check(f"localhost:{settings.port}", "http://rebind.evil.example", "172.18.0.3") is not None
 
     assert normalizer["depends_on"][server_name]["condition"] == "service_healthy" and "healthcheck" in server
     assert seconds(normalizer["stop_grace_period"]) > config.proxy.graceful_shutdown
     assert normalizer["read_only"] is True and normalizer["cap_drop"] == ["ALL"]
+
+
+def k8s_env(variables: list[dict[str, Any]], fields: Mapping[str, str]) -> dict[str, str]:
+    """A container's environment as Kubernetes gives it: literal values, downward-API ``fieldRef``
+    values from ``fields`` (field path -> value), and ``$(NAME)`` replaced by an earlier variable's
+    value (an unknown name stays as written, ``$$`` is a literal ``$``)."""
+    env: dict[str, str] = {}
+    for variable in variables:
+        name = variable["name"]
+        if "valueFrom" in variable:
+            path = variable["valueFrom"]["fieldRef"]["fieldPath"]
+            assert path in fields, f"{name}: the downward API field {path} is not modelled"
+            env[name] = fields[path]
+            continue
+        value = variable.get("value")
+        assert isinstance(value, str), f"{name}: a literal string value"
+
+        def expand(match: re.Match[str]) -> str:
+            return "$" if match[0] == "$$" else env.get(match[1], match[0])
+
+        env[name] = re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", expand, value)
+    return env
 
 
 def k8s_ports(container: Mapping[str, Any]) -> dict[str | int, int]:
@@ -613,10 +710,8 @@ def test_k8s_sidecar_probes_env_ports_and_grace_periods_agree_with_the_proxy(tmp
     (server_name,) = (n for n in containers if n != name)
     normalizer, server = containers[name], containers[server_name]
 
-    env = {}
-    for variable in normalizer["env"]:
-        assert isinstance(variable.get("value"), str), f"{variable['name']}: a literal string value"
-        env[variable["name"]] = variable["value"]
+    namespace = "tenant-a"  # not "default": the names must follow the pod's namespace
+    env = k8s_env(normalizer["env"], {"metadata.namespace": namespace})
     volumes = {volume["name"]: volume for volume in spec["volumes"]}
     mounts = {}
     for mount in normalizer.get("volumeMounts", []):
@@ -647,8 +742,10 @@ def test_k8s_sidecar_probes_env_ports_and_grace_periods_agree_with_the_proxy(tmp
         assert ports[get["port"]] == settings.port, probe
         probe_host = {h["name"].lower(): h["value"] for h in get.get("httpHeaders", [])}.get("host", pod_ip)
         assert hosts.check(probe_host, None, pod_ip) is None, f"{probe}: its Host is accepted"
-    service_name = f"{service['metadata']['name']}.default.svc:{settings.port}"
-    assert hosts.check(service_name, None, pod_ip) is None  # what clients dial (the file's comment)
+    service_name = service["metadata"]["name"]
+    for dialled in (service_name, f"{service_name}.{namespace}.svc", f"{service_name}.{namespace}.svc.cluster.local"):
+        assert hosts.check(f"{dialled}:{settings.port}", None, pod_ip) is None  # what clients dial, any namespace
+    assert hosts.check(f"{service_name}.default.svc:{settings.port}", None, pod_ip) is not None  # another's
     assert hosts.check("rebind.evil.example", None, pod_ip) is not None  # set explicitly: not "any"
 
     labels = pod["metadata"]["labels"]

@@ -148,7 +148,7 @@ def run_demo(
     up_sock, px_sock = socks
     direct = f"http://{host}:{up_sock.getsockname()[1]}/mcp"
     proxied = f"http://{host}:{px_sock.getsockname()[1]}/mcp"
-    configure_logging("info")
+    configure_logging("info", process=True)
     # While the clients run, rewrite log lines are held and printed after the table, not between its rows.
     held = _HeldLines()
     rewrite_log = logging.getLogger(REWRITE_LOGGER)
