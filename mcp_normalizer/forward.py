@@ -44,7 +44,7 @@ Request targets must be origin-form (``/path?query``): they are sent upstream by
 Why aiohttp and not httpx: on this project's benchmark a small call cost the proxy 1,160 µs of CPU
 with httpx (httpcore and h11 beneath, anyio per request) against about half of that with aiohttp's
 C parser and its O(1) connection pool; httpx over the ``httpx-aiohttp`` transport keeps httpx's
-request and response objects per call and saves less (README, Performance).
+request and response objects per call and saves less (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ class Intervention:
     """One entry of the table (the module docstring gives its TOML form).
 
     Attributes:
-        id: a stable name, for logs, ``check`` and the README.
+        id: a stable name, for logs, ``check`` and the docs.
         tool: the tool name it concerns, exactly.
         string_at: places the tool's ``outputSchema`` must declare a non-nullable string.
         definition: :func:`definition_digest` the tool must have, ``None`` when not matched by digest.

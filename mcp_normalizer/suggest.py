@@ -3,7 +3,7 @@
 A result that still fails its tool's ``outputSchema`` after every rule, or that lacks the
 ``structuredContent`` the schema asks for, is passed on unchanged and logged ``unrepaired``
 (DESIGN section 3); ``check`` reports it. Both say which per-tool declaration would repair it
-(``README.md``, Configuration): ``nullable`` for a ``null`` where the schema forbids one (the
+(``docs/configuration.md``): ``nullable`` for a ``null`` where the schema forbids one (the
 schema is then advertised nullable there, and the value kept), ``relax`` for any other value the
 schema rejects (the place advertised unconstrained), ``drop_output_schema`` for a tool that
 never sends ``structuredContent``. Pure: no I/O.

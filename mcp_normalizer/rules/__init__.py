@@ -91,7 +91,7 @@ RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR, CURSOR_LOOP
 #: Rules with no hook: the transformer applies them (the SSE framing, the message text before it is
 #: decoded, tool names across a page and the requests that use them, what a scope learned).
 STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE, learned.RULE)
-#: Every rule once (for names, config validation and the README's rule reference).
+#: Every rule once (for names, config validation and the rule reference of docs/rules.md).
 RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*STREAM_RULES, *RESPONSE_RULES, *TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
 

@@ -216,7 +216,7 @@ class Rule:
     Attributes:
         name: stable name, used in config, logs and metrics.
         kind: the fault family it repairs (``cases/faults.md``).
-        summary: one line for the README's rule reference.
+        summary: one line for the rule reference (docs/rules.md).
         default: the mode when the config does not say.
         on_tool: repair of a ``Tool`` in a ``tools/list`` result, if the rule has one.
         on_result: repair of a ``CallToolResult``, if the rule has one.

@@ -30,7 +30,7 @@ class ClientFault:
     """A fault only some clients reject.
 
     Attributes:
-        breaks: the clients the reports show failing on it (for the log, ``check`` and the README).
+        breaks: the clients the reports show failing on it (for the log, ``check`` and docs/rules.md).
         accepted_by: ``clientInfo`` names of clients known to accept it (the repair is skipped for them).
         supported: a supported client (TS SDK 1.x, ``@modelcontextprotocol/client`` 2.x, the Python
             SDK, as installed here) rejects it: ``check`` then counts it as a fault, else as advisory.

@@ -38,7 +38,7 @@ PROPERTY_KEY = "property_key_strict"
 #: parameters array type must have items" and the chat request fails.
 ARRAY_ITEMS = "array_without_items"
 
-#: What each host fault is, for the log, ``check`` and the README.
+#: What each host fault is, for the log, ``check`` and the docs (docs/rules.md).
 HOST_FAULTS: Mapping[str, str] = {
     IMAGE_SVG: "an image block of type image/svg+xml",
     RESOURCE_LINK: "a resource_link content block",
@@ -90,7 +90,7 @@ class Host:
     """A host and the faults the proxy repairs for it.
 
     Attributes:
-        profile: the profile's name (``check --host``, the README, the log).
+        profile: the profile's name (``check --host``, the docs, the log).
         title: the host as people call it.
         client_names: the ``clientInfo.name`` values it sends.
         faults: host fault -> the source that shows the host rejecting it (a repair runs for them).
