@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from mcp_normalizer.rules import RULES
+from mcp_normalizer.engine.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 _TICKS = os.sysconf("SC_CLK_TCK")

@@ -8,6 +8,12 @@ Public API:
 - :class:`NormalizerConfig`, :class:`Settings` -- rule configuration and process settings.
 - :class:`JSONFormatter`, :func:`configure_logging` -- the proxy's JSON log lines, for a host that
   mounts the middleware (the rewrite log is ``mcp_normalizer.rewrite``, at info; unrepaired at warning).
+
+Layers, bottom first (each imports only from itself and those below; ``tests/test_layers.py``):
+``types``/``errors``; :mod:`.wire` (bytes and JSON-RPC); :mod:`.engine` with :mod:`.keys` and
+:mod:`.config` (rules, schemas, catalogs, the normalizer and transformer); :mod:`.ops` (metrics,
+tracing, logs, shared state); :mod:`.hop` (sockets, upstreams, ASGI plumbing); and the entry points
+:mod:`.middleware`, :mod:`.app`, :mod:`.cli`, :mod:`.check`, :mod:`.demo`.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import NormalizerConfig, Settings
 from .errors import ConfigError, NormalizerError
-from .logs import JSONFormatter, configure_logging
+from .ops.logs import JSONFormatter, configure_logging
 
 if TYPE_CHECKING:
     from .app import create_app

@@ -1,11 +1,11 @@
 """``create_app``: the standalone proxy as one ASGI app (``uvicorn 'mcp_normalizer.app:create_app' --factory``).
 
 The app is :class:`~mcp_normalizer.middleware.NormalizerMiddleware` around a
-:class:`~mcp_normalizer.forward.Forwarder` to the configured upstream, or around a
-:class:`~mcp_normalizer.stdio_upstream.StdioUpstream` serving a stdio server's command
+:class:`~mcp_normalizer.hop.forward.Forwarder` to the configured upstream, or around a
+:class:`~mcp_normalizer.hop.stdio_upstream.StdioUpstream` serving a stdio server's command
 (``[proxy] upstream_cmd``): the rules never know which mode they run in. Settings come from the
 argument or, when it is ``None``, from ``MCP_NORMALIZER_*`` environment variables; traces, when the
-standard ``OTEL_*`` variables ask for them (:func:`mcp_normalizer.tracing.tracer_provider_from_env`).
+standard ``OTEL_*`` variables ask for them (:func:`mcp_normalizer.ops.tracing.tracer_provider_from_env`).
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .admin import Admin
 from .config import NormalizerConfig, Settings
 from .errors import ConfigError
-from .forward import Forwarder
-from .forwarded import ForwardingPolicy, parse_networks
-from .front import FrontDoor
-from .hosts import HostPolicy
-from .logs import configure_logging
-from .metrics import Metrics
+from .hop.forward import Forwarder
+from .hop.front import FrontDoor
+from .hop.server import upstream_connection_limit
+from .hop.stdio_upstream import Command, StdioUpstream
 from .middleware import NormalizerMiddleware
-from .observe import RequestRecord
-from .refusals import RefusalLog
-from .server import upstream_connection_limit
-from .stdio_upstream import Command, StdioUpstream
-from .tracing import tracer_provider_from_env
+from .ops.admin import Admin
+from .ops.logs import configure_logging
+from .ops.metrics import Metrics
+from .ops.observe import RequestRecord
+from .ops.refusals import RefusalLog
+from .ops.tracing import tracer_provider_from_env
+from .wire.forwarded import ForwardingPolicy, parse_networks
+from .wire.hosts import HostPolicy
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, cast
 from .arguments import Parser
 from .config import LOG_LEVELS, NormalizerConfig, Settings, rule_config
 from .errors import ConfigError
-from .hosts import is_loopback
-from .logs import configure_logging
+from .ops.logs import configure_logging
+from .wire.hosts import is_loopback
 
 if TYPE_CHECKING:
     pass
@@ -146,7 +146,7 @@ def _stdio(args: list[str]) -> int:
     except OSError as exc:
         return _fail(f"cannot open the log file {ns.log_file!r}: {exc.strerror or exc}")
     env = {**os.environ, **extra} if extra else None
-    from .stdio_wrapper import run_stdio
+    from .hop.stdio_wrapper import run_stdio
 
     return run_stdio(command, config, env=env, cwd=ns.cwd)
 
@@ -217,7 +217,7 @@ def _main(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     configure_logging(settings.log_level, process=True)
-    from .server import bind, serve_workers
+    from .hop.server import bind, serve_workers
 
     # After its graceful shutdown uvicorn re-raises the signal it caught; SIGTERM is the normal way
     # to stop a service, so it ends the process with 0 (as PID 1 in a container it would anyway).
@@ -235,7 +235,7 @@ def _main(ns: argparse.Namespace) -> int:
 def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
     """Serve the proxy on ``sock`` (in this process); the exit code."""
     from .app import create_app
-    from .server import HttpParser, serve, uvicorn_config
+    from .hop.server import HttpParser, serve, uvicorn_config
 
     signal.signal(signal.SIGTERM, _exit_cleanly)
     try:

@@ -34,13 +34,13 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
+from .engine.rules import RULES_BY_NAME, Mode, RuleSettings
+from .engine.rules.base import is_meta_key
 from .errors import ConfigError
-from .forwarded import parse_networks
-from .hosts import host_pattern_problem, origin_pattern_problem
 from .keys import KEY, Key, documented, from_env, only, pointers, read, setting, spec
-from .pointer import PointerPattern
-from .rules import RULES_BY_NAME, Mode, RuleSettings
-from .rules.base import is_meta_key
+from .wire.forwarded import parse_networks
+from .wire.hosts import host_pattern_problem, origin_pattern_problem
+from .wire.pointer import PointerPattern
 
 #: The log levels a setting or flag may name.
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -131,7 +131,7 @@ class ProxyConfig:
         (),
         "``Host`` patterns accepted (``name``, ``name:port``, ``name:*``, ``*``); a request with another "
         "gets 421. Empty: loopback hosts on a loopback listener, any elsewhere "
-        "(:mod:`mcp_normalizer.hosts`).",
+        "(:mod:`mcp_normalizer.wire.hosts`).",
     )
     allowed_origins: tuple[str, ...] = setting(
         (),
@@ -157,12 +157,12 @@ class ProxyConfig:
     capture_file: str = setting(
         "",
         "when set, watched requests and the upstream's responses to them are appended to this file (JSON "
-        "lines, see :mod:`mcp_normalizer.capture`) for ``mcp-normalizer check --capture``.",
+        "lines, see :mod:`mcp_normalizer.engine.capture`) for ``mcp-normalizer check --capture``.",
     )
     state_dir: str = setting(
         "",
         "when set, a directory where what results taught of their tools' schemas (rule ``learn_schema``) "
-        "is kept across restarts (:mod:`mcp_normalizer.lesson_store`); created if missing. Empty: kept in "
+        "is kept across restarts (:mod:`mcp_normalizer.ops.lesson_store`); created if missing. Empty: kept in "
         "memory (and in ``state_url``'s store, when set).",
     )
     head_timeout: float = setting(
@@ -196,7 +196,7 @@ class ProxyConfig:
     forwarded_headers: bool = setting(
         False,
         "add ``X-Forwarded-For/Proto/Host`` and RFC 7239 ``Forwarded`` to every request "
-        "(:mod:`mcp_normalizer.forwarded`).",
+        "(:mod:`mcp_normalizer.wire.forwarded`).",
     )
     trusted_proxies: tuple[str, ...] = setting(
         (),
@@ -206,12 +206,12 @@ class ProxyConfig:
     public_url: str = setting(
         "",
         "the origin clients dial (``https://mcp.example.com``); the upstream's OAuth metadata URLs are "
-        "moved to it (:mod:`mcp_normalizer.public`). Empty: nothing is rewritten.",
+        "moved to it (:mod:`mcp_normalizer.wire.public`). Empty: nothing is rewritten.",
     )
     state_url: str = setting(
         "",
         "a Redis the replicas behind one load balancer share their scope state in (``redis://``, "
-        "``rediss://`` or ``unix://``; :mod:`mcp_normalizer.shared_state`). Empty: each process keeps its own.",
+        "``rediss://`` or ``unix://``; :mod:`mcp_normalizer.ops.shared_state`). Empty: each process keeps its own.",
     )
     state_secret: str = setting(
         "",
@@ -228,7 +228,7 @@ class ProxyConfig:
         "",
         "a stdio MCP server to start and serve on ``/mcp`` instead of an HTTP ``upstream``: a command line, "
         "shell-quoted (``npx -y @modelcontextprotocol/server-everything``; no shell runs it). One child per "
-        "session (:mod:`mcp_normalizer.stdio_upstream`).",
+        "session (:mod:`mcp_normalizer.hop.stdio_upstream`).",
     )
     upstream_env: tuple[str, ...] = setting(
         (), "``NAME=VALUE`` variables set for that command, on top of the proxy's environment."
@@ -319,7 +319,7 @@ class NormalizerConfig:
     """The rule configuration shared by the middleware and the proxy.
 
     The keys of ``[normalizer]`` are the settings below and those of
-    :class:`~mcp_normalizer.rules.base.RuleSettings` (``problem_meta_key``, ``mirror_max_bytes``).
+    :class:`~mcp_normalizer.engine.rules.base.RuleSettings` (``problem_meta_key``, ``mirror_max_bytes``).
 
     Attributes:
         rules: global rule modes by rule name (rules not named run in their default mode).

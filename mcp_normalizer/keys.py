@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .errors import ConfigError
-from .pointer import PointerPattern
+from .wire.pointer import PointerPattern
 
 Kind = Literal["bool", "int", "float", "str", "strlist"]
 #: The ``field`` metadata entry that holds a :class:`Key`.

@@ -4,13 +4,13 @@ Wrap any Streamable HTTP MCP app (for example the MCP Python SDK's ``streamable_
 
     app = NormalizerMiddleware(inner_mcp_app)
 
-The standalone proxy is this same middleware around :class:`mcp_normalizer.forward.Forwarder`. Lifespan,
+The standalone proxy is this same middleware around :class:`mcp_normalizer.hop.forward.Forwarder`. Lifespan,
 websocket and every request the proxy does not watch go straight to the inner app with the original
 ``send``. For a POST carrying ``tools/call`` or ``tools/list`` requests, the body is read once and
 replayed to the inner app, and the response is driven through a
-:class:`~mcp_normalizer.transform.ResponseTransformer`. When a call names a tool the proxy has not seen in
+:class:`~mcp_normalizer.engine.transform.ResponseTransformer`. When a call names a tool the proxy has not seen in
 this scope, it fetches ``tools/list`` through the inner app itself, concurrently with the call
-(:mod:`mcp_normalizer.tools_fetch`).
+(:mod:`mcp_normalizer.hop.tools_fetch`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,33 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .announcer import Announcer, AnnouncingSend
-from .audit import AuditLog
-from .body import buffer_body, replay, with_length
-from .capture import Capture
-from .catalog import scope_key
 from .config import NormalizerConfig, redact_url
+from .engine.audit import AuditLog
+from .engine.capture import Capture
+from .engine.catalog import scope_key
+from .engine.lessons import LessonBook
+from .engine.normalize import Normalizer, Record
+from .engine.request_rewrite import REWRITE, argument_keys, rename_calls
+from .engine.rules.base import Mode
+from .engine.rules.clients import UNKNOWN, ClientProfile, profile_for
+from .engine.rules.host_profiles import PROPERTY_KEY
+from .engine.rules.host_schemas import mentions_invented_key
+from .engine.rules.learned import RULE as LEARN_RULE
+from .engine.rules.tool_names import invented
+from .engine.scopes import Changes, Limits, ScopeState, ScopeStore, SharedBackend
+from .engine.transform import Exchange, ResponseTransformer
 from .errors import ClientDisconnect, ConfigError, ResponseRefused, UpstreamError
-from .forwarded import ForwardingPolicy, parse_networks
-from .jsonrpc import (
+from .hop.announcer import Announcer, AnnouncingSend
+from .hop.relay import TransformingSend
+from .hop.tools_fetch import ToolsFetcher
+from .ops.lesson_store import LessonStore
+from .ops.metrics import Metrics
+from .ops.observe import RPC_METHOD_KEY, metric_method
+from .ops.tracing import tracing_for
+from .types import JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
+from .wire.body import buffer_body, replay, with_length
+from .wire.forwarded import ForwardingPolicy, parse_networks
+from .wire.jsonrpc import (
     TOOLS_CALL,
     TOOLS_LIST,
     WATCHED_METHODS,
@@ -40,25 +58,7 @@ from .jsonrpc import (
     header,
     inspect_request,
 )
-from .lesson_store import LessonStore
-from .lessons import LessonBook
-from .metrics import Metrics
-from .normalize import Normalizer, Record
-from .observe import RPC_METHOD_KEY, metric_method
-from .relay import TransformingSend
-from .request_rewrite import REWRITE, argument_keys, rename_calls
-from .responses import error_body, respond
-from .rules.base import Mode
-from .rules.clients import UNKNOWN, ClientProfile, profile_for
-from .rules.host_profiles import PROPERTY_KEY
-from .rules.host_schemas import mentions_invented_key
-from .rules.learned import RULE as LEARN_RULE
-from .rules.tool_names import invented
-from .scopes import Changes, Limits, ScopeState, ScopeStore, SharedBackend
-from .tools_fetch import ToolsFetcher
-from .tracing import tracing_for
-from .transform import Exchange, ResponseTransformer
-from .types import JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
+from .wire.responses import error_body, respond
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -76,7 +76,7 @@ class NormalizerMiddleware:
         max_body_bytes: largest request body read for inspection; a larger POST passes through
             untouched (MCP requests are small; the forwarder has its own limit).
         metrics: count rewrites and oversize pass-throughs there.
-        tracer_provider: where the spans of MCP requests go (:mod:`mcp_normalizer.tracing`);
+        tracer_provider: where the spans of MCP requests go (:mod:`mcp_normalizer.ops.tracing`);
             ``None``: the global provider, if one is set by then, else no tracing.
         shutdown_tracer_provider: shut ``tracer_provider`` down when the app shuts down (the
             standalone proxy owns the one it builds from ``OTEL_*``); else it is only flushed.
@@ -96,7 +96,8 @@ class NormalizerMiddleware:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
         config = self.config
-        #: What results taught of their tools, for every session of this upstream (:mod:`mcp_normalizer.lessons`).
+        #: What results taught of their tools, for every session of this upstream
+        #: (:mod:`mcp_normalizer.engine.lessons`).
         self.lessons = LessonBook(enabled=config.mode(LEARN_RULE.name, None) is not Mode.OFF)
         self.normalizer = Normalizer(config, lessons=self.lessons)
         limits = Limits(
@@ -108,7 +109,7 @@ class NormalizerMiddleware:
         shared: SharedBackend | None = None
         if config.proxy.state_url:  # replicas share scope state: redis-py is imported only now
             try:
-                from .shared_state import RedisState
+                from .ops.shared_state import RedisState
 
                 shared = RedisState(
                     config.proxy.state_url,

@@ -34,17 +34,17 @@ from hypothesis import strategies as st
 from mcp.server.lowlevel import Server
 
 from mcp_normalizer import NormalizerConfig, Settings, create_app
-from mcp_normalizer.audit import REWRITE_LOGGER, AuditLog
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, ScriptedServer, ToolSpec, protean_tools, returning
-from mcp_normalizer.jsonrpc import inspect_request
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.rules import Mode
-from mcp_normalizer.scopes import ScopeStore
-from mcp_normalizer.server import HttpParser, bind, uvicorn_config
-from mcp_normalizer.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.audit import REWRITE_LOGGER, AuditLog
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules import Mode
+from mcp_normalizer.engine.scopes import ScopeStore
+from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.hop.server import HttpParser, bind, uvicorn_config
 from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
+from mcp_normalizer.wire.jsonrpc import inspect_request
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The team's shared folder (fault cases, conformance tools): ``../shared`` next to the checkout.
@@ -54,7 +54,7 @@ CASES_FILE = SHARED / "cases" / "public.json"
 
 def protean_rules() -> NormalizerConfig:
     """What the demo and a user with no rule file run: the shipped defaults (the interventions
-    table declares the Protean ``list_runtimes`` scope nullable, :mod:`mcp_normalizer.interventions`)."""
+    table declares the Protean ``list_runtimes`` scope nullable, :mod:`mcp_normalizer.engine.interventions`)."""
     return NormalizerConfig.shipped()
 
 
@@ -79,7 +79,7 @@ def serve(
 ) -> Iterator[str]:
     """Run ``app`` under uvicorn on a free loopback port in a thread; yield ``http://127.0.0.1:PORT``.
 
-    With ``proxy``, uvicorn runs as the proxy's command does (:func:`mcp_normalizer.server.uvicorn_config`:
+    With ``proxy``, uvicorn runs as the proxy's command does (:func:`mcp_normalizer.hop.server.uvicorn_config`:
     httptools with the connection guards, uvloop); without, as uvicorn's defaults (a test upstream).
     """
     sock = bind("127.0.0.1", port)

@@ -1,4 +1,4 @@
-"""The notices of :mod:`mcp_normalizer.announcer` go between two whole SSE events of a GET stream,
+"""The notices of :mod:`mcp_normalizer.hop.announcer` go between two whole SSE events of a GET stream,
 never inside one, and only while the stream is split into whole events (a tiny inline stream)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from contextlib import ExitStack
 import anyio
 import pytest
 
-from mcp_normalizer.announcer import LIST_CHANGED_EVENT, Announcer, AnnouncingSend
-from mcp_normalizer.audit import AuditLog
-from mcp_normalizer.catalog import build_entry
 from mcp_normalizer.config import NormalizerConfig
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.schema import SchemaCompiler
-from mcp_normalizer.scopes import ScopeStore
-from mcp_normalizer.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.catalog import build_entry
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.schema import SchemaCompiler
+from mcp_normalizer.engine.scopes import ScopeStore
+from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.hop.announcer import LIST_CHANGED_EVENT, Announcer, AnnouncingSend
 from mcp_normalizer.types import Message
 
 pytestmark = pytest.mark.inprocess
@@ -85,7 +85,7 @@ async def test_a_stream_that_never_reads_is_skipped_and_the_others_are_told(monk
     """``tools_changed`` tells every stream whose session lists the tool with that definition,
     all at once; one whose client stopped reading costs at most the notice timeout, alone; a
     session listing another definition, or the one the call stream told, hears nothing."""
-    monkeypatch.setattr("mcp_normalizer.announcer.NOTICE_TIMEOUT", 0.2)
+    monkeypatch.setattr("mcp_normalizer.hop.announcer.NOTICE_TIMEOUT", 0.2)
     store = ScopeStore()
     clients = [SlowClient() for _ in range(4)]
     for client in clients[1:]:

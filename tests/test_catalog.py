@@ -188,7 +188,7 @@ async def test_one_unreadable_schema_does_not_spoil_the_rest_of_the_list() -> No
 
 def test_scopes_share_entries_and_nothing_is_compiled_before_a_call() -> None:
     from mcp_normalizer import NormalizerConfig
-    from mcp_normalizer.normalize import Normalizer
+    from mcp_normalizer.engine.normalize import Normalizer
 
     normalizer = Normalizer(NormalizerConfig())
     many = {
@@ -214,8 +214,8 @@ def _tools(prefix: str, count: int) -> list[dict[str, Any]]:
 
 def test_scopes_that_list_the_same_tools_share_one_catalog_and_the_bytes_are_bounded() -> None:
     from mcp_normalizer import NormalizerConfig
-    from mcp_normalizer.normalize import Normalizer
-    from mcp_normalizer.scopes import Limits, ScopeStore
+    from mcp_normalizer.engine.normalize import Normalizer
+    from mcp_normalizer.engine.scopes import Limits, ScopeStore
 
     normalizer = Normalizer(NormalizerConfig())
     same = normalizer.tools_list({"tools": _tools("t", 2000)}, None).entries
@@ -273,7 +273,7 @@ def test_listing_tools_leaves_no_garbage_for_the_cycle_collector() -> None:
         for i in range(200)
     ]
     from mcp_normalizer import NormalizerConfig
-    from mcp_normalizer.normalize import Normalizer
+    from mcp_normalizer.engine.normalize import Normalizer
 
     config = NormalizerConfig.from_mapping({"tools": {"t1": {"nullable": ["/s"]}}})
     normalizer = Normalizer(config)

@@ -19,7 +19,7 @@ import pytest
 
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, protean_server
-from mcp_normalizer.server import bind
+from mcp_normalizer.hop.server import bind
 from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import EXE, HEADERS, PROBLEM_KEY, free_port, listening, run_cli, running, serve

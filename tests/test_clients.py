@@ -1,4 +1,4 @@
-"""Repairs only some clients need, applied by who is asking (``mcp_normalizer.rules.clients``): a client known
+"""Repairs only some clients need, applied by who is asking (``mcp_normalizer.engine.rules.clients``): a client known
 to accept the server's valid bytes keeps them; an unknown one gets what every client accepts, with
 every removed keyword kept in the tool's ``_meta``. On the wire: the Python ``mcp`` client names
 itself ``mcp`` in ``initialize`` (or, on 2026-07-28, in every request's ``_meta``)."""
@@ -12,8 +12,15 @@ import pytest
 from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.rules.clients import CLIENT_FAULTS, CONFORMANCE, PYTHON_SDK, UNKNOWN, ClientProfile, profile_for
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules.clients import (
+    CLIENT_FAULTS,
+    CONFORMANCE,
+    PYTHON_SDK,
+    UNKNOWN,
+    ClientProfile,
+    profile_for,
+)
 
 from .support import PROBLEM_KEY, capture_rewrites, proxy_for, serve
 

@@ -11,9 +11,9 @@ and the SDK 1.32.2 transport primes only streams of 2025-11-25 clients; upstream
 Through the proxy, every scenario must come out at least as well as directly: no FAILURE, no WARNING that was not
 one directly, every SUCCESS directly a SUCCESS through the proxy. ``dns-rebinding-protection`` passes both ways (the
 fixture checks ``Host``/``Origin`` on loopback, and so does the proxy). ``json-schema-2020-12`` passes through
-only because ``mcp_normalizer/rules/clients.py`` lists the suite's client name (``conformance-test-client``) among
-the clients that accept a 2020-12 ``$schema`` and local ``$ref``s; for a client it does not know, the proxy removes
-them.
+only because ``mcp_normalizer/engine/rules/clients.py`` lists the suite's client name
+(``conformance-test-client``) among the clients that accept a 2020-12 ``$schema`` and local ``$ref``s; for a
+client it does not know, the proxy removes them.
 """
 
 from __future__ import annotations

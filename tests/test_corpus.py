@@ -22,7 +22,7 @@ from mcp_normalizer.check.command import audit_server
 from mcp_normalizer.check.write_config import rule_file
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.errors import DecodeError
-from mcp_normalizer.jsoncodec import loads
+from mcp_normalizer.wire.jsoncodec import loads
 
 from .support import (
     HEADERS,
@@ -239,7 +239,7 @@ async def test_new_cases_of_every_kind_are_accepted_with_the_defaults(mode: str)
 
 def test_the_rules_touch_only_what_needs_it() -> None:
     """A conforming tool and result pass untouched (no rewrite) through the whole ladder."""
-    from mcp_normalizer.normalize import Normalizer
+    from mcp_normalizer.engine.normalize import Normalizer
 
     normalizer = Normalizer(NormalizerConfig())
     good = tool("fine", {**OBJ, "properties": {"n": {"type": "integer"}}, "required": ["n"]})

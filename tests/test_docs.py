@@ -19,10 +19,10 @@ import yaml
 from mcp_normalizer.check.command import _parser as check_parser
 from mcp_normalizer.cli import _demo_parser, _proxy_parser, _stdio_parser
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
+from mcp_normalizer.engine.rules import RULES
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.keys import variables
-from mcp_normalizer.refusals import CAUSES
-from mcp_normalizer.rules import RULES
+from mcp_normalizer.ops.refusals import CAUSES
 
 from .support import ROOT
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_normalizer.jsonrpc import PendingRequest, inspect_request
-from mcp_normalizer.rules import Mode
-from mcp_normalizer.sse import SSESplitter, parse_event
-from mcp_normalizer.transform import ResponseTransformer
+from mcp_normalizer.engine.rules import Mode
+from mcp_normalizer.engine.transform import ResponseTransformer
+from mcp_normalizer.wire.jsonrpc import PendingRequest, inspect_request
+from mcp_normalizer.wire.sse import SSESplitter, parse_event
 
 from .support import FIELD_RESULT, JSON_HEADERS, PROPERTY, VALUES, capture_rewrites, feed_all, pump, transformer
 

@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer.forward import Forwarder
+from mcp_normalizer.hop.forward import Forwarder
 from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import RawUpstream, free_port, proxy_for, raw_request, read_body, read_request, serve, serving
@@ -350,7 +350,7 @@ async def test_with_every_rule_off_the_proxy_reads_nothing_and_changes_nothing()
     is parsed, no ``tools/list`` fetched for an unknown tool, every response byte-identical."""
     from mcp_normalizer import NormalizerConfig
     from mcp_normalizer.demo.upstream import protean_server
-    from mcp_normalizer.rules import RULES
+    from mcp_normalizer.engine.rules import RULES
 
     off = NormalizerConfig.from_mapping({"rules": {rule.name: "off" for rule in RULES}})
     upstream = protean_server("json")

@@ -19,9 +19,9 @@ import pytest
 
 from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.config import ProxyConfig
-from mcp_normalizer.hosts import HostPolicy
-from mcp_normalizer.server import uvicorn_config
+from mcp_normalizer.hop.server import uvicorn_config
 from mcp_normalizer.types import Receive, Scope, Send
+from mcp_normalizer.wire.hosts import HostPolicy
 
 from .support import (
     HEADERS,

@@ -15,9 +15,9 @@ import pytest
 
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-from mcp_normalizer.rules.clients import profile_for
-from mcp_normalizer.rules.host_content import ORIGINAL_BLOCK_KEY
-from mcp_normalizer.rules.host_profiles import (
+from mcp_normalizer.engine.rules.clients import profile_for
+from mcp_normalizer.engine.rules.host_content import ORIGINAL_BLOCK_KEY
+from mcp_normalizer.engine.rules.host_profiles import (
     ARRAY_ITEMS,
     HOSTS,
     IMAGE_SVG,

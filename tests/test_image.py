@@ -55,9 +55,9 @@ from mcp_normalizer.demo.upstream import (
     protean_server,
     protean_tools,
 )
-from mcp_normalizer.hosts import HostPolicy
 from mcp_normalizer.keys import variables
 from mcp_normalizer.types import JSONObject
+from mcp_normalizer.wire.hosts import HostPolicy
 
 from .support import HEADERS, PROBLEM_KEY, ROOT, free_port, listening, serve
 

@@ -18,9 +18,9 @@ import pytest
 
 from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.demo.upstream import RUNTIMES, ScriptedServer, ToolSpec, protean_server, protean_tools
+from mcp_normalizer.engine.interventions import Interventions, definition_digest, shipped
+from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.errors import ConfigError
-from mcp_normalizer.interventions import Interventions, definition_digest, shipped
-from mcp_normalizer.normalize import Normalizer
 
 from .support import EXE, HEADERS, ROOT, ResponseMode, capture_rewrites, each_client, proxy_for, serve
 

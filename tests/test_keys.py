@@ -9,9 +9,9 @@ import tomllib
 import pytest
 
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
+from mcp_normalizer.engine.rules.base import RuleSettings
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.keys import FALSE_WORDS, TRUE_WORDS, spec, variables
-from mcp_normalizer.rules.base import RuleSettings
 
 from .support import ROOT
 

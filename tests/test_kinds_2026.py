@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-from mcp_normalizer.jsonrpc import inspect_request
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.request_rewrite import rename_calls
-from mcp_normalizer.rules import lone_surrogates
-from mcp_normalizer.rules.media_data import is_base64
-from mcp_normalizer.rules.tool_names import VALID, renames
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.request_rewrite import rename_calls
+from mcp_normalizer.engine.rules import lone_surrogates
+from mcp_normalizer.engine.rules.media_data import is_base64
+from mcp_normalizer.engine.rules.tool_names import VALID, renames
+from mcp_normalizer.wire.jsonrpc import inspect_request
 
 from .support import (
     FIELD_RESULT,

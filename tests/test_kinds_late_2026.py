@@ -22,9 +22,9 @@ from jsonschema import Draft7Validator, Draft202012Validator
 
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.rules.block_members import name_of
-from mcp_normalizer.rules.clients import profile_for
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules.block_members import name_of
+from mcp_normalizer.engine.rules.clients import profile_for
 
 from .support import (
     PROPERTY,

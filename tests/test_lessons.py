@@ -22,14 +22,14 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer.announcer import LIST_CHANGED_EVENT
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.clients import run_node, run_python
-from mcp_normalizer.lesson_store import LessonStore, upstream_digest
-from mcp_normalizer.lessons import MAX_LESSONS, Lesson, LessonBook, definition_digest, taught_now
-from mcp_normalizer.pointer import PointerPattern
-from mcp_normalizer.rules.learned import LIST_CHANGED, Learned
+from mcp_normalizer.engine.lessons import MAX_LESSONS, Lesson, LessonBook, definition_digest, taught_now
+from mcp_normalizer.engine.rules.learned import LIST_CHANGED, Learned
+from mcp_normalizer.hop.announcer import LIST_CHANGED_EVENT
+from mcp_normalizer.ops.lesson_store import LessonStore, upstream_digest
 from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
+from mcp_normalizer.wire.pointer import PointerPattern
 
 from .support import case_server, initialize, load_cases, proxy_for, rpc, serve, steps
 from .test_shared_state import redis_server

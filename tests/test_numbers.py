@@ -4,7 +4,7 @@
 - ``loads`` gives the plain values the standard library gives (clients judge those);
 - ``is_valid``, ``violations`` and python-jsonschema agree on them, for schemas with decimal bounds,
   enums and ``multipleOf``;
-- a :class:`~mcp_normalizer.jsoncodec.Codec` writes a changed copy with every number spelled as it was,
+- a :class:`~mcp_normalizer.wire.jsoncodec.Codec` writes a changed copy with every number spelled as it was,
   wherever it stays and wherever a rule moves it (checked against an oracle that keeps spellings);
 - through the transformer, every rule that rewrites keeps every number of the input as written,
   and a conforming result passes byte-identical with no log line.
@@ -25,18 +25,18 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules.base import set_at
+from mcp_normalizer.engine.schema import SchemaCompiler, SchemaUnusable
+from mcp_normalizer.engine.scopes import ScopeStore
+from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.typed import compile_typed
 from mcp_normalizer.errors import DecodeError
-from mcp_normalizer.jsoncodec import Codec, Raw, loads
-from mcp_normalizer.jsonrpc import PendingRequest
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.rules.base import set_at
-from mcp_normalizer.schema import SchemaCompiler, SchemaUnusable
-from mcp_normalizer.scopes import ScopeStore
-from mcp_normalizer.transform import Exchange, ResponseTransformer
-from mcp_normalizer.typed import compile_typed
 from mcp_normalizer.types import JSON
+from mcp_normalizer.wire.jsoncodec import Codec, Raw, loads
+from mcp_normalizer.wire.jsonrpc import PendingRequest
 
 from .support import capture_rewrites, feed_all, object_schemas
 

@@ -24,9 +24,9 @@ from pydantic import AnyHttpUrl
 from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.clients import run_node
-from mcp_normalizer.forwarded import ForwardingPolicy, parse_networks
-from mcp_normalizer.public import rewrite_document, rewrite_www_authenticate
 from mcp_normalizer.types import Receive, Scope, Send
+from mcp_normalizer.wire.forwarded import ForwardingPolicy, parse_networks
+from mcp_normalizer.wire.public import rewrite_document, rewrite_www_authenticate
 
 from .support import HEADERS, free_port, proxy_for, serve
 

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.scopes import ScopeStore
+from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
 from mcp_normalizer.errors import DecodeError
-from mcp_normalizer.jsoncodec import dumps, loads
-from mcp_normalizer.jsonrpc import IdKey, PendingRequest, inspect_request
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.scopes import ScopeStore
-from mcp_normalizer.sse import SSESplitter, parse_event
-from mcp_normalizer.transform import Exchange, ResponseTransformer
+from mcp_normalizer.wire.jsoncodec import dumps, loads
+from mcp_normalizer.wire.jsonrpc import IdKey, PendingRequest, inspect_request
+from mcp_normalizer.wire.sse import SSESplitter, parse_event
 
 from .support import NAMES, PROPERTY, SCALARS, STRINGS, VALUES, conforms, contains_value, leaves, object_schemas, pump
 
@@ -239,7 +239,7 @@ def no_rule_faults() -> Iterator[list[logging.LogRecord]]:
     seen: list[logging.LogRecord] = []
     handler = logging.Handler(logging.ERROR)
     handler.emit = seen.append  # type: ignore[assignment]
-    log = logging.getLogger("mcp_normalizer.transform")
+    log = logging.getLogger("mcp_normalizer.engine.transform")
     log.addHandler(handler)
     try:
         yield seen
@@ -343,8 +343,8 @@ def test_an_undecoded_structured_content_changes_nothing_a_rule_would_do(
 ) -> None:
     """Where ``reads_structured`` says no rule may read ``structuredContent``, handing the rules its
     undecoded text gives the same output and the same records as decoding it."""
-    from mcp_normalizer.jsoncodec import Codec, Raw
-    from mcp_normalizer.rules import RuleSettings
+    from mcp_normalizer.engine.rules import RuleSettings
+    from mcp_normalizer.wire.jsoncodec import Codec, Raw
 
     result = data.draw(results(schema))
     if "structuredContent" not in result:

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from mcp_normalizer.config import ProxyConfig
-from mcp_normalizer.logs import PROCESS_LOGGERS, JSONFormatter, configure_logging
-from mcp_normalizer.metrics import Metrics
-from mcp_normalizer.refusals import CAUSES, HOST, ORIGIN, RefusalLog, refusal_message
+from mcp_normalizer.ops.logs import PROCESS_LOGGERS, JSONFormatter, configure_logging
+from mcp_normalizer.ops.metrics import Metrics
+from mcp_normalizer.ops.refusals import CAUSES, HOST, ORIGIN, RefusalLog, refusal_message
 
 pytestmark = pytest.mark.pure
 
@@ -31,7 +31,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr("mcp_normalizer.refusals.time.monotonic", c)
+    monkeypatch.setattr("mcp_normalizer.ops.refusals.time.monotonic", c)
     return c
 
 

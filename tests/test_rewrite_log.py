@@ -13,8 +13,8 @@ import pytest
 
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
-from mcp_normalizer.logs import JSONFormatter
-from mcp_normalizer.rules import RESULT_RULES, Rule
+from mcp_normalizer.engine.rules import RESULT_RULES, Rule
+from mcp_normalizer.ops.logs import JSONFormatter
 
 from .support import ResponseMode, capture_rewrites, protean_rules, proxy_for, serve
 
@@ -97,10 +97,10 @@ async def test_a_rule_that_raises_forwards_the_original_response_and_logs_the_fa
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     buggy = Rule(name="text_mirror", kind="test", summary="raises", on_result=_raising)
-    monkeypatch.setattr("mcp_normalizer.normalize.RESULT_RULES", (*RESULT_RULES[:-1], buggy))
+    monkeypatch.setattr("mcp_normalizer.engine.normalize.RESULT_RULES", (*RESULT_RULES[:-1], buggy))
     with serve(protean_server()) as up, proxy_for(up + "/mcp", protean_rules()) as px:
         direct = await raw_session(up + "/mcp")
-        with capture_rewrites("mcp_normalizer.transform") as errors:
+        with capture_rewrites("mcp_normalizer.engine.transform") as errors:
             proxied = await raw_session(px + "/mcp")
     assert proxied[2:] == direct[2:]  # every tools/call response forwarded exactly as the upstream sent it
     faults = [r for r in errors.records if r.levelno == logging.ERROR and "rule fault" in r.getMessage()]

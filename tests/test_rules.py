@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from mcp_normalizer import ConfigError, NormalizerConfig
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.rules.error_problem import is_problem
-from mcp_normalizer.rules.schemas import convert_openapi_nullable, make_nullable, widen_at
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules.error_problem import is_problem
+from mcp_normalizer.engine.rules.schemas import convert_openapi_nullable, make_nullable, widen_at
 
 from .support import PROBLEM_KEY, conforms, contains_value
 
@@ -221,7 +221,7 @@ def test_invalid_configs_are_rejected_with_a_message(text: str) -> None:
 
 
 def test_the_first_recorded_original_value_is_never_overwritten() -> None:
-    from mcp_normalizer.rules.base import ORIGINAL_VALUES_KEY, with_original_values
+    from mcp_normalizer.engine.rules.base import ORIGINAL_VALUES_KEY, with_original_values
 
     once = with_original_values({"content": []}, {"/a": 12345})
     twice = with_original_values(once, {"/a": None, "/b": None})
@@ -287,7 +287,7 @@ def test_a_root_that_accepts_no_object_is_wrapped_not_made_unsatisfiable() -> No
 
 
 def test_an_integer_string_beyond_64_bits_is_coerced_exactly_and_a_huge_one_left_alone() -> None:
-    from mcp_normalizer.jsoncodec import dumps
+    from mcp_normalizer.wire.jsoncodec import dumps
 
     schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
     digits = "123456789012345678901234567890"
@@ -413,7 +413,7 @@ def test_error_flag_tells_error_messages_from_tallies(text: str, flagged: bool) 
 
 
 def test_a_fractional_multiple_of_is_judged_as_the_clients_judge_it() -> None:
-    from mcp_normalizer.schema import SchemaCompiler
+    from mcp_normalizer.engine.schema import SchemaCompiler
 
     compiled = SchemaCompiler().compile({"type": "number", "multipleOf": 0.01})
     assert not compiled.is_valid(19.99)  # Ajv and python-jsonschema: 19.99 / 0.01 is not an integer

@@ -27,15 +27,15 @@ import redis
 from mcp_normalizer import NormalizerConfig, NormalizerMiddleware
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.upstream import FORBIDDEN
+from mcp_normalizer.engine.rules.learned import Learned
+from mcp_normalizer.engine.scopes import Changes, Limits
 from mcp_normalizer.errors import ConfigError
-from mcp_normalizer.jsonrpc import PendingRequest
-from mcp_normalizer.metrics import Metrics
-from mcp_normalizer.pointer import PointerPattern
-from mcp_normalizer.responses import respond
-from mcp_normalizer.rules.learned import Learned
-from mcp_normalizer.scopes import Changes, Limits
-from mcp_normalizer.shared_state import RedisState
+from mcp_normalizer.ops.metrics import Metrics
+from mcp_normalizer.ops.shared_state import RedisState
 from mcp_normalizer.types import Receive, Scope, Send
+from mcp_normalizer.wire.jsonrpc import PendingRequest
+from mcp_normalizer.wire.pointer import PointerPattern
+from mcp_normalizer.wire.responses import respond
 
 from .support import (
     EXE,
@@ -237,7 +237,7 @@ async def test_killing_redis_mid_run_loses_no_response_and_is_counted_and_logged
 
 @pytest.mark.anyio
 async def test_the_store_fails_open_and_is_used_again_once_it_answers(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "mcp_normalizer.shared_state")
+    caplog.set_level(logging.INFO, "mcp_normalizer.ops.shared_state")
     metrics = Metrics()
     with redis_server() as store:
         state = RedisState(store.url, secret="s", limits=Limits(), metrics=metrics, retry_after=0.0, timeout=5.0)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_normalizer.sse import SSESplitter, parse_event, replace_data
+from mcp_normalizer.wire.sse import SSESplitter, parse_event, replace_data
 
 pytestmark = pytest.mark.pure
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.upstream import RUNTIMES, protean_tools
-from mcp_normalizer.jsonrpc import id_key
-from mcp_normalizer.lines import LINE, PART, LineDecoder
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.stdio_session import ServerLine, StdioSession, long_line_id
+from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.stdio_session import ServerLine, StdioSession, long_line_id
+from mcp_normalizer.wire.jsonrpc import id_key
+from mcp_normalizer.wire.lines import LINE, PART, LineDecoder
 
 from .support import PROPERTY, VALUES
 

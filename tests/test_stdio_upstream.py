@@ -23,7 +23,7 @@ from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.app import create_app
 from mcp_normalizer.config import Settings
 from mcp_normalizer.demo.clients import run_node, run_python
-from mcp_normalizer.jsoncodec import dumps, loads
+from mcp_normalizer.wire.jsoncodec import dumps, loads
 
 from .support import EXE, HEADERS, each_client, free_port, load_cases, proxy_for, running, serve, steps
 from .test_corpus import UNREPAIRABLE, check, rejected
@@ -369,7 +369,7 @@ def running_log(path: Path) -> Iterator[None]:
     """The ``mcp_normalizer`` log of this process into ``path`` (JSON lines) while the block runs."""
     import logging
 
-    from mcp_normalizer.logs import JSONFormatter
+    from mcp_normalizer.ops.logs import JSONFormatter
 
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(JSONFormatter())

@@ -14,9 +14,9 @@ import pytest
 
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
-from mcp_normalizer.jsoncodec import loads
-from mcp_normalizer.sse import SSESplitter, parse_event
 from mcp_normalizer.types import Receive, Scope, Send
+from mcp_normalizer.wire.jsoncodec import loads
+from mcp_normalizer.wire.sse import SSESplitter, parse_event
 
 from .support import capture_rewrites, proxy_for, read_body, serve
 

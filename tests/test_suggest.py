@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
-from mcp_normalizer.normalize import Normalizer, Outcome
-from mcp_normalizer.rules import RULES
+from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.normalize import Normalizer, Outcome
+from mcp_normalizer.engine.rules import RULES
 
 from .support import PROPERTY, capture_rewrites
 

@@ -5,7 +5,7 @@ The upstream writes a second copy of tenant A's response some time after the fir
 connection, the way a buggy server that retries its write does. Before the fix the proxy's pool
 lent that connection to the next request, any tenant's, and the copy was read as its answer (5 of
 5 at every delay), with its id stamped to look right. Now connections belong to one client
-connection and one scope (:func:`mcp_normalizer.forward.tenant_of`): tenant B never reads A's
+connection and one scope (:func:`mcp_normalizer.hop.forward.tenant_of`): tenant B never reads A's
 bytes; and A's own next request, should the copy arrive while it waits, gets a 502 with a JSON-RPC
 error for its id, never the copy, and the connection is closed.
 """

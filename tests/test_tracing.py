@@ -1,4 +1,4 @@
-"""OpenTelemetry traces on the wire (:mod:`mcp_normalizer.tracing`, the ``[otel]`` extra).
+"""OpenTelemetry traces on the wire (:mod:`mcp_normalizer.ops.tracing`, the ``[otel]`` extra).
 
 A real upstream on loopback (the demo's legacy server) behind the proxy (``create_app`` under
 uvicorn) with an SDK tracer provider and the SDK's in-memory exporter; real MCP clients (the
@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from mcp_normalizer import NormalizerMiddleware, Settings, create_app
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, protean_server
-from mcp_normalizer.tracing import session_digest, tracer_provider_from_env, tracing_requested
+from mcp_normalizer.ops.tracing import session_digest, tracer_provider_from_env, tracing_requested
 from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 
 from .support import (

@@ -10,12 +10,12 @@ from typing import Any
 import orjson
 import pytest
 
-from mcp_normalizer.audit import AuditLog
 from mcp_normalizer.config import NormalizerConfig
-from mcp_normalizer.jsonrpc import PendingRequest
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.scopes import ScopeStore
-from mcp_normalizer.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.scopes import ScopeStore
+from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.wire.jsonrpc import PendingRequest
 
 from .support import capture_rewrites, feed_all, pump
 

@@ -16,8 +16,8 @@ import referencing
 
 from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-from mcp_normalizer.normalize import Normalizer
-from mcp_normalizer.schema import SchemaCompiler, SchemaUnusable
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.schema import SchemaCompiler, SchemaUnusable
 from mcp_normalizer.types import Receive, Scope, Send
 
 from .support import HEADERS, NEW_CASES, capture_rewrites, initialize, load_cases, proxy_for, read_body, rpc, serve

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from mcp_normalizer.check.auditor import NOT_REPAIRED, Finding
 from mcp_normalizer.check.faults import KINDS
 from mcp_normalizer.check.write_config import rule_file
+from mcp_normalizer.engine.schema import Violation
+from mcp_normalizer.engine.suggest import for_missing_structured, for_violations
 from mcp_normalizer.errors import CheckError
-from mcp_normalizer.schema import Violation
-from mcp_normalizer.suggest import for_missing_structured, for_violations
 
 from .support import PROPERTY
 

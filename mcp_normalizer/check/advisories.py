@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..catalog import ToolEntry
+from ..engine.catalog import ToolEntry
+from ..engine.rules.base import text_blocks
 from ..errors import DecodeError
-from ..jsoncodec import dumps, loads
-from ..rules.base import text_blocks
 from ..types import JSON, JSONObject
+from ..wire.jsoncodec import dumps, loads
 
 
 @dataclass(frozen=True, slots=True)

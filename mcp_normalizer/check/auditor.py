@@ -3,7 +3,7 @@
 :class:`Auditor` is fed what a server sent (``tools/list`` pages and ``tools/call`` results, live or
 from a capture) and collects one :class:`Finding` per fault: the rule that would repair it, where,
 why, what it breaks and what the proxy does about it. It uses the same
-:class:`~mcp_normalizer.normalize.Normalizer` as the proxy, with every rule's changes previewed and none
+:class:`~mcp_normalizer.engine.normalize.Normalizer` as the proxy, with every rule's changes previewed and none
 applied, so a finding is exactly a rewrite the proxy would make (or a result it could not repair).
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..catalog import ToolEntry
 from ..config import NormalizerConfig
+from ..engine.catalog import ToolEntry
+from ..engine.interventions import named_in
+from ..engine.normalize import Normalizer, Record
+from ..engine.rules.clients import CLIENT_FAULTS, UNKNOWN, ClientProfile
 from ..errors import DecodeError
-from ..interventions import named_in
-from ..jsoncodec import dumps
-from ..normalize import Normalizer, Record
-from ..rules.clients import CLIENT_FAULTS, UNKNOWN, ClientProfile
 from ..types import JSONObject
+from ..wire.jsoncodec import dumps
 from .advisories import advisories
 from .author_fixes import author_fix
 from .date_times import failing_formats
@@ -50,7 +50,7 @@ class Finding:
         repair: what the proxy does about it.
         count: how many times it was seen.
         fix: for a fault no default repair handles, the TOML that would repair it (else ``""``).
-        for_clients: the :data:`~mcp_normalizer.rules.clients.CLIENT_FAULTS` key when only some clients
+        for_clients: the :data:`~mcp_normalizer.engine.rules.clients.CLIENT_FAULTS` key when only some clients
             reject it (the server's message is valid), else ``""``.
     """
 

@@ -22,10 +22,10 @@ import httpx
 
 from ..config import redact_url
 from ..errors import CheckError, DecodeError
-from ..jsoncodec import dumps, loads
-from ..jsonrpc import CLIENT_INFO_META, MODERN_ERA, PROTOCOL_VERSION_META, response_to
-from ..sse import SSESplitter, parse_event
 from ..types import JSON, JSONObject
+from ..wire.jsoncodec import dumps, loads
+from ..wire.jsonrpc import CLIENT_INFO_META, MODERN_ERA, PROTOCOL_VERSION_META, response_to
+from ..wire.sse import SSESplitter, parse_event
 
 #: The legacy version offered in ``initialize``.
 LEGACY_ERA = "2025-11-25"

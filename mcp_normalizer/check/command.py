@@ -10,7 +10,7 @@ fault the proxy would repair, changing nothing.
 
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
 effects). ``--host PROFILE`` audits as that host receives the server (``claude-code``, ``codex``...:
-:mod:`mcp_normalizer.rules.host_profiles`): its ``clientInfo`` is sent, and what it refuses is a
+:mod:`mcp_normalizer.engine.rules.host_profiles`): its ``clientInfo`` is sent, and what it refuses is a
 fault; through the proxy, the host's repairs are made for it. Exit codes: 0 clean (advisories
 only: SHOULD-level faults no supported client rejects; ``--strict`` makes them 1), 1 faults found,
 2 usage, configuration or connection errors.
@@ -30,12 +30,12 @@ import httpx
 
 from ..arguments import Parser
 from ..config import NormalizerConfig, redact_url
+from ..engine.rules.clients import UNKNOWN, profile_for
+from ..engine.rules.host_profiles import PROFILES, Host
 from ..errors import CheckError, ConfigError, DecodeError
-from ..jsoncodec import dumps, loads
-from ..jsonrpc import MODERN_ERA
-from ..rules.clients import UNKNOWN, profile_for
-from ..rules.host_profiles import PROFILES, Host
 from ..types import JSONObject
+from ..wire.jsoncodec import dumps, loads
+from ..wire.jsonrpc import MODERN_ERA
 from .auditor import Audit, Auditor
 from .client import McpClient
 from .replay import replay

@@ -19,8 +19,8 @@ from jsonschema.exceptions import SchemaError, UnknownType
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-from ..pointer import format_pointer
 from ..types import JSON
+from ..wire.pointer import format_pointer
 
 FORMATS = ("date-time", "date", "time")
 _DATE = re.compile(r"(\d{4})-(\d\d)-(\d\d)", re.ASCII)

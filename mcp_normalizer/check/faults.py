@@ -3,14 +3,14 @@
 Sources: the MCP specification (``docs/specification/<version>/...`` of
 ``modelcontextprotocol/modelcontextprotocol``; sections named as in the spec) and the corpus of
 public bug reports the project keeps (``cases/faults.md``, "Strict (rejecting) vs lenient"). One
-entry per fault kind; every rule names its kind (:attr:`mcp_normalizer.rules.Rule.kind`).
+entry per fault kind; every rule names its kind (:attr:`mcp_normalizer.engine.rules.Rule.kind`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..rules import RULES_BY_NAME
+from ..engine.rules import RULES_BY_NAME
 
 
 @dataclass(frozen=True, slots=True)

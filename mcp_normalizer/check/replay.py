@@ -1,10 +1,10 @@
 """Replay a capture of real traffic through the proxy's own response path, offline: nothing is called.
 
 Input: JSON lines. Each line is either a capture record as the proxy writes it
-(``{"ts", "scope", "era", "message"}``, see :mod:`mcp_normalizer.capture`) or a bare JSON-RPC message (one
+(``{"ts", "scope", "era", "message"}``, see :mod:`mcp_normalizer.engine.capture`) or a bare JSON-RPC message (one
 conversation: ids must be unique in the file). Requests are paired with their responses by scope
 and JSON-RPC id, and every response (and every notification) goes through a
-:class:`~mcp_normalizer.transform.ResponseTransformer`, the code the proxy runs on the wire, with the
+:class:`~mcp_normalizer.engine.transform.ResponseTransformer`, the code the proxy runs on the wire, with the
 auditor's report-only rules and one scope store for the whole file: so a replay sees what the proxy
 saw (tool lists learned per scope and ``cacheScope: "public"`` lists for every scope, tasks and
 their final results, ``resultType`` other than ``complete`` left alone). A capture has no clock:
@@ -20,14 +20,14 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from ..audit import AuditLog
+from ..engine.audit import AuditLog
+from ..engine.normalize import Record
+from ..engine.scopes import ScopeStore
+from ..engine.transform import Exchange, ResponseTransformer
 from ..errors import DecodeError
-from ..jsoncodec import dumps, loads
-from ..jsonrpc import PROTOCOL_VERSION_META, TOOLS_CALL, TOOLS_LIST, IdKey, PendingRequest, id_key, inspect_request
-from ..normalize import Record
-from ..scopes import ScopeStore
-from ..transform import Exchange, ResponseTransformer
 from ..types import JSON, JSONObject
+from ..wire.jsoncodec import dumps, loads
+from ..wire.jsonrpc import PROTOCOL_VERSION_META, TOOLS_CALL, TOOLS_LIST, IdKey, PendingRequest, id_key, inspect_request
 from .auditor import Auditor
 
 _JSON = [(b"content-type", b"application/json")]

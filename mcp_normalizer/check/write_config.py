@@ -3,7 +3,7 @@ the finding and the spec rule behind it (pure: text in, text out).
 
 What the defaults repair needs no line, only a comment (so the file says what the proxy will do);
 what no default repair handles gets the per-tool declaration the finding suggests (``nullable``,
-``relax``, ``drop_output_schema``: :mod:`mcp_normalizer.suggest`), merged per tool, so the proxy
+``relax``, ``drop_output_schema``: :mod:`mcp_normalizer.engine.suggest`), merged per tool, so the proxy
 started with the file makes the same audit come out clean. A base rule file (``--config``) is
 copied first, verbatim; a tool it declares already is never declared twice (that would be invalid
 TOML): :class:`~mcp_normalizer.errors.CheckError` names it.
@@ -17,8 +17,8 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..engine.suggest import toml_string
 from ..errors import CheckError
-from ..suggest import toml_string
 from ..types import JSON
 from .auditor import Finding
 

@@ -19,10 +19,10 @@ import anyio
 import uvicorn
 
 from ..app import create_app
-from ..audit import REWRITE_LOGGER
 from ..config import Settings
-from ..logs import JSONFormatter, configure_logging
-from ..server import bind, uvicorn_config
+from ..engine.audit import REWRITE_LOGGER
+from ..hop.server import bind, uvicorn_config
+from ..ops.logs import JSONFormatter, configure_logging
 from .clients import (
     ClientUnavailable,
     install_node_clients,

@@ -25,8 +25,8 @@ from typing import Any, Literal
 import anyio
 import orjson
 
-from ..responses import respond
 from ..types import JSON, JSONObject, Receive, Scope, Send
+from ..wire.responses import respond
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN = "2026-07-28"

@@ -1,0 +1,323 @@
+"""What the proxy knows of each tool, scoped so that no two clients ever share it.
+
+A :class:`ToolCatalog` holds the tools of one *scope*: one upstream seen through one session and
+one authorization (DESIGN section 2, ``catalog.py``). It is filled from ``tools/list`` responses,
+every page, whether the client asked for them or the proxy fetched them itself. Each
+:class:`ToolEntry` keeps the ``outputSchema`` as the proxy advertised it, compiled once. Scopes
+themselves live in :mod:`mcp_normalizer.engine.scopes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sys
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+import orjson
+
+from ..errors import DecodeError
+from ..types import JSON, JSONObject
+from ..wire.jsoncodec import dumps, loads
+from ..wire.pointer import PointerPattern
+from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
+
+
+class ToolEntry(msgspec.Struct, gc=False, eq=False):
+    """One tool as the proxy advertised it; its ``outputSchema`` is compiled on first use.
+
+    Compiling lazily keeps a huge ``tools/list`` cheap: only the schemas of tools actually called
+    are ever compiled, and the compiler shares one validator per distinct schema. Until then the
+    schema is kept as its JSON text, and the entry itself is invisible to the cyclic garbage
+    collector (``gc=False``: it holds no cycle): 50,000 learned tools add no work to a full
+    collection, where they used to add 300,000 dicts (a third of a second holding every session).
+    Entries compare by identity.
+
+    Attributes:
+        name: the tool name.
+        schema: the ``outputSchema`` as given, until it is kept as ``schema_text`` (read
+            :attr:`output_schema`).
+        nullable: places in ``structuredContent`` declared nullable (config or OpenAPI ``nullable``).
+        ui_resource_uri: ``_meta.ui.resourceUri`` of an MCP Apps tool, else ``None``.
+        compiler: compiles the schema on first use (``None`` once it has).
+        problem: why the schema cannot be used to validate, once known (or given).
+        size: an estimate of the bytes the entry holds (its tool's encoded size), for the catalog bound.
+        schema_text: the ``outputSchema`` as JSON, until it is decoded.
+        compiled_schema: the compiled schema, once compiled.
+        definition: the digest of the tool as the server listed it
+            (:func:`mcp_normalizer.engine.lessons.definition_digest`; what a lesson is keyed by), ``""``
+            when unknown.
+        arguments: argument names advertised under others for a host (rule ``host_schemas``):
+            advertised -> the tool's own; ``None`` when none were.
+    """
+
+    name: str
+    schema: JSON | None = None
+    nullable: tuple[PointerPattern, ...] = ()
+    ui_resource_uri: str | None = None
+    compiler: SchemaCompiler | None = None
+    problem: str | None = None
+    size: int = 0
+    schema_text: bytes | None = None
+    compiled_schema: CompiledSchema | None = None
+    definition: str = ""
+    arguments: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.schema, dict | list):
+            try:
+                self.schema_text, self.schema = dumps(self.schema), None
+            except DecodeError:
+                pass  # not writable as JSON (a lone surrogate): kept as it is
+
+    @property
+    def output_schema(self) -> JSON | None:
+        """The advertised ``outputSchema`` (decoded on first use), or ``None`` when there is none."""
+        if self.schema_text is not None:
+            self.schema, self.schema_text = loads(self.schema_text), None
+        return self.schema
+
+    @property
+    def has_output_schema(self) -> bool:
+        """True when the tool declares an ``outputSchema``."""
+        return self.schema_text is not None or self.schema is not None
+
+    @property
+    def compiled(self) -> CompiledSchema | None:
+        """The compiled ``outputSchema``; ``None`` when there is none or it is unusable."""
+        if self.compiler is not None:
+            compiler, self.compiler = self.compiler, None
+            if self.output_schema is not None and self.problem is None:
+                try:
+                    self.compiled_schema = compiler.compile(self.output_schema)
+                except SchemaUnusable as exc:
+                    self.problem = str(exc)
+        return self.compiled_schema
+
+    def without_validation(self, reason: str) -> ToolEntry:
+        """This entry with validation switched off (for a result too large to validate)."""
+        return ToolEntry(
+            self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason, arguments=self.arguments
+        )
+
+
+def build_entry(
+    tool: JSONObject,
+    nullable: tuple[PointerPattern, ...],
+    compiler: SchemaCompiler,
+    size: int = 0,
+    definition: str = "",
+    arguments: dict[str, str] | None = None,
+) -> ToolEntry:
+    """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
+    ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed,
+    ``arguments`` its argument map (:attr:`ToolEntry.arguments`)."""
+    meta = tool.get("_meta")
+    ui = meta.get("ui") if isinstance(meta, dict) else None
+    uri = ui.get("resourceUri") if isinstance(ui, dict) else None
+    if uri is None and isinstance(meta, dict):
+        uri = meta.get("ui/resourceUri")  # deprecated flat key of MCP Apps drafts
+    return ToolEntry(
+        str(tool.get("name")),
+        tool.get("outputSchema"),
+        nullable,
+        uri if isinstance(uri, str) else None,
+        compiler,
+        size=size,
+        definition=definition,
+        arguments=arguments,
+    )
+
+
+class ToolSet(dict[str, ToolEntry]):
+    """The tools of one listing by upstream name, and the names they are advertised under; shared
+    by every scope whose listing holds the same entries and names (see :class:`CatalogPool`), so
+    immutable once :meth:`sealed`.
+
+    Built a tool at a time (:meth:`add`: the proxy learns a 50,000-tool list in slices), it keeps
+    what the pool needs as it grows: a digest of its entries' identities, in order (entries are
+    shared by content, so identity is content) and the bytes it holds.
+
+    Attributes:
+        names: the listing's name map (rule ``tool_names``), advertised name -> upstream name,
+            for the tools advertised under another name; set before :meth:`sealed`.
+        key: the digest (once sealed).
+        size: bytes held: the entries' estimates, the names and the mapping itself (once sealed).
+    """
+
+    __slots__ = ("__weakref__", "_digest", "_entry_bytes", "key", "names", "size")
+
+    def __init__(self, entries: Iterable[ToolEntry] = (), names: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self._digest = hashlib.blake2b(digest_size=16)
+        self._entry_bytes = 0
+        self.key = b""
+        self.size = 0
+        self.names: Mapping[str, str] = names or {}
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: ToolEntry) -> None:
+        """Add (or replace, by name) one tool, in list order."""
+        self[entry.name] = entry
+        self._digest.update(id(entry).to_bytes(8, "little", signed=True))
+        self._entry_bytes += entry.size + _PER_NAME
+
+    def sealed(self) -> ToolSet:
+        """This set, its :attr:`key` and :attr:`size` computed (once); add nothing after."""
+        if self.key:
+            return self
+        names = self.names
+        size = sys.getsizeof(self) + self._entry_bytes
+        if names:
+            digest = self._digest.copy()
+            try:  # one C pass over the names (a 50,000-name map: milliseconds, not a loop's tens)
+                digest.update(orjson.dumps(names))
+            except orjson.JSONEncodeError:  # a lone surrogate: name by name
+                for advertised, upstream in names.items():
+                    for text in (advertised, upstream):
+                        raw = text.encode("utf-8", "surrogatepass")
+                        digest.update(len(raw).to_bytes(4, "little") + raw)
+            size += sys.getsizeof(names) + sum(map(len, names)) + sum(map(len, names.values())) + 240 * len(names)
+            self.key = digest.digest()
+        else:
+            self.key = self._digest.digest()
+        self.size = size
+        return self
+
+    def merged(self, later: ToolSet) -> ToolSet:
+        """A new set: these tools and names, then ``later``'s (a listing's next page), not sealed."""
+        merged = ToolSet(self.values(), {**self.names, **later.names})
+        for entry in later.values():
+            merged.add(entry)
+        return merged
+
+
+_PER_NAME = 120  # a name string and its slot, about
+
+
+class CatalogPool:
+    """One copy of each distinct tool list, however many scopes hold it, and their total size.
+
+    Thousands of clients of one upstream list the same tools: their catalogs are one
+    :class:`ToolSet`. A set lives while a scope holds it; :attr:`bytes` is the sum of the live
+    sets' sizes, and ``over`` is called when it passes ``max_bytes`` (the scope store then forgets
+    the least recently used scopes).
+
+    Args:
+        max_bytes: the bound on :attr:`bytes`.
+        over: called (with no argument) after a set is added that takes :attr:`bytes` past the bound.
+    """
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024, over: Callable[[], None] | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.over = over
+        self.bytes = 0
+        self._sets: dict[bytes, weakref.ref[ToolSet]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def share(self, tools: ToolSet) -> ToolSet:
+        """The shared set with the entries of ``tools``: one already held, or ``tools`` itself (sealed)."""
+        key = tools.sealed().key
+        ref = self._sets.get(key)
+        found = ref() if ref is not None else None
+        if found is not None:
+            return found
+        found = tools
+        self._sets[key] = weakref.ref(found, self._gone(key, found.size))
+        self.bytes += found.size
+        if self.bytes > self.max_bytes and self.over is not None:
+            self.over()
+        return found
+
+    def _gone(self, key: bytes, size: int) -> Callable[[weakref.ref[ToolSet]], None]:
+        def gone(ref: weakref.ref[ToolSet]) -> None:
+            if self._sets.get(key) is ref:
+                del self._sets[key]
+            self.bytes -= size
+
+        return gone
+
+
+@dataclass(slots=True)
+class ToolCatalog:
+    """The tools of one scope, by name.
+
+    Attributes:
+        tools: the current listing, by upstream tool name (a :class:`ToolSet` shared with every
+            scope that listed the same tools under the same names).
+        learned_at: ``time.monotonic()`` of the last update, ``None`` if never filled.
+        expires_at: ``time.monotonic()`` after which the list may no longer be reused (2026-07-28
+            ``ttlMs``), ``None`` for lists that stay valid until invalidated (legacy sessions).
+        pool: where shared sets come from (``None``: this catalog keeps its own).
+    """
+
+    tools: ToolSet = field(default_factory=lambda: ToolSet().sealed())
+    learned_at: float | None = None
+    expires_at: float | None = None
+    absent: set[str] = field(default_factory=set)
+    pool: CatalogPool | None = None
+
+    def fresh(self) -> bool:
+        """True while the list may be reused (it has been learned and has not expired)."""
+        return self.learned_at is not None and (self.expires_at is None or time.monotonic() < self.expires_at)
+
+    def get(self, name: str) -> ToolEntry | None:
+        """The entry of tool ``name``, if the scope has listed it and the list is still fresh."""
+        return self.tools.get(name) if self.fresh() else None
+
+    def names(self) -> Mapping[str, str] | None:
+        """The listing's name map (advertised -> upstream), ``None`` while there is no fresh listing."""
+        return self.tools.names if self.fresh() else None
+
+    def known_absent(self, name: str) -> bool:
+        """True when the fresh list was fetched for ``name`` and does not have it (no fetch again)."""
+        return name in self.absent and self.fresh()
+
+    def learn(self, entries: ToolSet | Iterable[ToolEntry], *, first_page: bool, ttl: float | None = None) -> None:
+        """Record a ``tools/list`` page; the first page starts a new list, later pages add to it
+        (the listing so far and the page make a new set, shared and counted like a first page's).
+
+        Args:
+            entries: the page's tools and names (a :class:`ToolSet` is shared as it is, not copied).
+            first_page: the request carried no cursor.
+            ttl: seconds the list may be reused (``ttlMs`` / 1000), ``None`` for no limit.
+        """
+        listed = entries if isinstance(entries, ToolSet) else ToolSet(entries)
+        if first_page:
+            self.absent = set()
+        else:
+            listed = self.tools.merged(listed)  # a page after the first
+        self.tools = self.pool.share(listed) if self.pool is not None else listed.sealed()
+        self.learned_at = time.monotonic()
+        self.expires_at = None if ttl is None else self.learned_at + ttl
+
+    def clear(self) -> None:
+        """Forget every tool (``notifications/tools/list_changed``)."""
+        self.tools = ToolSet().sealed()
+        self.absent = set()
+        self.learned_at = self.expires_at = None
+
+
+#: Per-process key of the scope hash: a scope key in a log line cannot be reversed to the token by
+#: trying candidates offline (an unkeyed hash of a weak password can).
+_SCOPE_KEY = secrets.token_bytes(32)
+
+
+def scope_key(upstream: str, session_id: str | None, authorization: str | None, cookie: str | None) -> str:
+    """Hash what identifies a client to the upstream into a short, log-safe scope key.
+
+    Two requests share a catalog only when they reach the same upstream with the same session id,
+    ``Authorization`` and ``Cookie`` headers. The raw values never leave this function; the hash
+    is keyed with a random per-process secret (keyed BLAKE2b, a MAC in one call), so keys are
+    stable within a process.
+    """
+    parts = (upstream, session_id or "", authorization or "", cookie or "")
+    text = "\0".join(parts).encode("utf-8", "surrogateescape") + b"\0%d.%d.%d" % tuple(map(len, parts[:3]))
+    return hashlib.blake2b(text, key=_SCOPE_KEY, digest_size=8).hexdigest()

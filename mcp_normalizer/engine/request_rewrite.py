@@ -1,0 +1,150 @@
+"""Request rewriting, sans-IO: the one change the proxy makes to what a client sends.
+
+Rule ``tool_names`` (:mod:`mcp_normalizer.engine.rules.tool_names`) advertises tools whose names clients refuse
+under new names; a ``tools/call`` for a new name must reach the upstream under the name the
+upstream knows. For a host that refuses some argument names (the Claude hosts), rule
+``host_schemas`` advertises those under others too, and the call's arguments go upstream under the
+tool's own names. :func:`rename_calls` rewrites a POST body's ``tools/call`` requests by the scope's
+name map (:attr:`mcp_normalizer.engine.scopes.ScopeState.names`), changing only the ``params.name`` member's text:
+every other byte of the body is copied as it came. The middleware calls it before the inner app
+(or the forwarder) reads the body, in both modes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from ..errors import DecodeError
+from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
+from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, id_key, read_batch
+from .rules import Rewrite
+from .rules.clients import ClientProfile
+from .rules.host_profiles import PROPERTY_KEY
+
+if TYPE_CHECKING:
+    from .catalog import ToolEntry
+
+#: The log record of a renamed call (no name in it: names are the server's text).
+REWRITE = Rewrite(
+    "tool_names",
+    "sent the call upstream under the tool's own names",
+    ("/params/name",),
+    "renamed in tools/list (the tool, or argument names a host refuses)",
+)
+
+
+def rename_calls(
+    body: bytes,
+    pending: Mapping[IdKey, PendingRequest],
+    names: Mapping[str, str],
+    keys: Mapping[str, Mapping[str, str]] | None = None,
+) -> tuple[bytes, dict[IdKey, PendingRequest], list[IdKey]] | None:
+    """``body`` with each ``tools/call`` for an advertised name sent under its original name, and
+    its argument names advertised under others (for a host that refuses the tool's own) sent under
+    the tool's.
+
+    Args:
+        body: the POST body (one request or a 2025-03-26 batch), already read by
+            :func:`mcp_normalizer.wire.jsonrpc.inspect_request` into ``pending``.
+        pending: its requests by id key.
+        names: the scope's map, advertised name -> the upstream's name.
+        keys: by upstream tool name, its argument map, advertised key -> the tool's own key
+            (:mod:`mcp_normalizer.engine.rules.host_schemas`); an argument whose own key the call also
+            sends is left as it came.
+
+    Returns:
+        The new body, the requests with their ``tool`` set to the upstream's name (what the result
+        rules look up), and the id keys of the rewritten calls; ``None`` when no call is rewritten
+        (or the body cannot be rewritten byte for byte: it then goes as it came).
+    """
+    if not names and not keys:  # (every POST of a client no rename touches: nothing to look at)
+        return None
+    keys = keys or {}
+    calls = [r for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
+    if not any(r.tool in names or names.get(r.tool or "", r.tool) in keys for r in calls):
+        return None
+    try:
+        items = read_batch(body)
+        messages = items if items is not None else [Raw(body)]
+        renamed: list[IdKey] = []
+        out: list[Raw] = []
+        for message in messages:
+            new = _renamed(message, pending, names, keys, renamed)
+            out.append(Raw(new) if new is not None else message)
+        if not renamed:
+            return None
+        text = join_array(out) if items is not None else bytes(out[0])
+    except DecodeError:
+        return None
+    updated = dict(pending)
+    for key in renamed:
+        request = updated[key]
+        updated[key] = dataclasses.replace(request, tool=names.get(request.tool or "", request.tool))
+    return text, updated, renamed
+
+
+def _renamed(
+    message: Raw,
+    pending: Mapping[IdKey, PendingRequest],
+    names: Mapping[str, str],
+    keys: Mapping[str, Mapping[str, str]],
+    renamed: list[IdKey],
+) -> bytes | None:
+    if memoryview(message)[:1].tobytes() != b"{":
+        return None
+    members = split_object(message)
+    key_text = members.get("id")
+    if key_text is None or "params" not in members:
+        return None
+    key = id_key(loads(key_text))
+    request = pending.get(key) if key is not None else None
+    tool = request.tool if request is not None and request.method == TOOLS_CALL else None
+    if key is None or tool is None:
+        return None
+    upstream = names.get(tool, tool)
+    params = split_object(members["params"])
+    changed = False
+    if tool in names:
+        params["name"] = Raw(dumps(upstream))
+        changed = True
+    arguments = params.get("arguments")
+    mapping = keys.get(upstream)
+    if mapping and arguments is not None and memoryview(arguments)[:1].tobytes() == b"{":
+        given = split_object(arguments)
+        if any(name in mapping and mapping[name] not in given for name in given):
+            own = {(mapping[k] if k in mapping and mapping[k] not in given else k): v for k, v in given.items()}
+            params["arguments"] = Raw(join_object(own))
+            changed = True
+    if not changed:
+        return None
+    renamed.append(key)
+    return join_object({**members, "params": Raw(join_object(params))})
+
+
+class _Entries(Protocol):
+    """What :func:`argument_keys` reads of an exchange: its client and its tools' entries."""
+
+    @property
+    def client(self) -> ClientProfile: ...
+
+    def tool(self, name: str | None) -> ToolEntry | None: ...
+
+
+def argument_keys(
+    exchange: _Entries, pending: Mapping[IdKey, PendingRequest], names: Mapping[str, str]
+) -> dict[str, Mapping[str, str]]:
+    """The argument maps of the tools the requests call, by upstream name, for a client that is a
+    host some argument names were renamed for (rule ``host_schemas``); empty for any other."""
+    if not exchange.client.host_needs(PROPERTY_KEY):
+        return {}
+    keys: dict[str, Mapping[str, str]] = {}
+    for request in pending.values():
+        if request.method != TOOLS_CALL or request.tool is None:
+            continue
+        upstream = names.get(request.tool, request.tool)
+        entry = exchange.tool(upstream)
+        if entry is not None and entry.arguments:
+            keys[upstream] = entry.arguments
+    return keys

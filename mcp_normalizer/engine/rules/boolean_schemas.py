@@ -1,0 +1,159 @@
+"""Boolean schemas where clients want object schemas: ``tools/list`` repairs that keep what every
+schema accepts (``cases/faults.md``, "Kinds from the late-2026 reports").
+
+JSON Schema lets ``true`` (anything) and ``false`` (nothing) stand for any subschema. Many MCP
+clients do not: the TS SDK 1.x client's tool schema wants every root ``properties`` value to be an
+object and refuses the whole list otherwise; older Python SDKs crash walking the schema; draft-07
+validators read 2020-12 tuples wrongly.
+
+- ``boolean_subschema`` (``boolean_subschema``): at any depth of ``inputSchema`` and
+  ``outputSchema``, a boolean where an object schema usually stands (a ``properties`` /
+  ``patternProperties`` / ``$defs`` / ``dependentSchemas`` value, an ``allOf``/``anyOf``/``oneOf``/
+  ``prefixItems`` entry, ``items``, ``not``, ``if``/``then``/``else``, ``contains``,
+  ``propertyNames``) becomes its object spelling: ``true`` -> ``{}``, ``false`` -> ``{"not": {}}``.
+  The same values are valid before and after. Booleans under ``additionalProperties``,
+  ``unevaluatedProperties``, ``additionalItems`` and ``unevaluatedItems`` stay: they are the
+  idiomatic spelling there (zod emits ``additionalProperties: false`` on every object) and every
+  client reads them. A root ``outputSchema`` that is a boolean is ``schema_shape``'s (dropped,
+  kept in ``_meta``). Originals are kept in the tool's ``_meta["dev.mcp-normalizer/original-keywords"]``.
+- ``schema_tuple`` (``output_schema_tuple``): a 2020-12 tuple closed with ``items: false`` beside
+  ``prefixItems``. A draft-07 validator (the TS SDK 1.x client's Ajv, Cursor) ignores
+  ``prefixItems`` and reads ``items: false`` as "no item is valid", so every result with a
+  non-empty array fails ("boolean schema is false"). The closing ``items: false`` is dropped (the
+  draft-07 spelling, ``items: [...]``, is invalid 2020-12, which other clients enforce): the schema
+  then also accepts longer arrays, and rejects no value it accepted. For clients not known to read
+  2020-12 tuples (:data:`mcp_normalizer.engine.rules.clients.CLIENT_FAULTS` ``output_schema_tuple``);
+  the original kept as above.
+"""
+
+from __future__ import annotations
+
+from ...types import JSON, JSONObject
+from ...wire.pointer import Path, format_pointer
+from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
+from .schemas import map_schema
+
+SCHEMA_KEYS = ("inputSchema", "outputSchema")
+#: Keywords whose value is one subschema that clients want as an object when it is a boolean.
+_ONE = ("items", "not", "if", "then", "else", "contains", "propertyNames")
+#: Keywords whose value is a map of subschemas.
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+#: Keywords whose value is a list of subschemas.
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+def _spelled(value: bool) -> JSONObject:
+    """The object schema that accepts what ``value`` (a boolean schema) accepts."""
+    return {} if value else {"not": {}}
+
+
+class _Objects:
+    """The walk of one schema: replaces boolean subschemas, records each original by pointer."""
+
+    __slots__ = ("base", "kept")
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.kept: dict[str, JSON] = {}
+
+    def fix(self, node: JSONObject, path: Path) -> JSON:
+        out: JSONObject | None = None
+        for key in _ONE:
+            value = node.get(key)
+            if isinstance(value, bool) and not (key == "items" and "prefixItems" in node):
+                out = out if out is not None else dict(node)
+                out[key] = self._replace(value, (*path, key))
+        for key in _MAP:
+            members = node.get(key)
+            if isinstance(members, dict) and any(isinstance(v, bool) for v in members.values()):
+                out = out if out is not None else dict(node)
+                out[key] = {
+                    name: self._replace(v, (*path, key, name)) if isinstance(v, bool) else v
+                    for name, v in members.items()
+                }
+        for key in _LIST:
+            entries = node.get(key)
+            if isinstance(entries, list) and any(isinstance(v, bool) for v in entries):
+                out = out if out is not None else dict(node)
+                out[key] = [
+                    self._replace(v, (*path, key, i)) if isinstance(v, bool) else v for i, v in enumerate(entries)
+                ]
+        return out if out is not None else node
+
+    def _replace(self, value: bool, path: Path) -> JSONObject:
+        self.kept[self.base + format_pointer(path)] = value
+        return _spelled(value)
+
+
+def _fix_booleans(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
+    out, kept = _walk(tool, _Objects)
+    if not kept:
+        return None
+    reason = "a boolean schema where clients read an object schema (true -> {}, false -> {not: {}}: same values)"
+    return out, Rewrite("boolean_subschema", "spelled boolean subschemas as objects", tuple(kept), reason)
+
+
+class _Tuples:
+    """The walk of one schema: drops each tuple's closing ``items: false``, records it by pointer."""
+
+    __slots__ = ("base", "kept")
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.kept: dict[str, JSON] = {}
+
+    def fix(self, node: JSONObject, path: Path) -> JSON:
+        if node.get("items") is not False or not isinstance(node.get("prefixItems"), list):
+            return node
+        self.kept[self.base + format_pointer((*path, "items"))] = False
+        return {k: v for k, v in node.items() if k != "items"}
+
+
+def _walk(tool: JSONObject, make: type[_Objects] | type[_Tuples]) -> tuple[JSONObject, dict[str, JSON]]:
+    """Run a fresh ``make`` walk over each schema of ``tool``: the new tool and the originals kept."""
+    out, kept = tool, {}
+    for key in SCHEMA_KEYS:
+        schema = tool.get(key)
+        if not isinstance(schema, dict):
+            continue
+        walk = make(f"/{key}")
+        new, _ = map_schema(schema, walk.fix)
+        if walk.kept:
+            out = {**out, key: new}
+            kept.update(walk.kept)
+    return (with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY) if kept else tool), kept
+
+
+def _fix_tuples(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
+    if not ctx.client.needs("output_schema_tuple"):
+        return None
+    out, kept = _walk(tool, _Tuples)
+    if not kept:
+        return None
+    reason = (
+        "a 2020-12 tuple closed with items: false; draft-07 validators ignore prefixItems and then reject"
+        " every item (for those clients)"
+    )
+    return out, Rewrite(
+        "schema_tuple",
+        "dropped the closing items: false of tuples",
+        tuple(kept),
+        reason,
+        for_clients="output_schema_tuple",
+    )
+
+
+BOOLEAN_SUBSCHEMA = Rule(
+    name="boolean_subschema",
+    kind="boolean_subschema",
+    summary="Boolean subschemas in input and output schemas (a property's true, items: false) spelled as objects "
+    "({} and {not: {}}); additionalProperties booleans stay.",
+    on_tool=_fix_booleans,
+)
+SCHEMA_TUPLE = Rule(
+    name="schema_tuple",
+    kind="output_schema_tuple",
+    summary="A tuple's closing items: false beside prefixItems is dropped for draft-07 clients (TS SDK 1.x, "
+    "Cursor), which otherwise reject every item.",
+    on_tool=_fix_tuples,
+)

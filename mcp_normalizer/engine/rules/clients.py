@@ -1,0 +1,139 @@
+"""Which clients break on which faults: the repairs only some clients need, and who is asking.
+
+Most repairs make a message spec-valid, and every client accepts the result. A few change what is
+already valid because *some* clients in the field reject it (``cases/faults.md``, "Strict vs
+lenient clients"); for the clients known to accept the original, those repairs only lose the
+server's bytes (the conformance suite requires a 2020-12 ``$schema`` and ``$defs`` kept; the Python
+SDK client shows an error's ``structuredContent`` to the model). :data:`CLIENT_FAULTS` is the
+table: for each such fault, the clients it breaks (from the reports) and the clients known to
+accept it, by the name they give in ``clientInfo`` (``initialize`` params; on 2026-07-28 every
+request's ``_meta["io.modelcontextprotocol/clientInfo"]``). A repair in the table is applied unless
+the client asking is known to accept the fault; an unknown client, or one that sent no
+``clientInfo``, gets the output every client accepts. ``clientInfo`` is self-reported: naming a
+known client only ever keeps more of the server's own (valid) bytes. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...types import JSON
+from ...wire.jsoncodec import dumps
+from .host_profiles import Host, host_for
+
+PYTHON_SDK = "mcp"  # the Python SDK client's default clientInfo name
+CONFORMANCE = "conformance-test-client"  # the official conformance suite's client
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFault:
+    """A fault only some clients reject.
+
+    Attributes:
+        breaks: the clients the reports show failing on it (for the log, ``check`` and docs/rules.md).
+        accepted_by: ``clientInfo`` names of clients known to accept it (the repair is skipped for them).
+        supported: a supported client (TS SDK 1.x, ``@modelcontextprotocol/client`` 2.x, the Python
+            SDK, as installed here) rejects it: ``check`` then counts it as a fault, else as advisory.
+        spec: what the spec says of the message, when that is more precise than its fault kind's rule
+            (the message is valid and the clients are at fault), else ``""``.
+    """
+
+    breaks: str
+    accepted_by: frozenset[str]
+    supported: bool = False
+    spec: str = ""
+
+
+#: The table. Keys are the names rules ask with :meth:`ClientProfile.needs`.
+CLIENT_FAULTS: dict[str, ClientFault] = {
+    "schema_dialect_2020": ClientFault(
+        "VS Code GitHub Copilot (rejects a 2020-12 $schema: one bad tool breaks the session)",
+        frozenset({PYTHON_SDK, CONFORMANCE}),
+        spec="An explicit 2020-12 $schema is valid (2020-12 is the default dialect): a client that rejects it"
+        " refuses a valid schema",
+    ),
+    "schema_dialect_draft": ClientFault(
+        "@modelcontextprotocol/client 2.x before PR #2534 (Claude desktop, claude.ai, Claude Code, pi-mcp-adapter:"
+        " 'The default validator supports JSON Schema 2020-12 only')",
+        frozenset({PYTHON_SDK}),
+        spec="A schema that declares its dialect with $schema (draft-07) is valid; implementations MUST support"
+        " 2020-12 and SHOULD document the other dialects they support: a 2020-12-only client refuses a valid schema",
+    ),
+    "schema_ref_local": ClientFault(
+        "code-mode/UTCP (MissingRefError on $defs; tool discovery fails)", frozenset({PYTHON_SDK, CONFORMANCE})
+    ),
+    "format_date_time": ClientFault(
+        "Cursor and other Ajv clients with formats (-32602 on date-times without an offset)",
+        frozenset({PYTHON_SDK}),
+        spec="format: date-time is an RFC 3339 date-time, which has a time-zone offset (Z or +hh:mm); a value"
+        " without one does not conform",
+    ),
+    "output_schema_tuple": ClientFault(
+        "TS SDK Client 1.x and Cursor (Ajv draft-07: 'boolean schema is false' on every tuple item)",
+        frozenset({PYTHON_SDK}),
+        supported=True,
+    ),
+    "error_result_validated": ClientFault(
+        "TS SDK Client 1.x and hosts embedding it (Claude Code, Cursor, Gemini CLI, OpenCode):"
+        " -32602 on an error's non-conforming structuredContent",
+        frozenset({PYTHON_SDK}),
+        supported=True,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProfile:
+    """The client a message goes to, as far as the table knows it.
+
+    Attributes:
+        name: its ``clientInfo`` name, ``None`` when it sent none.
+        accepts: the faults of :data:`CLIENT_FAULTS` it is known to accept.
+        key: ``accepts`` (and the host faults, for a host) as JSON bytes, sorted (part of a listed
+            tool's cache key: made once per client, not once per listed tool).
+        host: the host it is (:mod:`mcp_normalizer.engine.rules.host_profiles`), ``None`` for any other client.
+        host_faults: the host faults that host rejects at the version the client sent (their
+            repairs run for it alone).
+        version: its ``clientInfo`` version, if it sent a string (cut to 64 characters).
+    """
+
+    name: str | None = None
+    accepts: frozenset[str] = frozenset()
+    key: bytes = b"[]"
+    host: Host | None = None
+    host_faults: frozenset[str] = frozenset()
+    version: str | None = None
+
+    def needs(self, fault: str) -> bool:
+        """True when the repair of ``fault`` (a key of :data:`CLIENT_FAULTS`) is applied for this client."""
+        return fault not in self.accepts
+
+    def host_needs(self, fault: str) -> bool:
+        """True when this client is a host that rejects ``fault`` (a key of
+        :data:`~mcp_normalizer.engine.rules.host_profiles.HOST_FAULTS`): its repair runs for it alone."""
+        return fault in self.host_faults
+
+    @property
+    def label(self) -> str:
+        """The client as the rewrite log names it: its ``clientInfo`` name, or ``unknown``."""
+        return self.name if self.name is not None else "unknown"
+
+
+#: A client that sent no ``clientInfo``: every repair applies.
+UNKNOWN = ClientProfile()
+
+
+def profile_for(client_info: JSON) -> ClientProfile:
+    """The profile of a client from its ``clientInfo`` object (``{"name", "version", ...}``; any JSON:
+    what is not an object with a string ``name`` is :data:`UNKNOWN`). A host's faults are those its
+    ``version`` rejects (:meth:`~mcp_normalizer.engine.rules.host_profiles.Host.faults_at`)."""
+    if not isinstance(client_info, dict) or not isinstance(client_info.get("name"), str):
+        return UNKNOWN
+    name = client_info["name"][:128]
+    raw_version = client_info.get("version")
+    version = raw_version[:64] if isinstance(raw_version, str) else None
+    accepts = frozenset(fault for fault, row in CLIENT_FAULTS.items() if name in row.accepted_by)
+    host = host_for(name)
+    host_faults = host.faults_at(version) if host is not None else frozenset()
+    key = dumps([sorted(accepts), sorted(host_faults)]) if host_faults else dumps(sorted(accepts))
+    return ClientProfile(name, accepts, key, host, host_faults, version)

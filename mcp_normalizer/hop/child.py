@@ -1,0 +1,331 @@
+"""A stdio MCP server as a child process: starting it, logging its stderr, stopping it.
+
+Both ways in that speak to a stdio server use this: the wrapper (:mod:`mcp_normalizer.hop.stdio_wrapper`,
+one child for the host) and the stdio upstream (:mod:`mcp_normalizer.hop.stdio_upstream`, one child per
+HTTP session). MCP ``basic/transports.mdx``, stdio: the server reads JSON-RPC messages from stdin and
+writes them to stdout, one per line; it MAY log to stderr. To stop it, the client closes its stdin,
+waits, sends SIGTERM, waits again, then SIGKILL (:func:`stop`).
+
+A child is started in a new session (``start_new_session``): a terminal's Ctrl-C reaches it only
+through its parent, which decides what to pass on; the signals its parent sends go to its whole
+process group. It gets no descriptor but its three pipes (:class:`Process`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import IO
+
+import anyio
+
+from ..wire.lines import LINE, PART, LineDecoder
+
+logger = logging.getLogger("mcp_normalizer")
+#: The logger of what a child writes on stderr (and of its stdout noise): ``audit.server`` names it.
+child_logger = logging.getLogger("mcp_normalizer.hop.server")
+
+#: Bytes of one child stderr line kept in the log (the rest is cut).
+MAX_LOG_LINE = 16 * 1024
+#: Bytes read from a child's pipe at once.
+CHUNK = 64 * 1024
+
+
+class PipeReader:
+    """The read end of a child's pipe, read by the event loop (``receive`` as anyio's streams)."""
+
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+        self._reader = reader
+        self._transport = transport
+
+    async def receive(self, max_bytes: int = CHUNK) -> bytes:
+        """The next bytes (at most ``max_bytes``).
+
+        Raises:
+            anyio.EndOfStream: the child closed its end.
+        """
+        try:
+            data = await self._reader.read(max_bytes)
+        except OSError:
+            data = b""
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    def close(self) -> None:
+        self._transport.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+class PipeWriter:
+    """The write end of a child's pipe (its stdin), with the event loop's flow control."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def send(self, data: bytes) -> None:
+        """Write ``data`` and wait while the child does not read it.
+
+        Raises:
+            anyio.BrokenResourceError: the child closed its stdin (or exited).
+        """
+        if self._writer.transport.is_closing():
+            raise anyio.BrokenResourceError
+        self._writer.write(data)
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            raise anyio.BrokenResourceError from exc
+
+    def close(self) -> None:
+        self._writer.transport.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+class Process:
+    """A child started with :class:`subprocess.Popen`: every descriptor but its three pipes closed
+    (the proxy's listening socket and the loop's own descriptors never leak into it: uvloop's
+    spawn passes inheritable ones on), in a new session whose process group it leads. Its pipes are
+    read and written by the event loop; a daemon thread waits for its exit.
+
+    Signals go to its whole process group, so helpers it started stop with it.
+    """
+
+    def __init__(
+        self, popen: subprocess.Popen[bytes], stdin: PipeWriter, stdout: PipeReader, stderr: PipeReader
+    ) -> None:
+        self._popen = popen
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self._exited = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._reap, args=(loop,), name=f"mcp-normalizer-reap-{popen.pid}", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once it has been reaped (``-N`` for signal N), else ``None``."""
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        """Wait for it to exit; its ``returncode``."""
+        await self._exited.wait()
+        status = self._popen.returncode
+        assert status is not None
+        return status
+
+    def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
+        """In a daemon thread: wait for the child to exit, reap it, tell the loop. (A pidfd watched
+        by the loop would do without the thread, but uvloop keeps polling a closed descriptor's
+        number, which the next accepted connection may get.)"""
+        self._popen.wait()
+        with contextlib.suppress(RuntimeError):  # (the loop is gone)
+            loop.call_soon_threadsafe(self._exited.set)
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to its process group (to it alone if that fails)."""
+        try:
+            os.killpg(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            if self._popen.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._popen.send_signal(signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def kill_group(self) -> bool:
+        """SIGKILL what is left of its process group after it exited; True if anything was."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def close_pipes(self) -> None:
+        """Close the proxy's ends of its three pipes (the child sees its stdin end)."""
+        for pipe in (self.stdin, self.stdout, self.stderr):
+            with contextlib.suppress(Exception):
+                pipe.close()
+
+    async def aclose(self) -> None:
+        """Close its pipes; if it still runs, kill it and reap it."""
+        self.close_pipes()
+        if self._popen.returncode is None:
+            with anyio.CancelScope(shield=True):
+                self.kill()
+                await self.wait()
+
+    async def __aenter__(self) -> Process:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+async def start(command: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> Process:
+    """Start ``command`` with its three standard streams piped, in a new session.
+
+    Args:
+        command: the argv (``command[0]`` is looked up on ``PATH``).
+        env: its whole environment (``None``: this process's).
+        cwd: its working directory (``None``: this process's).
+
+    Raises:
+        OSError: it cannot be started (not found, not executable, a bad ``cwd``).
+    """
+    loop = asyncio.get_running_loop()
+    # The pipes are made here, not by Popen: uvloop closes a pipe's descriptor itself and then
+    # closes the file object it was given too, so the descriptor would be closed twice (the second
+    # time, perhaps, after another thread got the same number). Each end the loop owns is wrapped
+    # in a file object that closes nothing under uvloop, and Popen keeps no file objects of its own.
+    closes_itself = type(loop).__module__.startswith("uvloop")
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            list(command),
+            stdin=in_read,
+            stdout=out_write,
+            stderr=err_write,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except BaseException:
+        for fd in (in_read, in_write, out_read, out_write, err_read, err_write):
+            os.close(fd)
+        raise
+    for fd in (in_read, out_write, err_write):  # the child's ends
+        os.close(fd)
+    files = [
+        open(fd, mode, buffering=0, closefd=not closes_itself)
+        for fd, mode in ((out_read, "rb"), (err_read, "rb"), (in_write, "wb"))
+    ]
+    try:
+        readers = [await _reader(loop, file) for file in files[:2]]
+        write_transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, files[2])
+        stdin = PipeWriter(asyncio.StreamWriter(write_transport, protocol, None, loop))
+    except BaseException:
+        popen.kill()
+        popen.wait()
+        raise
+    return Process(popen, stdin, readers[0], readers[1])
+
+
+async def _reader(loop: asyncio.AbstractEventLoop, file: IO[bytes]) -> PipeReader:
+    reader = asyncio.StreamReader(limit=CHUNK)
+    transport, _ = await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader), file)
+    return PipeReader(reader, transport)
+
+
+async def receive(stream: PipeReader) -> bytes:
+    """The next bytes a child wrote on ``stream``; ``b""`` once it has ended (or broke)."""
+    try:
+        return await stream.receive(CHUNK)
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        return b""
+
+
+async def log_stderr(stderr: PipeReader, label: str, tail: deque[str] | None = None) -> None:
+    """Log each line the child writes on stderr, tagged ``server: label``, until it ends; a line
+    longer than :data:`MAX_LOG_LINE` bytes is cut there. The last lines also go to ``tail``
+    (bounded by its ``maxlen``), for the warning of a child that dies (:func:`last_words`)."""
+    decoder = LineDecoder(MAX_LOG_LINE)
+    cut = False
+    while True:
+        chunk = await receive(stderr)
+        for piece, kind in decoder.feed(chunk) if chunk else decoder.flush():
+            if kind == LINE or not cut:
+                line = text(piece)
+                child_logger.info("", extra={"audit": {"server": label, "stderr": line}})
+                if tail is not None:
+                    tail.append(line)
+            cut = kind == PART
+        if not chunk:
+            return
+
+
+def last_words(tail: deque[str]) -> str:
+    """What a dead child last wrote on stderr, for its exit warning (``--log-level warning`` logs no
+    stderr line itself): ``; its last stderr lines: ...``, or ``""``."""
+    lines = [line for line in tail if line.strip()]
+    return f"; its last stderr lines: {' | '.join(lines)[-2000:]}" if lines else ""
+
+
+async def kill_after(child: Process, grace: float, label: str) -> None:
+    """SIGKILL the child if it still runs ``grace`` seconds after it was asked to stop."""
+    with anyio.move_on_after(grace):
+        await child.wait()
+        return
+    logger.warning("%s still runs %g s after it was asked to stop: SIGKILL", label, grace)
+    with contextlib.suppress(ProcessLookupError):
+        child.kill()
+    await child.wait()
+
+
+async def stop(child: Process, grace: float, label: str) -> None:
+    """The stdio shutdown sequence: close the child's stdin, give it ``grace`` seconds to exit,
+    then SIGTERM, then as long again before SIGKILL; returns once it has exited (no zombie)."""
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await child.stdin.aclose()
+    with anyio.move_on_after(grace):
+        await child.wait()
+        return
+    logger.warning("%s still runs %g s after its stdin closed: SIGTERM", label, grace)
+    with contextlib.suppress(ProcessLookupError):
+        child.terminate()
+    await kill_after(child, grace, label)
+
+
+async def exited_or(child: Process, done: anyio.Event) -> None:
+    """Return once ``child`` has exited or ``done`` is set, whichever comes first (a child's stdout
+    may end before it exits, or, held open by a helper it started, never)."""
+    async with anyio.create_task_group() as tg:
+
+        async def exited() -> None:
+            await child.wait()
+            tg.cancel_scope.cancel()
+
+        async def finished() -> None:
+            await done.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(exited)
+        tg.start_soon(finished)
+
+
+def exit_code(status: int) -> int:
+    """A child's exit status as a shell gives it: the status, or ``128 + N`` for signal N."""
+    return status if status >= 0 else 128 - status
+
+
+def describe(status: int) -> str:
+    """``"status 3"`` or ``"signal 9"`` for a ``returncode``."""
+    return f"status {status}" if status >= 0 else f"signal {-status}"
+
+
+def text(line: bytes) -> str:
+    """A child's line as log text: at most :data:`MAX_LOG_LINE` bytes, undecodable bytes replaced."""
+    return line[:MAX_LOG_LINE].decode("utf-8", "replace")

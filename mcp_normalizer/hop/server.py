@@ -1,0 +1,518 @@
+"""The listening side: sockets, uvicorn on uvloop and httptools, and the guards on every connection.
+
+:func:`bind` opens a listening socket; :func:`serve` runs an ASGI app on sockets under uvicorn;
+:func:`serve_workers` runs several such processes on one port. The guards (:class:`Guards`) are
+what a production HTTP server enforces and uvicorn does not:
+
+- **a head-read timeout**: a connection must deliver a whole request head within ``head_timeout``
+  seconds of opening (or of the end of the previous response); otherwise 408 and close. uvicorn
+  has none: a half-sent head (or a connection that sends nothing) is held forever.
+- **a body-read timeout**: at most ``body_timeout`` seconds between two reads of a request body;
+  otherwise 408 and close (the app sees the client leave; a truncated request is never forwarded).
+- **a head-size bound** in every mode: a head still arriving past ``max_header_bytes`` gets 431 and
+  close (h11 has its own bound; httptools has none). A head that arrives whole in one read is
+  measured by :class:`~mcp_normalizer.hop.front.FrontDoor`. Trailer fields of a chunked request body are
+  dropped (uvicorn would add them to the headers already checked) and bounded the same way.
+- **a connection limit**: past ``max_connections`` open connections a new one is answered 503 and
+  closed at once, so the process never runs out of descriptors and its accept loop never fails.
+- **a drain bound on close**: a connection closed while its write buffer still holds bytes (a
+  client that stopped reading, whose response the forwarder abandoned after ``send_timeout``) is
+  aborted once the buffer has not shrunk for ``send_timeout`` seconds; asyncio alone would keep
+  the socket and the buffer until the client reads, which may be never.
+
+These are nginx's ``client_header_timeout``, ``client_body_timeout``,
+``large_client_header_buffers`` and ``worker_connections``. Refusals are counted in a throttled
+warning (:class:`~mcp_normalizer.ops.logs.Throttle`): one line per interval, never a flood.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import multiprocessing
+import os
+import resource
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Literal, cast
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from ..config import ProxyConfig
+from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause, RefusalLog, refusal_message
+from ..wire.jsonrpc import refusal_body
+
+logger = logging.getLogger(__name__)
+
+
+#: The HTTP/1.1 parsers uvicorn can run: httptools (llhttp, C; the default) or h11 (pure Python).
+HttpParser = Literal["httptools", "h11"]
+
+
+def default_max_connections() -> int:
+    """The connection limit when none is set: a third of the descriptors this process may open,
+    less 64 for logs, listeners and the like; at least 16. A client connection may hold two
+    upstream ones (its call and the proxy's own ``tools/list`` fetch beside it), and the forwarder
+    opens at most twice this many (:func:`upstream_connection_limit`)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(16, (int(soft) - 64) // 3)
+
+
+def upstream_connection_limit(max_connections: int) -> int:
+    """Upstream connections the forwarder may hold for a client connection limit (0: the default):
+    twice it, so client and upstream connections together stay within the descriptor limit."""
+    return 2 * (max_connections or default_max_connections())
+
+
+@dataclass(frozen=True, slots=True)
+class Guards:
+    """The per-connection limits of :mod:`mcp_normalizer.hop.server` (from ``[proxy]``).
+
+    Attributes:
+        max_header_bytes: largest request head, in bytes (431 past it).
+        head_timeout: seconds for a whole request head to arrive (408 past it).
+        body_timeout: seconds allowed between two reads of a request body (408 past it).
+        max_connections: open connections allowed; ``0`` means :func:`default_max_connections`.
+        send_timeout: seconds a closed connection's write buffer may go without shrinking before
+            the connection is aborted (``0``: never).
+        refusals: where the connections and requests the guards refuse are counted and logged.
+    """
+
+    max_header_bytes: int = 16 * 1024
+    head_timeout: float = 30.0
+    body_timeout: float = 30.0
+    max_connections: int = 0
+    send_timeout: float = 60.0
+    refusals: RefusalLog = field(default_factory=RefusalLog)
+
+    @classmethod
+    def of(cls, proxy: ProxyConfig, refusals: RefusalLog | None = None) -> Guards:
+        """The guards ``proxy`` configures (refusals counted and logged by ``refusals``)."""
+        return cls(
+            proxy.max_header_bytes,
+            proxy.head_timeout,
+            proxy.body_timeout,
+            proxy.max_connections,
+            proxy.send_timeout,
+            refusals if refusals is not None else RefusalLog(interval=proxy.refusal_log_interval),
+        )
+
+
+class _Coalescing:
+    """A transport that joins the small writes of one loop turn into one (one ``send()``, one packet).
+
+    uvicorn writes a response head and its body separately; for a small response that is two
+    system calls and two TCP segments where one does. A small write is held until the end of the
+    loop turn (``call_soon``) and later small writes of the same turn are appended to it; a large
+    write first flushes what is held, then goes out as it is. Order is kept; nothing waits longer
+    than the current turn. Everything but ``write`` and ``close`` is the wrapped transport's.
+
+    A close with bytes still buffered (the client is not reading) is watched: once the buffer has
+    not shrunk for ``drain_timeout`` seconds, the connection is aborted (``0``: never).
+    """
+
+    __slots__ = ("_drain_timeout", "_held", "_loop", "_size", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, drain_timeout: float = 0) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._held: list[bytes] | None = None
+        self._size = 0
+        self._drain_timeout = drain_timeout
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if len(data) > _COALESCE_BYTES or (held is not None and self._size + len(data) > _COALESCE_BYTES):
+            self.flush()
+            self.transport.write(data)
+            return
+        if held is None:
+            self._held = [bytes(data)]
+            self._size = len(data)
+            self._loop.call_soon(self.flush)
+        else:
+            held.append(bytes(data))
+            self._size += len(data)
+
+    def flush(self) -> None:
+        """Write what is held now."""
+        held, self._held = self._held, None
+        if held and not self.transport.is_closing():
+            self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+        buffered = self.transport.get_write_buffer_size()
+        if buffered and self._drain_timeout > 0:
+            self._loop.call_later(self._drain_timeout, self._drained, buffered)
+
+    def _drained(self, before: int) -> None:
+        """Abort the closed connection if its buffer has not shrunk since it held ``before`` bytes."""
+        try:
+            now = self.transport.get_write_buffer_size()
+        except Exception:  # (gone meanwhile)
+            return
+        if not now:
+            return
+        if now >= before:
+            logger.warning("a closed connection's client took no bytes for %g s: aborted", self._drain_timeout)
+            self.transport.abort()
+        else:
+            self._loop.call_later(self._drain_timeout, self._drained, now)
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+#: Writes up to this size are joined with the others of their loop turn (:class:`_Coalescing`).
+_COALESCE_BYTES = 16 * 1024
+
+
+def _canned(status: int, reason: str, message: str) -> bytes:
+    """A whole HTTP/1.1 response with a JSON-RPC error body and ``connection: close``."""
+    body = refusal_body(message)
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _Guarded:
+    """Mixin for uvicorn's HTTP protocols (httptools and h11) enforcing :class:`Guards`.
+
+    It reads only what both protocols share: ``cycle`` (the current request, with ``more_body``,
+    ``response_started`` and ``response_complete``), ``connections``, ``transport``, ``loop``, and
+    the ``connection_made`` / ``data_received`` / ``on_response_complete`` / ``connection_lost``
+    hooks.
+    """
+
+    guards: Guards
+    limit: int
+    #: httptools reports message boundaries (message begin, head complete, message complete) and
+    #: trailer fields; h11 bounds heads and trailers itself, so only httptools' are counted here.
+    counts_head: bool
+    # the protocol's own attributes (uvicorn's HttpToolsProtocol and H11Protocol both have them)
+    cycle: Any
+    connections: set[Any]
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+
+    _timer: asyncio.TimerHandle | None = None
+    _head_bytes = 0
+    _in_message = False  # between the parser's message begin and message complete
+    _head_done = False  # the current message's head is complete: header fields now are trailers
+    _trailer_bytes = 0
+    _refused = False  # answered by a guard: what the client still sends is read and dropped
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        # What uvicorn writes goes through it (its flow control keeps the real transport).
+        self.transport = cast(asyncio.Transport, _Coalescing(transport, self.loop, self.guards.send_timeout))
+        if len(self.connections) > self.limit:
+            self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
+            self._refused_for(CONNECTIONS, f"{self.limit} open connections", transport)
+            transport.write(_OVER_LIMIT)
+            transport.close()
+            return
+        self._arm(self.guards.head_timeout, self._head_late)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        before = self.cycle
+        waiting_head = not (self._in_message and self._head_done)
+        if waiting_head and self.counts_head:
+            self._head_bytes += len(data)
+        super().data_received(data)  # type: ignore[misc]
+        cycle = self.cycle
+        limit = self.guards.max_header_bytes
+        if self.transport.is_closing():
+            self._disarm()
+        elif self._trailer_bytes > limit:
+            self._refused_for(HEAD_SIZE, f"trailer fields over {limit} bytes")
+            if cycle is not None:
+                cycle.disconnected = True
+                cycle.message_event.set()  # the app sees the client leave: nothing is forwarded
+            self._answer_and_close(b"" if cycle is not None and cycle.response_started else _TOO_LARGE)
+        elif cycle is not before:  # a new request head was read
+            self._head_bytes = 0
+            self._body_progress(cycle)
+        elif not waiting_head or not self.counts_head:
+            self._body_progress(cycle)
+        elif self._head_bytes > limit:
+            self._refused_for(HEAD_SIZE, f"over {limit} bytes")
+            self._answer_and_close(_TOO_LARGE)
+
+    # httptools' parser callbacks (h11's protocol has none of these: they are never called there)
+
+    def on_message_begin(self) -> None:
+        self._in_message, self._head_done, self._trailer_bytes = True, False, 0
+        super().on_message_begin()  # type: ignore[misc]
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_done:
+            # A trailer field (RFC 9110 section 6.5). uvicorn would append it to the request's
+            # headers after the Host and Origin checks read them, without bound: dropped, counted.
+            self._trailer_bytes += len(name) + len(value) + 4
+            return
+        super().on_header(name, value)  # type: ignore[misc]
+
+    def on_headers_complete(self) -> None:
+        self._head_done, self._head_bytes = True, 0
+        super().on_headers_complete()  # type: ignore[misc]
+
+    def on_message_complete(self) -> None:
+        self._in_message = False
+        super().on_message_complete()  # type: ignore[misc]
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        cycle = self.cycle
+        if not self.transport.is_closing() and (cycle is None or cycle.response_complete):
+            self._head_bytes = 0
+            self._arm(self.guards.head_timeout, self._head_late)  # the next head (keep-alive closes sooner)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _body_progress(self, cycle: Any) -> None:
+        if cycle is not None and cycle.more_body and not cycle.response_complete:
+            self._arm(self.guards.body_timeout, self._body_late)
+        else:
+            self._disarm()
+
+    def _arm(self, seconds: float, then: Callable[[], None]) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(seconds, then)
+
+    def _refused_for(self, cause: Cause, detail: str, transport: asyncio.BaseTransport | None = None) -> None:
+        """Count and log a refusal by the guards (the peer read from the connection)."""
+        try:
+            peer = (transport or self.transport).get_extra_info("peername")
+        except Exception:  # (a transport gone meanwhile)
+            peer = None
+        self.guards.refusals.refused(cause, peer[0] if isinstance(peer, tuple) and peer else None, detail)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_late(self) -> None:
+        self._timer = None
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            return  # a request is being served
+        if self._head_bytes:
+            self._refused_for(HEAD_TIMEOUT, f"not complete after {self.guards.head_timeout:g} s")
+            self._answer_and_close(_HEAD_TIMEOUT)
+        else:
+            self.transport.close()  # nothing was asked: nothing to answer
+
+    def _body_late(self) -> None:
+        self._timer = None
+        cycle = self.cycle
+        if cycle is None or not cycle.more_body or cycle.response_complete:
+            return
+        self._refused_for(BODY_TIMEOUT, f"stalled for {self.guards.body_timeout:g} s")
+        cycle.disconnected = True
+        cycle.message_event.set()  # the app's receive() returns http.disconnect: nothing is forwarded
+        self._answer_and_close(b"" if cycle.response_started else _BODY_TIMEOUT)
+
+    def _answer_and_close(self, response: bytes) -> None:
+        """Send ``response``, then close the connection the way nginx's lingering close does: our
+        side is shut for writing at once (the client reads the answer, then the end), what the
+        client is still sending is read and dropped for up to :data:`LINGER` seconds, then the
+        connection is closed. Closing at once would make the kernel reset the connection on the
+        client's next bytes, and a reset can discard the answer before the client reads it."""
+        self._disarm()
+        transport = self.transport
+        if transport.is_closing():
+            return
+        self._refused = True
+        transport.write(response)
+        if transport.can_write_eof():
+            transport.write_eof()
+            self._timer = self.loop.call_later(LINGER, transport.close)
+        else:
+            transport.close()
+
+
+#: Seconds a connection answered by a guard keeps reading (and dropping) what the client sends.
+LINGER = 2.0
+
+_OVER_LIMIT = _canned(503, "Service Unavailable", refusal_message(CONNECTIONS))
+_TOO_LARGE = _canned(431, "Request Header Fields Too Large", refusal_message(HEAD_SIZE))
+_HEAD_TIMEOUT = _canned(408, "Request Timeout", refusal_message(HEAD_TIMEOUT))
+_BODY_TIMEOUT = _canned(408, "Request Timeout", refusal_message(BODY_TIMEOUT))
+
+
+def guarded_protocol(parser: HttpParser, guards: Guards) -> type[asyncio.Protocol]:
+    """uvicorn's protocol class for ``parser`` with :class:`Guards` enforced (for ``uvicorn.Config(http=...)``)."""
+    base: type[asyncio.Protocol] = HttpToolsProtocol if parser == "httptools" else H11Protocol
+    limit = guards.max_connections or default_max_connections()
+    attributes = {"guards": guards, "limit": limit, "counts_head": parser == "httptools"}
+    return type(f"Guarded{base.__name__}", (_Guarded, base), attributes)
+
+
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """Open the listening socket now, so a taken port fails before anything else starts.
+
+    The socket is made with ``proto=IPPROTO_TCP`` and ``TCP_NODELAY``: asyncio only turns Nagle's
+    algorithm off on accepted connections whose socket says ``IPPROTO_TCP``, and with it on, a
+    response written in pieces (head then body, or SSE events) waits for the client's delayed ACK
+    (about 40 ms on Linux) on every request. With ``reuse_port``, several processes bind the same
+    port (``SO_REUSEPORT``) and the kernel spreads connections over them.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def uvicorn_config(
+    app: object,
+    proxy: ProxyConfig | None = None,
+    *,
+    log_level: str = "info",
+    parser: HttpParser = "httptools",
+    refusals: RefusalLog | None = None,
+) -> uvicorn.Config:
+    """The uvicorn configuration the proxy runs with: ``parser`` with :class:`Guards`, uvloop,
+    uvicorn's own access log off (the proxy writes its own), the upstream's ``server``/``date``
+    headers kept, idle connections kept ``keep_alive_timeout`` seconds, open streams given
+    ``graceful_shutdown`` seconds on SIGTERM."""
+    proxy = proxy or ProxyConfig()
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        log_config=None,
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        # seconds as a float (0: cut at once); uvicorn annotates an int, asyncio.wait_for takes any number
+        timeout_graceful_shutdown=cast(int, proxy.graceful_shutdown),
+        timeout_keep_alive=cast(int, proxy.keep_alive_timeout),  # a float works as well
+        http=guarded_protocol(parser, Guards.of(proxy, refusals)),
+        h11_max_incomplete_event_size=proxy.max_header_bytes,
+        loop="uvloop",
+        lifespan="on",
+        proxy_headers=False,  # X-Forwarded-* from a client is not trusted by default (see forwarded_*)
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, remembering which signals stopped it (it re-raises them on the way out,
+    which does nothing for one the process was started with ignored)."""
+
+    signals: list[int]
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.signals = [*getattr(self, "signals", []), sig]
+        super().handle_exit(sig, frame)
+
+
+def serve(config: uvicorn.Config, sockets: Sequence[socket.socket]) -> int:
+    """Run uvicorn with ``config`` on ``sockets`` until a signal stops it.
+
+    Returns:
+        130 when SIGINT (Ctrl-C) stopped it, even in a process started with SIGINT ignored (nohup,
+        some CI runners), else 0.
+    """
+    server = _Server(config)
+    config.load()  # the app and everything it loaded at start (rules, schemas, libraries) ...
+    gc.collect()
+    gc.freeze()  # ... is moved out of the collector's sight: a full collection walks only what serving made
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # uvicorn re-raises it: make that an exit
+    try:
+        server.run(sockets=list(sockets))
+    except KeyboardInterrupt:
+        return 130  # uvicorn already shut down gracefully; no traceback
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 130 if signal.SIGINT in getattr(server, "signals", []) else 0
+
+
+def serve_workers(workers: int, run: Callable[[socket.socket], int], host: str, port: int) -> int:
+    """Run ``run`` in ``workers`` processes, each on its own ``SO_REUSEPORT`` socket on one port.
+
+    Each worker is a whole proxy (its own catalogs, caches and metrics: a scrape sees the worker
+    that answered it). SIGTERM and SIGINT are passed on to every worker; a worker that dies takes
+    the others down, so a supervisor (systemd, Kubernetes) restarts the whole.
+
+    Returns:
+        130 when stopped by SIGINT, else the first non-zero worker exit code, else 0.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    first = bind(host, port, reuse_port=True)
+    port = first.getsockname()[1]
+    context = multiprocessing.get_context("fork")
+    children: list[multiprocessing.context.ForkProcess] = []
+    for index in range(workers):
+        sock = first if index == 0 else bind(host, port, reuse_port=True)
+        child = context.Process(target=_worker, args=(run, sock), name=f"mcp-normalizer-worker-{index}")
+        child.start()
+        children.append(child)
+        sock.close()
+    stopped_by: list[int] = []
+
+    def forward(sig: int, frame: FrameType | None) -> None:
+        stopped_by.append(sig)
+        for child in children:
+            if child.pid is not None and child.is_alive():
+                os.kill(child.pid, sig)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        codes: list[int] = []
+        while children:
+            for child in list(children):
+                child.join(0.2)
+                if child.exitcode is not None:
+                    children.remove(child)
+                    codes.append(child.exitcode)
+                    if not stopped_by:
+                        forward(signal.SIGTERM, None)  # one died: stop the rest
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if signal.SIGINT in stopped_by:
+        return 130
+    return next((code for code in codes if code), 0)
+
+
+def _worker(run: Callable[[socket.socket], int], sock: socket.socket) -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(run(sock))

@@ -1,0 +1,1118 @@
+"""``--upstream-cmd``: a stdio MCP server served as a Streamable HTTP endpoint (the ASGI app the
+normalizer middleware wraps in place of the :class:`~mcp_normalizer.hop.forward.Forwarder`).
+
+MCP ``basic/transports.mdx``: over stdio a server is one session, messages one per line; over
+Streamable HTTP each client message is a POST, answered with JSON or an SSE stream. The mapping:
+
+**Sessions and children.** One child process per HTTP session, so no client ever sees another's
+messages:
+
+- *2025-03-26 to 2025-11-25* (sessions): a POST holding ``initialize`` without ``Mcp-Session-Id``
+  starts a child; the proxy mints the session id (``secrets.token_urlsafe``) and returns it with the
+  ``InitializeResult``. Later requests name it; an unknown one gets 404 (the client then
+  initializes again, as the spec says), a missing one 400. ``DELETE`` ends the session and its
+  child. A session with nothing in flight and no GET stream for ``child_idle_timeout`` seconds is
+  ended the same way. At most ``max_children`` children run; past that a new session gets 503.
+- *2026-07-28* (stateless: no ``initialize``, the era in every request's ``_meta``): one shared
+  child serves every such request. Each request's id and ``progressToken`` are replaced by the
+  proxy's own on the way in and restored on the way out, so two clients using the same ids never
+  meet; a client that closes its stream cancels its request (``notifications/cancelled``, the stdio
+  form of ``basic/patterns/cancellation.mdx``).
+
+**Routing, child to client.** A response goes to the stream of its request; a
+``notifications/progress`` to the stream whose request carries its ``progressToken``; any other
+message (a log notification, ``sampling/createMessage``, ``elicitation/create``, ``roots/list``,
+``list_changed``) to the session's GET stream if one is open, else to its newest open POST stream
+of a ``tools/call`` (what a server asks during a call belongs to it; never the proxy's own
+``tools/list`` fetch), else it waits (at most :data:`BACKLOG` messages, :data:`BACKLOG_BYTES`
+bytes) for the next GET stream. A shared child's other messages go to the log: its clients are
+strangers to each other. A client's responses to the server's requests (a POST) go to the child's
+stdin (202); a stateless client's go nowhere.
+
+**Faults of the child.** Its stderr goes to the log, line by line, tagged with the command. A line on
+its stdout that is not a JSON-RPC message (a server that logs to stdout) is logged, counted, never
+relayed. A line longer than ``max_message_bytes`` is never held: it is dropped as it comes, and the
+request it answers gets a JSON-RPC error. A request unanswered ``idle_timeout`` seconds after the
+last message of its stream gets a JSON-RPC error. When a child exits, its exit status is logged,
+every request it left unanswered gets a JSON-RPC error (``-32603``), and its session ends (404 next,
+so the client starts a new one). A child that exits in a loop (within :data:`STABLE` seconds of its
+start, again and again) backs off: new starts are refused with 503 and ``Retry-After`` for 0.5 s,
+then 1, 2 ... up to 30. Lifespan shutdown (SIGTERM to the proxy) stops every child: stdin closed,
+``graceful_shutdown`` seconds, SIGTERM, as long again, SIGKILL; each is waited for.
+
+**Flow control.** The child's stdout is read one line at a time, and a line is handed to its
+stream through a queue of :data:`QUEUE` messages: a client that reads slowly stops the reading, and
+the child then blocks on its own writes; nothing piles up in the proxy. A client that takes no bytes
+for ``send_timeout`` seconds loses its stream.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import re
+import secrets
+import shlex
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..engine.stdio_session import long_line_id
+from ..errors import ClientDisconnect, DecodeError
+from ..ops.metrics import Metrics
+from ..ops.refusals import BODY_SIZE, CHILDREN, RefusalLog, refusal_message
+from ..types import RawHeaders, Receive, Scope, Send
+from ..wire.body import buffer_body
+from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_array, split_object
+from ..wire.jsonrpc import (
+    MODERN_ERA,
+    PROTOCOL_VERSION_META,
+    Envelope,
+    IdKey,
+    header,
+    id_key,
+    read_envelope,
+    refusal_body,
+    same_value,
+)
+from ..wire.lines import LAST, LINE, LineDecoder
+from . import child as children
+from .child import Process
+
+logger = logging.getLogger("mcp_normalizer")
+
+#: Messages queued for one client stream before the child's stdout stops being read.
+QUEUE = 16
+#: Messages of a session held for its next GET stream (the oldest go first past this), and bytes.
+BACKLOG = 1_000
+BACKLOG_BYTES = 8 * 1024 * 1024
+#: Seconds a child must live for its exit not to count towards a crash loop.
+STABLE = 10.0
+#: The longest back-off between starts of a child that keeps exiting, in seconds.
+MAX_BACKOFF = 30.0
+_BOM = b"\xef\xbb\xbf"
+_EDGE = 4096
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_JSON = (b"content-type", b"application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A stdio server to start: its argv, environment additions and working directory.
+
+    Attributes:
+        argv: the command and its arguments.
+        env: variables set for it on top of the proxy's environment.
+        cwd: its working directory (``None``: the proxy's).
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    @classmethod
+    def parse(cls, line: str, env: Sequence[str] = (), cwd: str = "") -> Command:
+        """From a shell-quoted command line (:func:`shlex.split`; no shell runs it) and
+        ``NAME=VALUE`` items.
+
+        Raises:
+            ValueError: the line is empty or badly quoted, or an item has no ``=`` or no name.
+        """
+        argv = tuple(shlex.split(line))
+        if not argv:
+            raise ValueError("the upstream command is empty")
+        pairs = [item.partition("=") for item in env]
+        if any(not name or not sep for name, sep, _ in pairs):
+            raise ValueError("upstream_env items are NAME=VALUE (a name, then =, then the value)")
+        return cls(argv, {name: value for name, _, value in pairs}, cwd or None)
+
+    @property
+    def label(self) -> str:
+        """The command as logs show it (at most 200 characters)."""
+        return shlex.join(self.argv)[:200]
+
+
+class _Stream:
+    """One HTTP response the child's messages go to: a POST's answer (JSON or SSE) or a GET stream.
+
+    Args:
+        sse: the answer is an SSE stream (else one JSON body: responses only).
+        limit: ``None``: handing a message over waits while :data:`QUEUE` messages wait (flow
+            control back to the child). Else the bytes that may wait without holding anyone up;
+            past them the stream is cut (``overflowed``).
+    """
+
+    __slots__ = ("calls", "gone", "limit", "open", "overflowed", "receiver", "sender", "sse", "waiting")
+
+    def __init__(self, sse: bool, limit: int | None = None) -> None:
+        self.sse = sse
+        self.limit = limit
+        self.sender: MemoryObjectSendStream[bytes]
+        self.receiver: MemoryObjectReceiveStream[bytes]
+        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](QUEUE if limit is None else math.inf)
+        self.open: set[IdKey] = set()  # the child-side ids of its requests still unanswered
+        self.gone = False  # its client left (or the stream ended)
+        self.waiting = 0  # bytes handed over and not yet taken (a limited stream)
+        self.overflowed = False
+        self.calls = False  # it answers a tools/call (what a server says outside a request may go on it)
+
+    async def put(self, line: bytes) -> bool:
+        """Hand ``line`` to the client; False if it is gone (or, limited, just overflowed)."""
+        if self.gone:
+            return False
+        try:
+            if self.limit is None:
+                await self.sender.send(line)
+                return True
+            if self.waiting + len(line) > self.limit:
+                self.overflowed = self.gone = True
+                self.sender.close()
+                return False
+            self.waiting += len(line)
+            self.sender.send_nowait(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.gone = True
+            return False
+        return True
+
+    async def take(self) -> bytes:
+        """The next message for the client.
+
+        Raises:
+            anyio.EndOfStream: no more will come.
+        """
+        line = await self.receiver.receive()
+        self.waiting -= len(line)
+        return line
+
+    def end(self) -> None:
+        """No more messages: the response ends once the queue is drained."""
+        self.sender.close()
+
+
+@dataclass(slots=True)
+class _Waiter:
+    """Where the response to one request goes, and the ids the client wrote (the shared child's
+    requests go to it under ids of the proxy's)."""
+
+    stream: _Stream
+    id: bytes  # the request's id as the client wrote it
+    token: bytes | None = None  # its progressToken as the client wrote it (shared child only)
+    token_key: IdKey | None = None  # that token's child-side key
+
+
+class _Child:
+    """One stdio server process and the HTTP streams its messages go to (one owner: its session)."""
+
+    def __init__(self, process: Process, label: str, session_id: str | None, count: Callable[[str], None]) -> None:
+        self.process = process
+        self.count = count  # counts a fault by kind (upstream_errors_total)
+        self.label = label
+        self.session_id = session_id  # None: the shared child of stateless requests
+        self.waiting: dict[IdKey, _Waiter] = {}
+        self.progress: dict[IdKey, _Waiter] = {}
+        self.streams: list[_Stream] = []  # open POST streams, newest last
+        self.listener: _Stream | None = None  # the session's GET stream
+        self.backlog: deque[bytes] = deque()
+        self.backlog_bytes = 0
+        self.answered = False  # it has written a JSON-RPC message (it started, at least)
+        self.left: deque[IdKey] = deque(maxlen=BACKLOG)  # requests whose client left before the answer
+        self.started = self.used = time.monotonic()
+        self.stopping = False
+        self.noise = 0
+        self.done = False  # it has exited (and what it left unanswered was answered)
+        self.finished = anyio.Event()  # its pipes are closed
+        self.status = 0
+        self.ids = itertools.count(1)
+        self._lock = anyio.Lock()
+
+    @property
+    def shared(self) -> bool:
+        return self.session_id is None
+
+    @property
+    def busy(self) -> bool:
+        """Something is in flight, or a GET stream is open."""
+        return bool(self.waiting) or self.listener is not None
+
+    async def write(self, line: bytes) -> bool:
+        """Write one message line to the child's stdin; False when the child is gone."""
+        self.used = time.monotonic()
+        async with self._lock:
+            try:
+                await self.process.stdin.send(line + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return False
+        return True
+
+    # -- child to client -----------------------------------------------------------------------
+
+    async def read(self, max_line: int) -> None:
+        """Route every line of the child's stdout until it ends."""
+        decoder = LineDecoder(max_line)
+        head = tail = b""
+        size = 0
+        while True:
+            chunk = await children.receive(self.process.stdout)
+            for piece, kind in decoder.feed(chunk) if chunk else decoder.flush():
+                if kind == LINE:
+                    await self.route(piece)
+                    continue
+                head = head or piece[:_EDGE]
+                tail = (tail + piece)[-_EDGE:]
+                size += len(piece)
+                if kind == LAST:
+                    await self._too_long(head, tail, size, max_line)
+                    head = tail = b""
+                    size = 0
+            if not chunk:
+                return
+
+    async def _too_long(self, head: bytes, tail: bytes, size: int, max_line: int) -> None:
+        key = long_line_id(head, tail)
+        waiter = self.waiting.get(key) if key is not None else None
+        self.count("oversized_line")
+        if waiter is None or key is None:
+            self.noise += 1
+            logger.warning(
+                "%s wrote a line of %d bytes, above max_message_bytes (%d): dropped", self.label, size, max_line
+            )
+            return
+        message = (
+            f"the MCP server's response was {size} bytes, above the proxy's max_message_bytes ({max_line}): not relayed"
+        )
+        logger.warning("%s: %s", self.label, message)
+        await self.answer(key, error_line(waiter.id, message))
+
+    async def route(self, line: bytes) -> None:
+        """Send one line of the child's stdout where it belongs."""
+        self.used = time.monotonic()
+        if b"\r" in line:
+            line = line.replace(b"\r", b" ")  # (whitespace in JSON; an SSE line break otherwise)
+        message = line[3:] if line.startswith(_BOM) else line
+        try:
+            items = split_array(message) if message.lstrip()[:1] == b"[" else None
+        except DecodeError:
+            items = None
+        for item in items if items is not None else [message]:
+            await self._route_one(bytes(item))
+
+    async def _route_one(self, line: bytes) -> None:
+        envelope: Envelope | None
+        try:
+            envelope = read_envelope(line)
+        except DecodeError:
+            envelope = _loose_envelope(line)
+            if envelope is None and await self._unreadable(line):
+                return
+        if envelope is None or not (envelope.response or isinstance(envelope.method, str)):
+            self.noise += 1
+            self.count("stdout_noise")
+            children.child_logger.warning(
+                "not a JSON-RPC message on the server's stdout: not relayed",
+                extra={"audit": {"server": self.label, "stdout": children.text(line)}},
+            )
+            return
+        self.answered = True
+        if envelope.response:
+            key = id_key(envelope.id)
+            if key is None or key not in self.waiting:
+                key = self._spelled_otherwise(envelope.id)
+            if key is None:
+                if id_key(envelope.id) in self.left:
+                    logger.info("%s answered a request whose client left (id %s): not relayed", self.label, envelope.id)
+                else:
+                    logger.warning("%s answered a request not in flight (id %s): not relayed", self.label, envelope.id)
+                return
+            waiter = self.waiting[key]
+            await self.answer(key, replace_member(line, "id", waiter.id) if self.shared else line)
+            return
+        if envelope.method == "notifications/progress":
+            owner = self._progress_waiter(line)
+            if owner is not None:
+                if self.shared and owner.token is not None:
+                    line = replace_param(line, "progressToken", owner.token)
+                if owner.stream.sse and await owner.stream.put(line):
+                    return
+                if self.shared:
+                    return  # its owner takes no notifications (a JSON answer) or left: no one else's
+        await self.other(line)
+
+    async def _unreadable(self, line: bytes) -> bool:
+        """A line that is not JSON (``NaN``, a raw control character, trailing bytes) but names the
+        id of a request in flight where every SDK writes it: that request gets an error now rather
+        than after ``idle_timeout``. False when it names none."""
+        key = long_line_id(line[:_EDGE], line[-_EDGE:])
+        waiter = self.waiting.get(key) if key is not None else None
+        if waiter is None or key is None:
+            return False
+        self.count("invalid_json")
+        children.child_logger.warning(
+            "the server's response is not valid JSON: not relayed",
+            extra={"audit": {"server": self.label, "stdout": children.text(line)}},
+        )
+        await self.answer(key, error_line(waiter.id, f"the MCP server's response ({self.label}) is not valid JSON"))
+        return True
+
+    def _spelled_otherwise(self, value: object) -> IdKey | None:
+        """The one request in flight whose id ``value`` spells in another type (``"1"`` for ``1``)."""
+        found = [key for key in self.waiting if same_value(value, key)]
+        return found[0] if len(found) == 1 else None
+
+    def _progress_waiter(self, line: bytes) -> _Waiter | None:
+        try:
+            params = split_object(split_object(line)["params"])
+            return self.progress.get(id_key(loads(params["progressToken"])) or ("", ""))
+        except (DecodeError, KeyError):
+            return None
+
+    async def answer(self, key: IdKey, line: bytes) -> None:
+        """Deliver the response ``line`` to the request ``key`` (child-side) and forget it."""
+        waiter = self.waiting.pop(key)
+        if waiter.token_key is not None:
+            self.progress.pop(waiter.token_key, None)
+        stream = waiter.stream
+        stream.open.discard(key)
+        if not await stream.put(line):
+            logger.info("%s answered a request whose client left: not relayed", self.label)
+        if not stream.open:
+            stream.end()
+
+    async def other(self, line: bytes) -> None:
+        """A message that answers no request: to the GET stream, else the newest POST stream,
+        else held for the next GET stream (a shared child: the one stream open, else the log)."""
+        if self.shared:  # every stateless client's server: a message no request owns is no one's
+            logger.info("%s sent a message no request owns (stateless era): logged, not relayed", self.label)
+            return
+        if self.listener is not None and await self.listener.put(line):
+            return
+        for stream in reversed(self.streams):  # (never a tools/list: the proxy's own fetch reads nothing else)
+            if stream.sse and stream.calls and await stream.put(line):
+                return
+        self.backlog.append(line)
+        self.backlog_bytes += len(line)
+        while len(self.backlog) > BACKLOG or self.backlog_bytes > BACKLOG_BYTES:
+            self.backlog_bytes -= len(self.backlog.popleft())
+            logger.warning(
+                "%s: more than %d messages or %d bytes wait for a GET stream: the oldest is dropped",
+                self.label,
+                BACKLOG,
+                BACKLOG_BYTES,
+            )
+
+    def take_backlog(self) -> list[bytes]:
+        """The messages held for a GET stream, handed over (the backlog is then empty)."""
+        held = list(self.backlog)
+        self.backlog.clear()
+        self.backlog_bytes = 0
+        return held
+
+    async def ended(self, status: int) -> None:
+        """The child exited: answer what it left unanswered, end every stream."""
+        self.done, self.status = True, status
+        message = f"the MCP server ({self.label}) exited ({children.describe(status)}) before answering"
+        if self.waiting:
+            logger.warning("%s; %d requests answered with an error", message, len(self.waiting))
+        for key in list(self.waiting):
+            await self.answer(key, error_line(self.waiting[key].id, message))
+        for stream in [*self.streams, *([self.listener] if self.listener else [])]:
+            stream.end()
+
+
+def _loose_envelope(line: bytes) -> Envelope | None:
+    """The envelope of a line msgspec refuses but the standard library reads (a lone surrogate
+    escape, valid JSON syntax): relayed as it is, as the HTTP path relays it."""
+    try:
+        message = loads(line)
+    except DecodeError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    response = "result" in message or "error" in message
+    return Envelope(
+        id=message.get("id", msgspec.UNSET),
+        method=message.get("method", msgspec.UNSET),
+        error=Raw(b"{}") if response and "method" not in message else msgspec.UNSET,
+    )
+
+
+def error_line(raw_id: bytes, message: str, code: int = -32603) -> bytes:
+    """A JSON-RPC error response to the request whose id is written ``raw_id``."""
+    return b'{"jsonrpc":"2.0","id":' + raw_id + b',"error":{"code":%d,"message":' % code + dumps(message) + b"}}"
+
+
+def replace_member(message: bytes, name: str, raw: bytes) -> bytes:
+    """``message`` (one JSON object) with member ``name`` written ``raw``; the other members keep
+    their bytes (only the whitespace between members goes)."""
+    return join_object({**split_object(message), name: Raw(raw)})
+
+
+def replace_param(message: bytes, name: str, raw: bytes) -> bytes:
+    """``message`` with ``params.<name>`` written ``raw`` (see :func:`replace_member`)."""
+    params = replace_member(split_object(message)["params"], name, raw)
+    return replace_member(message, "params", params)
+
+
+def _refusal(
+    status: int, message: str, code: int = -32600, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    body = refusal_body(message, code)
+    return status, [_JSON, (b"content-length", str(len(body)).encode()), *extra], body
+
+
+class StdioUpstream:
+    """The ASGI app serving a stdio MCP server (``command``) on ``path`` over Streamable HTTP.
+
+    Args:
+        command: the server to start for each session.
+        path: the MCP endpoint's path (other paths get 404).
+        max_children: children that may run at once (sessions, and the shared stateless one).
+        idle_timeout: seconds a request may wait after the last message of its stream before it
+            is answered with an error (``0``: never).
+        child_idle_timeout: seconds a session may stay idle before it and its child end (``0``: never).
+        grace: seconds between the steps of stopping a child (stdin closed, SIGTERM, SIGKILL).
+        max_line: the longest line of the child's stdout relayed, in bytes.
+        max_body_bytes: the largest request body (413 past it).
+        send_timeout: seconds a client may take to accept one message before its stream is cut.
+        metrics: where faults are counted (``upstream_errors_total`` by kind: ``exit``, ``start``,
+            ``backoff``, ``stdout_noise``, ``oversized_line``, ``invalid_json``, ``idle_timeout``,
+            ``slow_client``), with the processes running (``stdio_children``).
+    """
+
+    def __init__(
+        self,
+        command: Command,
+        *,
+        path: str = "/mcp",
+        max_children: int = 64,
+        idle_timeout: float = 300.0,
+        child_idle_timeout: float = 600.0,
+        grace: float = 10.0,
+        max_line: int = 32 * 1024 * 1024,
+        max_body_bytes: int = 16 * 1024 * 1024,
+        send_timeout: float = 60.0,
+        metrics: Metrics | None = None,
+        refusals: RefusalLog | None = None,
+    ) -> None:
+        self.command = command
+        self.metrics = metrics
+        self.refusals = refusals if refusals is not None else RefusalLog()
+        if metrics is not None:
+            metrics.watch_children(lambda: len(self._children))
+        self.label = command.label
+        self.path = path
+        self.max_children = max_children
+        self.idle_timeout = idle_timeout
+        self.child_idle_timeout = child_idle_timeout
+        self.grace = grace
+        self.max_line = max_line
+        self.max_body_bytes = max_body_bytes
+        self.send_timeout = send_timeout
+        self.sessions: dict[str, _Child] = {}
+        self.shared: _Child | None = None
+        self._children: set[_Child] = set()
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._shared_lock = anyio.Lock()
+        self._starting = 0  # children being started (their slots are taken)
+        self._failures = 0  # exits in a row, each soon after its start
+        self._not_before = 0.0  # no start before this monotonic time (back-off)
+        self._closed = False
+
+    def count(self, kind: str) -> None:
+        """Count a fault of the child, or a refusal because of one (``upstream_errors_total``)."""
+        if self.metrics is not None:
+            self.metrics.upstream_errors.labels(kind).inc()
+
+    async def ready(self) -> bool:
+        """True while children may be started (running, and not backing off)."""
+        return self._task_group is not None and not self._closed and time.monotonic() >= self._not_before
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if scope["path"] != self.path:
+            await _respond(send, *_refusal(404, f"Not Found: the MCP endpoint is {self.path}"))
+            return
+        if self._task_group is None or self._closed:
+            await _respond(send, *_refusal(503, "the proxy is not serving (its lifespan has not started, or ended)"))
+            return
+        method = scope["method"]
+        if method == "POST":
+            await self._post(scope, receive, send)
+        elif method == "GET":
+            await self._get(scope, receive, send)
+        elif method == "DELETE":
+            await self._delete(scope, send)
+        else:
+            await _respond(send, *_refusal(405, "Method Not Allowed", extra=[(b"allow", b"GET, POST, DELETE")]))
+
+    # -- lifespan ------------------------------------------------------------------------------
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    self._task_group = tg
+                    if self.child_idle_timeout > 0:
+                        tg.start_soon(self._reap)
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await self.aclose()
+                    tg.cancel_scope.cancel()
+                    break
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def aclose(self) -> None:
+        """Stop every child (the stdio shutdown sequence, all at once); later requests get 503."""
+        self._closed = True
+        running = list(self._children)
+        if running:
+            logger.info("stopping %d MCP server processes (%s)", len(running), self.label)
+        async with anyio.create_task_group() as tg:
+            for child in running:
+                tg.start_soon(self._stop, child)
+        with anyio.move_on_after(self.grace + 1):  # each child's pipes closed and its requests answered
+            for child in running:
+                await child.finished.wait()
+
+    async def _stop(self, child: _Child) -> None:
+        child.stopping = True
+        self._forget(child)
+        await children.stop(child.process, self.grace, self.label)
+
+    def _forget(self, child: _Child) -> None:
+        """The child serves no session any more (new requests naming it get 404)."""
+        if child.session_id is not None:
+            self.sessions.pop(child.session_id, None)
+        elif self.shared is child:
+            self.shared = None
+
+    async def _reap(self) -> None:
+        """End the sessions idle for ``child_idle_timeout`` seconds."""
+        while True:
+            await anyio.sleep(max(0.05, min(self.child_idle_timeout / 4, 30.0)))
+            now = time.monotonic()
+            for child in list(self._children):
+                if not child.busy and not child.stopping and now - child.used >= self.child_idle_timeout:
+                    logger.info(
+                        "session idle for %g s: its MCP server (pid %d) is stopped",
+                        self.child_idle_timeout,
+                        child.process.pid,
+                    )
+                    assert self._task_group is not None
+                    self._task_group.start_soon(self._stop, child)
+
+    # -- children ------------------------------------------------------------------------------
+
+    async def _start(
+        self, session_id: str | None, peer: str | None = None
+    ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """A new child for ``session_id`` (``None``: the shared one), or the refusal to send
+        (``peer``: the address of the client it is for)."""
+        wait = self._not_before - time.monotonic()
+        if wait > 0:
+            self.count("backoff")
+            message = (
+                f"the MCP server ({self.label}) failed to start {self._failures} times in a row (it could not be "
+                f"started, or exited before answering): the next start is in {wait:.1f} s"
+            )
+            return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
+        if len(self._children) + self._starting >= self.max_children:
+            detail = f"{self.max_children} MCP server processes run, one per session; end one with DELETE"
+            self.refusals.refused(CHILDREN, peer, detail)
+            return _refusal(503, refusal_message(CHILDREN, detail), extra=[(b"retry-after", b"1")])
+        env = {**os.environ, **self.command.env} if self.command.env else None
+        self._starting += 1  # (the slot is taken while it starts)
+        try:
+            process = await children.start(self.command.argv, env=env, cwd=self.command.cwd)
+        except OSError as exc:
+            self.count("start")
+            self._crashed(0.0)
+            logger.error("cannot start the MCP server (%s): %s", self.label, exc.strerror or exc)
+            return _refusal(502, f"cannot start the MCP server ({self.label}): {exc.strerror or exc}", code=-32603)
+        finally:
+            self._starting -= 1
+        child = _Child(process, self.label, session_id, self.count)
+        logger.info("started %s (pid %d)%s", self.label, process.pid, " for a new session" if session_id else "")
+        self._children.add(child)
+        if session_id is not None:
+            self.sessions[session_id] = child
+        else:
+            self.shared = child
+        assert self._task_group is not None
+        self._task_group.start_soon(self._run, child)
+        return child
+
+    async def _run(self, child: _Child) -> None:
+        """Serve one child until it exits, then clean up after it."""
+        process = child.process
+        logged = anyio.Event()
+        tail: deque[str] = deque(maxlen=5)
+
+        async def log() -> None:
+            try:
+                await children.log_stderr(process.stderr, self.label, tail)
+            finally:
+                logged.set()
+
+        read = anyio.Event()
+
+        async def route() -> None:
+            try:
+                await child.read(self.max_line)
+            finally:
+                read.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(log)
+                tg.start_soon(route)
+                await children.exited_or(process, read)
+                if process.returncode is None:  # stdout closed, the process lives on: stop it
+                    with anyio.move_on_after(self.grace) as waited:
+                        await process.wait()
+                    if waited.cancel_called:
+                        await children.stop(process, self.grace, self.label)
+                status = await process.wait()
+                if process.kill_group():  # helpers it left behind (holding its stdout, maybe)
+                    logger.warning("%s left processes running in its process group: killed", self.label)
+                with anyio.move_on_after(1.0):  # the rest of what it wrote, on stdout and stderr
+                    await read.wait()
+                    await logged.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            process.close_pipes()  # (also when the proxy stops)
+            child.finished.set()
+        self._children.discard(child)
+        self._forget(child)
+        lived = time.monotonic() - child.started
+        if child.noise:
+            logger.warning(
+                "%s wrote %d lines on stdout that are not JSON-RPC messages: logged, not relayed",
+                self.label,
+                child.noise,
+            )
+        if child.stopping:
+            logger.info("%s (pid %d) stopped, %s", self.label, process.pid, children.describe(status))
+        else:
+            logger.warning(
+                "%s (pid %d) exited with %s after %.1f s%s",
+                self.label,
+                process.pid,
+                children.describe(status),
+                lived,
+                children.last_words(tail),
+            )
+            self.count("exit")
+            self._crashed(lived, child.answered)
+        await child.ended(status)
+
+    def _crashed(self, lived: float, answered: bool = False) -> None:
+        """Count an exit nobody asked for; back off when they come in a row, each soon after its
+        start and before the server said anything (a server that answered and then crashed did
+        start: one client's call that crashes its own session must not refuse everyone else's)."""
+        if answered:
+            self._failures = 0
+            return
+        self._failures = self._failures + 1 if lived < STABLE else 1
+        if self._failures >= 2:
+            delay = min(MAX_BACKOFF, 0.5 * 2 ** (self._failures - 2))
+            self._not_before = time.monotonic() + delay
+            logger.warning("%s exited %d times in a row: the next start waits %g s", self.label, self._failures, delay)
+
+    async def _shared_child(self) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+        async with self._shared_lock:
+            if self.shared is not None:
+                return self.shared
+            return await self._start(None)
+
+    # -- POST ----------------------------------------------------------------------------------
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body, _, over = await buffer_body(receive, self.max_body_bytes)
+        except ClientDisconnect:
+            return
+        if over:
+            client = scope.get("client")
+            self.refusals.refused(BODY_SIZE, client[0] if client else None, f"over {self.max_body_bytes} bytes")
+            await _respond(send, *_refusal(413, refusal_message(BODY_SIZE, f"over {self.max_body_bytes} bytes")))
+            return
+        headers = scope["headers"]
+        parsed = _parse(body)
+        if isinstance(parsed, _Unreadable):
+            await _respond(send, *_refusal(400, parsed.message, code=parsed.code))
+            return
+        messages, batch = parsed
+        requests = [m.key for m in messages if m.key is not None]
+        if len(set(requests)) != len(requests):
+            await _respond(send, *_refusal(400, "Invalid Request: two requests of one batch share an id"))
+            return
+        session_id = header(headers, b"mcp-session-id")
+        minted: list[tuple[bytes, bytes]] = []
+        found: _Child | tuple[int, list[tuple[bytes, bytes]], bytes]
+        if session_id:
+            session = self.sessions.get(session_id)
+            if session is None:
+                await _respond(send, *_refusal(404, "Session not found", code=-32001))
+                return
+            found = session
+        elif any(m.method == "initialize" for m in messages):
+            session_id = secrets.token_urlsafe(24)
+            minted = [(b"mcp-session-id", session_id.encode())]
+            client = scope.get("client")
+            found = await self._start(session_id, client[0] if client else None)
+        elif _stateless(headers, messages):
+            found = await self._shared_child()
+        else:
+            await _respond(send, *_refusal(400, "Bad Request: Mcp-Session-Id header is required", code=-32000))
+            return
+        if isinstance(found, tuple):
+            await _respond(send, *found)
+            return
+        child = found
+        line = body.replace(b"\n", b" ").replace(b"\r", b" ") if b"\n" in body or b"\r" in body else body
+        if not requests and child.shared:
+            # 2026-07-28 defines no client notification over HTTP (a closed stream cancels), and the
+            # shared server is every stateless client's: one client's must not reach the others'.
+            logger.info("a notification or response in the stateless era: not passed to the shared server")
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if not requests:
+            written = await child.write(line)
+            status = 202 if written else 502
+            if written:
+                await send(
+                    {"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0"), *minted]}
+                )
+                await send({"type": "http.response.body", "body": b""})
+            else:
+                await _respond(send, *_refusal(status, f"the MCP server ({self.label}) has exited", code=-32603))
+            return
+        if not child.shared and any(key in child.waiting for key in requests):
+            await _respond(send, *_refusal(400, "Invalid Request: a request with this id is in flight in this session"))
+            return
+        sse = b"text/event-stream" in (header(headers, b"accept") or "").encode()
+        # The shared server's streams never hold its reader up (one slow client must not stall the
+        # others): what waits for a slow one is bounded in bytes instead, and past that it is cut.
+        stream = _Stream(sse, limit=2 * self.max_line if child.shared else None)
+        try:
+            line = self._register(child, stream, messages, line)
+        except DecodeError:
+            await _respond(send, *_refusal(400, "Invalid Request: not a JSON-RPC message"))
+            return
+        child.streams.append(stream)
+        try:
+            await self._answer(child, stream, line, batch, receive, send, minted)
+        finally:
+            stream.gone = True
+            child.streams.remove(stream)
+            stream.receiver.close()
+            stream.sender.close()
+            left = [key for key in stream.open if key in child.waiting]
+            for key in left:  # its client left: what the child answers for them goes nowhere
+                waiter = child.waiting.pop(key)
+                if waiter.token_key is not None:
+                    child.progress.pop(waiter.token_key, None)
+                child.left.append(key)
+            if left and child.shared and self._task_group is not None:
+                for key in left:  # 2026-07-28: a closed stream cancels its request
+                    self._task_group.start_soon(child.write, _cancelled(key))
+
+    def _register(self, child: _Child, stream: _Stream, messages: list[_Incoming], line: bytes) -> bytes:
+        """Note where each request's response goes; the line to write (the shared child's with the
+        proxy's own ids and progress tokens)."""
+        if child.shared:
+            if len(messages) != 1:
+                raise DecodeError("a batch in the stateless era")
+            (message,) = messages
+            members = dict(message.members)
+            key: IdKey = ("n", next(child.ids))
+            waiter = _Waiter(stream, bytes(members["id"]))
+            members["id"] = Raw(str(key[1]).encode())
+            if message.token is not None:
+                params_raw = members["params"]
+                meta_raw = split_object(params_raw)["_meta"]
+                waiter.token = bytes(split_object(meta_raw)["progressToken"])
+                waiter.token_key = key
+                own_meta = replace_member(meta_raw, "progressToken", str(key[1]).encode())
+                members["params"] = Raw(replace_member(params_raw, "_meta", own_meta))
+                child.progress[key] = waiter
+            child.waiting[key] = waiter
+            stream.open.add(key)
+            return join_object(members)
+        for message in messages:
+            if message.key is None:
+                continue
+            stream.calls = stream.calls or message.method == "tools/call"
+            waiter = _Waiter(stream, bytes(message.members["id"]))
+            child.waiting[message.key] = waiter
+            stream.open.add(message.key)
+            if message.token is not None:
+                waiter.token_key = message.token
+                child.progress[message.token] = waiter
+        return line
+
+    async def _answer(
+        self,
+        child: _Child,
+        stream: _Stream,
+        line: bytes,
+        batch: bool,
+        receive: Receive,
+        send: Send,
+        minted: list[tuple[bytes, bytes]],
+    ) -> None:
+        """Write the request to the child and send the client what comes back for it. A client
+        that stops reading is left with an unfinished response (the ASGI server then closes its
+        connection), as the forwarder does."""
+        async with anyio.create_task_group() as tg:
+            if child.done:  # it exited after this request found it
+                await child.ended(child.status)
+            else:  # (a child gone meanwhile answers it as it ends)
+                tg.start_soon(child.write, line)
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            if stream.sse:
+                await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *minted]})
+                async for item in self._drain(child, stream):
+                    if not await self._send_event(send, item):
+                        tg.cancel_scope.cancel()
+                        return
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                lines = [item async for item in self._drain(child, stream)]
+                body = b"[" + b",".join(lines) + b"]" if batch else lines[0]
+                headers = [_JSON, (b"content-length", str(len(body)).encode()), *minted]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
+            tg.cancel_scope.cancel()
+
+    async def _send_event(self, send: Send, line: bytes) -> bool:
+        """Send one message as an SSE event; False when the client took nothing for ``send_timeout``."""
+        event = {"type": "http.response.body", "body": b"event: message\ndata: " + line + b"\n\n", "more_body": True}
+        with anyio.move_on_after(self.send_timeout or math.inf) as sent:
+            await send(event)
+        if not sent.cancel_called:
+            return True
+        logger.warning("a client took no bytes for %g s (send_timeout): its stream is cut", self.send_timeout)
+        if self.metrics is not None:
+            self.metrics.client_errors.labels("send_timeout").inc()
+        return False
+
+    async def _drain(self, child: _Child, stream: _Stream) -> AsyncIterator[bytes]:
+        """The stream's messages as they come; a request left unanswered ``idle_timeout`` seconds
+        after the last one is answered here with an error."""
+        while True:
+            with anyio.move_on_after(self.idle_timeout or math.inf):
+                try:
+                    yield await stream.take()
+                except anyio.EndOfStream:
+                    if not stream.overflowed:
+                        return
+                    break
+                continue
+            if stream.overflowed:
+                message = (
+                    f"the client read too slowly: more than {stream.limit} bytes of the MCP server's messages "
+                    "waited for it"
+                )
+                self.count("slow_client")
+            else:
+                message = f"the MCP server ({self.label}) sent nothing for {self.idle_timeout:g} s (idle_timeout)"
+                self.count("idle_timeout")
+            logger.warning("%s: %d requests answered with an error", message, len(stream.open))
+            for key in list(stream.open):
+                waiter = child.waiting.pop(key, None)
+                stream.open.discard(key)
+                if waiter is not None:
+                    if waiter.token_key is not None:
+                        child.progress.pop(waiter.token_key, None)
+                    if child.shared:
+                        await child.write(_cancelled(key))
+                    yield error_line(waiter.id, message)
+            return
+
+    # -- GET and DELETE ------------------------------------------------------------------------
+
+    async def _session(self, scope: Scope, send: Send, what: str) -> _Child | None:
+        """The child of the session a GET or DELETE names; ``None`` once refused (405 without a
+        session id, ``what`` saying why one is needed; 404 for an unknown one)."""
+        session_id = header(scope["headers"], b"mcp-session-id")
+        if not session_id:
+            await _respond(send, *_refusal(405, f"Method Not Allowed: {what}", extra=[(b"allow", b"POST")]))
+            return None
+        child = self.sessions.get(session_id)
+        if child is None:
+            await _respond(send, *_refusal(404, "Session not found", code=-32001))
+        return child
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        child = await self._session(scope, send, "a GET stream needs a session")
+        if child is None:
+            return
+        if b"text/event-stream" not in (header(scope["headers"], b"accept") or "").encode():
+            await _respond(send, *_refusal(406, "Not Acceptable: a GET stream is text/event-stream"))
+            return
+        if child.listener is not None:
+            await _respond(send, *_refusal(409, "Conflict: only one GET stream is allowed per session"))
+            return
+        stream = child.listener = _Stream(sse=True)
+        held = child.take_backlog()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+                await send({"type": "http.response.start", "status": 200, "headers": list(_SSE_HEADERS)})
+                for line in held:
+                    if not await self._send_event(send, line):
+                        tg.cancel_scope.cancel()
+                        return
+                async for item in stream.receiver:
+                    if not await self._send_event(send, item):
+                        tg.cancel_scope.cancel()
+                        return
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                tg.cancel_scope.cancel()
+        finally:
+            stream.gone = True
+            if child.listener is stream:
+                child.listener = None
+            stream.receiver.close()
+            stream.sender.close()
+
+    async def _delete(self, scope: Scope, send: Send) -> None:
+        child = await self._session(scope, send, "DELETE ends a session")
+        if child is None:
+            return
+        logger.info("session ended by its client: its MCP server (pid %d) is stopped", child.process.pid)
+        assert self._task_group is not None
+        self._forget(child)
+        self._task_group.start_soon(self._stop, child)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+_VERSION = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+
+
+def _stateless(headers: RawHeaders, messages: list[_Incoming]) -> bool:
+    """Is this a request of the 2026-07-28 era (a version of that date or later in its header, else
+    in its ``_meta``)?"""
+    version = header(headers, b"mcp-protocol-version")
+    if version is None:
+        version = messages[0].version
+    return version is not None and _VERSION.match(version.strip()) is not None and version.strip() >= MODERN_ERA
+
+
+@dataclass(slots=True)
+class _Incoming:
+    """One message of a client's POST body, read only as far as routing needs.
+
+    Attributes:
+        members: its members, undecoded (numbers any JSON allows, ``1e400`` too, pass untouched).
+        method: its ``method``, when a string.
+        key: its id key when it is a request (a ``method`` and an ``id``).
+        token: the key of its ``params._meta.progressToken``, if any.
+        version: the protocol version its ``params._meta`` names, if any.
+    """
+
+    members: dict[str, Raw]
+    method: str | None = None
+    key: IdKey | None = None
+    token: IdKey | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """Why a POST body is refused: a JSON-RPC error code and message."""
+
+    code: int
+    message: str
+
+
+def _parse(body: bytes) -> tuple[list[_Incoming], bool] | _Unreadable:
+    """The messages of a POST body and whether it is a batch, or why it is refused."""
+    try:
+        texts = split_array(body) if body.lstrip()[:1] == b"[" else [Raw(body)]
+        members = [split_object(text) for text in texts]
+    except DecodeError:
+        return _Unreadable(-32700, "Parse error: the body is not a JSON-RPC message or batch")
+    if not members:
+        return _Unreadable(-32600, "Invalid Request: an empty batch")
+    messages: list[_Incoming] = []
+    for message in members:
+        incoming = _Incoming(message)
+        try:
+            method = loads(message["method"]) if "method" in message else None
+            rid = loads(message["id"]) if "id" in message else None
+        except DecodeError:
+            return _Unreadable(-32600, "Invalid Request: an id or method that cannot be read")
+        if "method" in message and not isinstance(method, str):
+            return _Unreadable(-32600, "Invalid Request: a method must be a string")
+        incoming.method = method
+        if method is not None and "id" in message:
+            incoming.key = id_key(rid)
+            if incoming.key is None:
+                return _Unreadable(-32600, "Invalid Request: an id must be a string or an integer")
+        meta = _meta_of(message)
+        if meta is not None:
+            incoming.token = id_key(meta.get("progressToken"))
+            found = meta.get(PROTOCOL_VERSION_META)
+            incoming.version = found if isinstance(found, str) else None
+        messages.append(incoming)
+    return messages, len(texts) != 1 or body.lstrip()[:1] == b"["
+
+
+def _meta_of(message: dict[str, Raw]) -> dict[str, object] | None:
+    """A message's ``params._meta``, decoded; ``None`` when it has none (or it cannot be read)."""
+    try:
+        meta = split_object(message["params"]).get("_meta") if "params" in message else None
+        decoded = loads(meta) if meta is not None else None
+    except DecodeError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+def _cancelled(key: IdKey) -> bytes:
+    """``notifications/cancelled`` for the shared child's request ``key``."""
+    return dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": key[1], "reason": "the client closed its stream"},
+        }
+    )
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once the client has gone (``http.disconnect``)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["Command", "StdioUpstream"]

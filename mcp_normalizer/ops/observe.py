@@ -1,0 +1,116 @@
+"""``RequestRecord``: counts every request by method and outcome, and writes the access log.
+
+It labels each request with its HTTP method, its JSON-RPC method (which the normalizer middleware
+notes in ``scope["mcp_normalizer.rpc_method"]`` for the requests it watches; the ``Mcp-Method``
+header of a 2026-07-28 request otherwise) and its outcome: the response status, or ``aborted`` when
+no response started (the client left, or the exchange failed before a head was sent). With the
+access log on, one JSON line per request goes to ``mcp_normalizer.access``: method, path (never the
+query, which may carry secrets), status, duration, response bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..types import Message, Scope, Send
+from ..wire.jsonrpc import WATCHED_METHODS, header
+from .metrics import Metrics
+
+access_logger = logging.getLogger("mcp_normalizer.access")
+RPC_METHOD_KEY = "mcp_normalizer.rpc_method"
+#: Methods counted under their own name (MCP's requests); any other is ``other``.
+_KNOWN_METHODS = WATCHED_METHODS | {
+    "initialize",
+    "ping",
+    "server/discover",
+    "prompts/get",
+    "prompts/list",
+    "resources/read",
+    "resources/list",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/list",
+    "tasks/cancel",
+}
+#: HTTP methods counted under their own name; any other (h11 accepts any token) is ``other``.
+_HTTP_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"})
+
+
+def metric_method(method: str | None) -> str:
+    """The ``rpc_method`` label of a JSON-RPC method: its name when MCP defines it, else ``other``
+    (a client names its methods at will; label values must stay few)."""
+    return method if method in _KNOWN_METHODS else "other"
+
+
+class RequestRecord:
+    """Counts requests (and logs them when ``access_log``).
+
+    Args:
+        metrics: where the counts go.
+        access_log: write one access log line per request.
+    """
+
+    def __init__(self, metrics: Metrics, *, access_log: bool = False) -> None:
+        self.metrics = metrics
+        self.access_log = access_log
+
+    def start(self, scope: Scope, send: Send) -> Observed:
+        """Begin recording the request of ``scope``; its responses go through the returned ``send``."""
+        announced = header(scope["headers"], b"mcp-method")
+        scope[RPC_METHOD_KEY] = metric_method(announced)
+        return Observed(self, scope, send)
+
+
+class Observed:
+    """One request being recorded: ``send`` notes status and bytes; ``done()`` counts it once."""
+
+    __slots__ = ("_counted", "_record", "_scope", "_send", "sent", "started", "status")
+
+    def __init__(self, record: RequestRecord, scope: Scope, send: Send) -> None:
+        self._record = record
+        self._scope = scope
+        self._send = send
+        self._counted = False
+        self.started = time.monotonic()
+        self.status = 0
+        self.sent = 0
+
+    async def send(self, message: Message) -> None:
+        """The wrapped ``send``."""
+        kind = message["type"]
+        if kind == "http.response.body":
+            self.sent += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                self._count()  # before the client has it all, so a scrape after it sees the count
+        elif kind == "http.response.start":
+            self.status = message["status"]
+        await self._send(message)
+
+    def _count(self) -> None:
+        if not self._counted:
+            self._counted = True
+            scope = self._scope
+            outcome = str(self.status) if self.status else "aborted"
+            self._record.metrics.requests.labels(
+                method if (method := scope["method"]) in _HTTP_METHODS else "other", scope[RPC_METHOD_KEY], outcome
+            ).inc()
+
+    def done(self) -> None:
+        """The exchange is over (whatever happened): count it if not yet, write the access line."""
+        self._count()
+        if self._record.access_log:
+            scope = self._scope
+            fields = {
+                "event": "access",
+                "method": scope["method"],
+                "path": scope["path"],
+                "rpc_method": scope[RPC_METHOD_KEY],
+                "status": self.status,
+                "duration_ms": round((time.monotonic() - self.started) * 1000, 2),
+                "bytes": self.sent,
+            }
+            access_logger.info("%s %s %s", scope["method"], scope["path"], self.status, extra={"audit": fields})
