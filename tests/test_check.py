@@ -21,8 +21,8 @@ from mcp_normalizer.check.faults import KINDS
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import protean_server
-from mcp_normalizer.interventions import shipped
-from mcp_normalizer.rules import RULES
+from mcp_normalizer.engine.interventions import shipped
+from mcp_normalizer.engine.rules import RULES
 
 from .support import EXE, case_server, load_cases, protean_rules, proxy_for, read_body, serve
 
@@ -97,7 +97,8 @@ def test_the_table_names_each_fault_what_it_breaks_and_the_repair() -> None:
     assert code == 1
     assert "protean.scope_list" in out and "error_problem" in out and "error_result_validated" in out
     assert out.count("breaks:") == 4 and out.count("repair:") == 4 and "moved structuredContent to _meta problem" in out
-    assert out.rstrip().endswith("4 faults in 4 tools")
+    assert out.rstrip().endswith("3 faults and 1 advisory in 4 tools")
+    assert "4 tools listed, 4 results audited" in out
     assert "run with --era legacy" in out  # the upstream is dual-era
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import textwrap
 
-from ..jsoncodec import dumps
-from ..logs import printable
+from ..ops.logs import printable
 from ..types import JSONObject
+from ..wire.jsoncodec import dumps
 from .auditor import Audit, Finding
 
 _WIDTH = 100
@@ -40,7 +40,7 @@ def as_table(audit: Audit, source: str, era: str | None, host: str | None = None
     with what it breaks and its repair."""
     lines = [
         f"mcp-normalizer check {source}" + (f" as host {host}" if host else ""),
-        f"era {era or 'unknown'}, {len(audit.tools)} tools listed, {audit.calls} results audited",
+        f"era {era or 'unknown'}, {_count(len(audit.tools), 'tool')} listed, {_count(audit.calls, 'result')} audited",
         "",
     ]
     by_tool: dict[str | None, list[Finding]] = {}
@@ -72,16 +72,24 @@ def as_table(audit: Audit, source: str, era: str | None, host: str | None = None
         lines.append(f"note: {note}")
     if audit.notes:
         lines.append("")
-    faults = len(audit.findings)
-    tools = sum(tool is not None for tool in by_tool)
-    summary = f"{faults} fault{'s' if faults != 1 else ''}" + (
-        f" in {tools} tool{'s' if tools != 1 else ''}" if tools else ""
-    )
     advisories = sum(finding.advisory for finding in audit.findings)
-    if advisories and advisories == faults:
-        summary = f"no fault a supported client rejects; {advisories} advisor{'ies' if advisories != 1 else 'y'}"
-    lines.append(summary if faults else "clean: no fault found")
+    faults = len(audit.findings) - advisories
+    tools = sum(tool is not None for tool in by_tool)
+    if not audit.findings:
+        lines.append("clean: no fault found")
+    elif not faults:
+        lines.append(f"no fault a supported client rejects; {_count(advisories, 'advisory', 'advisories')}")
+    else:
+        counted = _count(faults, "fault") + (
+            f" and {_count(advisories, 'advisory', 'advisories')}" if advisories else ""
+        )
+        lines.append(counted + (f" in {_count(tools, 'tool')}" if tools else ""))
     return "\n".join(map(_safe, lines))
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and the noun, singular for one: ``1 result``, ``3 results``, ``2 advisories``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _safe(line: str) -> str:
