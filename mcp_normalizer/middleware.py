@@ -26,6 +26,7 @@ from .config import NormalizerConfig, redact_url
 from .engine.audit import AuditLog
 from .engine.capture import Capture
 from .engine.catalog import scope_key
+from .engine.exchange import Exchange
 from .engine.lessons import LessonBook
 from .engine.normalize import Normalizer, Record
 from .engine.request_rewrite import REWRITE, argument_keys, rename_calls
@@ -36,7 +37,7 @@ from .engine.rules.host_schemas import mentions_invented_key
 from .engine.rules.learned import RULE as LEARN_RULE
 from .engine.rules.tool_names import invented
 from .engine.scopes import Changes, Limits, ScopeState, ScopeStore, SharedBackend
-from .engine.transform import Exchange, ResponseTransformer
+from .engine.transform import ResponseTransformer
 from .errors import ClientDisconnect, ConfigError, ResponseRefused, UpstreamError
 from .hop.announcer import Announcer, AnnouncingSend
 from .hop.relay import TransformingSend

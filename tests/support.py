@@ -38,10 +38,11 @@ from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import FORBIDDEN, RUNTIMES, ScriptedServer, ToolSpec, protean_tools, returning
 from mcp_normalizer.engine.audit import REWRITE_LOGGER, AuditLog
+from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.engine.rules import Mode
 from mcp_normalizer.engine.scopes import ScopeStore
-from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.transform import ResponseTransformer
 from mcp_normalizer.hop.server import HttpParser, bind, uvicorn_config
 from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_normalizer.wire.jsonrpc import inspect_request

@@ -11,10 +11,11 @@ import pytest
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.engine.audit import AuditLog
 from mcp_normalizer.engine.catalog import build_entry
+from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.engine.schema import SchemaCompiler
 from mcp_normalizer.engine.scopes import ScopeStore
-from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.transform import ResponseTransformer
 from mcp_normalizer.hop.announcer import LIST_CHANGED_EVENT, Announcer, AnnouncingSend
 from mcp_normalizer.types import Message
 

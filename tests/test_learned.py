@@ -10,11 +10,12 @@ import pytest
 
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.engine.rules.clients import UNKNOWN, profile_for
 from mcp_normalizer.engine.rules.learned import LIST_CHANGED, MAX_PLACES
 from mcp_normalizer.engine.scopes import ScopeStore
-from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.transform import ResponseTransformer
 from mcp_normalizer.wire.jsonrpc import PendingRequest
 
 from .support import capture_rewrites, feed_all

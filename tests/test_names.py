@@ -24,11 +24,12 @@ from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
 from mcp_normalizer.engine.audit import REWRITE_LOGGER, AuditLog
 from mcp_normalizer.engine.catalog import CatalogPool
+from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.engine.request_rewrite import rename_calls
 from mcp_normalizer.engine.rules.tool_names import INVENTED, ORIGINAL_NAME_KEY, SPEC, VALID, Renamer, renames, rewrite
 from mcp_normalizer.engine.scopes import Limits, ScopeState, ScopeStore
-from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.transform import ResponseTransformer
 from mcp_normalizer.wire.jsonrpc import id_key, inspect_request
 
 from .support import JSON_HEADERS, PROPERTY, feed_all, proxy_for, serve, three_clients

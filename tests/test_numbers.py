@@ -27,11 +27,12 @@ from hypothesis import strategies as st
 
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.engine.audit import AuditLog
+from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.engine.rules.base import set_at
 from mcp_normalizer.engine.schema import SchemaCompiler, SchemaUnusable
 from mcp_normalizer.engine.scopes import ScopeStore
-from mcp_normalizer.engine.transform import Exchange, ResponseTransformer
+from mcp_normalizer.engine.transform import ResponseTransformer
 from mcp_normalizer.engine.typed import compile_typed
 from mcp_normalizer.errors import DecodeError
 from mcp_normalizer.types import JSON

@@ -21,9 +21,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..engine.audit import AuditLog
+from ..engine.exchange import Exchange
 from ..engine.normalize import Record
 from ..engine.scopes import ScopeStore
-from ..engine.transform import Exchange, ResponseTransformer
+from ..engine.transform import ResponseTransformer
 from ..errors import DecodeError
 from ..types import JSON, JSONObject
 from ..wire.jsoncodec import dumps, loads

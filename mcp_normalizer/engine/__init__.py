@@ -4,7 +4,8 @@ Owns the rules (:mod:`.rules`: pure functions from a message and its tool to rew
 catalogs and per-scope state (:mod:`.catalog`, :mod:`.scopes`), schemas and their validators
 (:mod:`.schema`, :mod:`.typed`), the normalizer that runs the rules on one message
 (:mod:`.normalize`), the transformer that drives it over a response's JSON or SSE body
-(:mod:`.transform`), request rewriting (:mod:`.request_rewrite`), learning (:mod:`.lessons`), the
+(:mod:`.transform`, with what it watches in :mod:`.exchange` and the ``tools/list`` path in
+:mod:`.tools_list`), request rewriting (:mod:`.request_rewrite`), learning (:mod:`.lessons`), the
 known-servers table (:mod:`.interventions`), the rewrite log (:mod:`.audit`), traffic capture
 (:mod:`.capture`) and the stdio session core (:mod:`.stdio_session`). The middleware and every
 hop drive the same engine.

@@ -34,12 +34,13 @@ from ..wire.jsoncodec import loads
 from ..wire.jsonrpc import IdKey, PendingRequest, id_key, inspect_request
 from ..wire.sse import parse_event
 from .audit import AuditLog
+from .exchange import Exchange
 from .normalize import Normalizer
 from .request_rewrite import argument_keys, rename_calls
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .scopes import ScopeStore
-from .transform import Exchange, ResponseTransformer
+from .transform import ResponseTransformer
 
 #: Words that make a message worth the transformer's look though it answers no watched request
 #: (as :mod:`mcp_normalizer.engine.transform` decides for an SSE event).

@@ -22,6 +22,8 @@ Steps = Generator[None, None, T]
 
 #: How long a slice runs before the job hands back to the event loop, in seconds.
 SLICE_SECONDS = 0.002
+#: A text this large (bytes) is split, or written, in a slice of its own.
+LARGE_TEXT = 1 << 20
 
 
 class Unfinished(Exception):

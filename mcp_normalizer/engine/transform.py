@@ -34,17 +34,15 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Literal
 
 from msgspec import UNSET
 
 from ..errors import DecodeError
 from ..types import JSON, JSONObject, RawHeaders
-from ..wire.jsoncodec import Codec, Raw, dumps, join_array, join_object, quiet_gc, split_array, split_object
+from ..wire.jsoncodec import Codec, Raw, dumps, is_utf8, join_array, join_object, quiet_gc, split_object
 from ..wire.jsonrpc import (
     TASKS_GET,
     TASKS_RESULT,
@@ -64,27 +62,20 @@ from ..wire.jsonrpc import (
 from ..wire.sse import SSESplitter, parse_event, replace_data
 from .audit import AuditLog
 from .capture import Capture
-from .catalog import ToolCatalog, ToolEntry, ToolSet
+from .exchange import Exchange
 from .lessons import taught_now
 from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
 from .rules import Rewrite
-from .rules.base import Response, ResponseContext, meta_of
-from .rules.clients import UNKNOWN, ClientProfile
-from .rules.host_profiles import TOOL_NAME as STRICT_NAMES
+from .rules.base import Response, ResponseContext
 from .rules.jsonrpc_envelope import LIST_METHODS
 from .rules.learned import LIST_CHANGED, Learned
 from .rules.learned import RULE as LEARN_RULE
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .rules.sse_framing import REWRITE as SSE_REWRITE
 from .rules.sse_framing import RULE as SSE_FRAMING
-from .rules.tool_names import ORIGINAL_NAME_KEY, Renamer
-from .rules.tool_names import RULE as TOOL_NAMES
-from .rules.tool_names import SPEC as SPEC_NAME
-from .rules.tool_names import VALID as VALID_NAME
-from .rules.tool_names import rewrite as name_rewrite
-from .scopes import ScopeState
-from .steps import SLICE_SECONDS, Steps, Unfinished, run_slice
+from .steps import LARGE_TEXT, SLICE_SECONDS, Steps, Unfinished, run_slice
+from .tools_list import tools_list_page
 
 logger = logging.getLogger(__name__)
 
@@ -93,102 +84,6 @@ Mode = Literal["json", "sse", "pass"]
 #: (texts, or lists of texts, by member name) already known to be UTF-8, written together with
 #: the message in one pass (a 16 MiB ``tools/list`` page is then copied once, not three times).
 NewText = bytes | dict[str, Raw | list[Raw]]
-
-
-@dataclass(slots=True)
-class Exchange:
-    """What the proxy watches on one HTTP exchange.
-
-    Attributes:
-        pending: watched requests by JSON-RPC id key: the POST's own, or for a legacy ``GET``
-            stream the session's unanswered ones (resumption).
-        era: the protocol version of the exchange, ``None`` when unknown.
-        scope: the hashed session/authorization scope (safe to log).
-        state: what is remembered for that scope (catalog, unanswered requests, tasks).
-        public: tools the upstream listed with ``cacheScope: "public"`` (any scope may use them).
-        fetching: tools whose ``tools/list`` fetch is in flight; a response for one of them waits.
-        learned: the tool lists learned during this exchange (by name, each as it came); usable by
-            it even when the list's ``ttlMs`` is 0 (the list may not be reused by later exchanges).
-        lists_expire: honour a 2026-07-28 list's ``ttlMs``; off when replaying a capture, which has
-            no clock (a list then lasts until the next one or ``list_changed``).
-        sole: the id key of the POST's one request when it carried one (not a batch, not a ``GET``
-            stream): a response on its stream with another id answers it all the same.
-        client: who the responses go to (:mod:`mcp_normalizer.engine.rules.clients`), :data:`UNKNOWN` if unnamed.
-        private: the scope is one client's (a session or a credential names it): only such a scope
-            learns from results (:mod:`mcp_normalizer.engine.rules.learned`).
-        listed: the members other than ``tools`` of the last ``tools/list`` page learned (the
-            proxy's own fetch reads its ``nextCursor`` there), ``None`` before one.
-        own_stream: the response is a POST's: every response on it answers one of ``pending``,
-            once (Streamable HTTP, ``basic/transports.mdx``); another reply is refused. ``False``
-            for a ``GET`` stream, which may carry the answers to any earlier request.
-    """
-
-    pending: Mapping[IdKey, PendingRequest]
-    era: str | None
-    scope: str
-    state: ScopeState
-    public: ToolCatalog = field(default_factory=ToolCatalog)
-    fetching: set[str] = field(default_factory=set)
-    learned: list[ToolSet] = field(default_factory=list)
-    lists_expire: bool = True
-    sole: IdKey | None = None
-    client: ClientProfile = UNKNOWN
-    private: bool = True
-    listed: JSONObject | None = None
-    own_stream: bool = False
-
-    def tool(self, name: str | None) -> ToolEntry | None:
-        """The entry of tool ``name`` as this exchange may use it, if known."""
-        if name is None:
-            return None
-        for tools in reversed(self.learned):  # the latest first
-            found = tools.get(name)
-            if found is not None:
-                return found
-        return self.state.catalog.get(name) or self.public.get(name)
-
-    def names(self) -> Mapping[str, str] | None:
-        """The current listing's name map (advertised -> upstream, rule ``tool_names``): of the
-        lists learned in this exchange, else of the scope's fresh list, else of the public one;
-        ``None`` when there is no current listing (the caller may fetch one)."""
-        if self.learned:
-            merged: dict[str, str] = {}
-            for tools in self.learned:  # (pages in order: a later page's names join the earlier ones)
-                merged.update(tools.names)
-            return merged
-        found = self.state.catalog.names()
-        return found if found is not None else self.public.names()
-
-    def tool_of(self, request: PendingRequest) -> str | None:
-        """The tool a watched request concerns: the called tool, or the tool that started its task."""
-        if request.tool is not None:
-            return request.tool
-        return self.state.task_tool(request.task_id) if request.task_id is not None else None
-
-    def learn_tools(self, result: JSONObject, entries: ToolSet, *, first_page: bool) -> None:
-        """Record a ``tools/list`` page: for the scope, for this exchange and, when the upstream
-        marked it ``cacheScope: "public"``, for every scope. A 2026-07-28 list is reused for its
-        ``ttlMs`` only (absent or negative: 0); a legacy list lasts until invalidated."""
-        ttl: float | None = None
-        if self.lists_expire and not object_only(self.era):
-            ttl_ms = result.get("ttlMs")
-            ttl = (
-                max(float(ttl_ms), 0.0) / 1000
-                if isinstance(ttl_ms, int | float) and not isinstance(ttl_ms, bool)
-                else 0.0
-            )
-        self.state.learn_tools(entries, first_page=first_page, ttl=ttl)
-        if result.get("cacheScope") == "public" and not self.state.learned:
-            # (a scope's learned declarations are its own: its entries never serve another scope)
-            self.public.learn(entries, first_page=first_page, ttl=ttl)
-        self.learned.append(entries)
-        self.listed = result
-
-    def forget_tools(self) -> None:
-        """The upstream said its tool list changed: forget what was learned."""
-        self.state.forget_tools()
-        self.public.clear()
-        self.learned.clear()
 
 
 class _Hold(Exception):
@@ -528,7 +423,7 @@ class ResponseTransformer:
         of its own when large)."""
         if len(self._body) != 1:
             self._body = [b"".join(self._body)]
-            if self._size > _LARGE:
+            if self._size > LARGE_TEXT:
                 yield
         return (yield from self._rewrite(self._body[0]))
 
@@ -559,7 +454,7 @@ class ResponseTransformer:
         unwrapped = self.normalizer.batch_response(batch, sole) if batch is not None else None
         if unwrapped is not None and unwrapped.applied:
             batch = None  # answered as the single message it is
-        if len(data) > _LARGE:
+        if len(data) > LARGE_TEXT:
             yield  # reading a huge body is a slice of its own
         for _, envelope in messages:
             request = self._request_of(envelope)
@@ -706,7 +601,7 @@ class ResponseTransformer:
         records; ``None`` when the result is not the proxy's to touch."""
         exchange = self.exchange
         if request.method == TOOLS_LIST:
-            return (yield from self._tools_list(request, members, codec))
+            return (yield from tools_list_page(self.normalizer, self.exchange, request, members, codec))
         if request.method == TOOLS_CALL:
             if "task" in members or "resultType" in members or "taskId" in members:
                 small = _decode(codec, members, ("task", "resultType", "taskId", "content"))
@@ -780,118 +675,6 @@ class ResponseTransformer:
         reason = f"the tool's results do not meet its outputSchema; later tools/list of {where} say so"
         return Record(Rewrite(LEARN_RULE.name, f"learned {what}{sent}", (), reason), tool, True)
 
-    def _tools_list(
-        self, request: PendingRequest, members: dict[str, Raw], codec: Codec
-    ) -> Steps[tuple[NewText | None, list[Record]]]:
-        """Repair and learn one ``tools/list`` page, a tool at a time (a pause after each); a tool
-        that cannot be read passes untouched, and a tool text listed before costs a hash."""
-        result: JSONObject = {}
-        records: list[Record] = []
-        entries = ToolSet()
-        new_tools: list[Raw] | None = None
-        for key, text in members.items():
-            if key != "tools":
-                try:
-                    result[key] = codec.loads(text)
-                except DecodeError:
-                    result[key] = text  # not the tools: passed on as it came, the tools still learned
-                continue
-            try:
-                parts = split_array(text)
-            except DecodeError:
-                continue  # not an array: nothing to repair or learn
-            if len(text) > _LARGE:
-                yield  # the first pass over a huge page in a slice of its own
-            texts: list[Raw] = []
-            named: list[tuple[int, str]] = []
-            odd = False  # a name tool_names renames is on this page
-            names_kept = _names_kept(self.exchange.client)
-            changed = False
-            before = self.exchange.state.catalog.tools if request.cursor is not None else None
-            for index, part in enumerate(parts):
-                try:
-                    listed = self.normalizer.list_tool_text(
-                        part, index, self.exchange.era, self.exchange.client, self.exchange.state.learned
-                    )
-                except DecodeError as exc:
-                    reason = f"the tool cannot be read: {str(exc)[:120]}"
-                    rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
-                    records.append(Record(rewrite, None, False, "fault"))
-                    texts.append(part)
-                    continue
-                records += listed.records
-                if listed.entry is not None:
-                    entries.add(listed.entry)
-                    named.append((index, listed.entry.name))
-                    odd = odd or names_kept.fullmatch(listed.entry.name) is None
-                if listed.text is not None:
-                    changed = True
-                texts.append(part if listed.text is None else Raw(listed.text))
-                yield
-            if odd or (before is not None and before.names):  # (only when a name may change)
-                entries.names = yield from self._rename(texts, named, records, codec, before)
-                changed = changed or bool(entries.names)
-            if changed:
-                new_tools = texts
-        self.exchange.learn_tools(result, entries.sealed(), first_page=request.cursor is None)
-        yield
-        exchange = self.exchange
-        # Made for this client or scope (fewer repairs, learned declarations), changed or not: no
-        # shared cache may hand it to another (2026-07-28 server/utilities/caching.mdx, cacheScope).
-        # Only what an unknown client gets (every repair) is everyone's.
-        tailored = result.get("cacheScope") == "public" and (exchange.client is not UNKNOWN or exchange.state.learned)
-        if new_tools is None and not tailored:
-            return None, records
-        # Every byte copied is UTF-8: each tool was decoded (or is the text of one that was), and
-        # so were the other members, but for those kept undecoded: they are checked here.
-        unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
-        if not all(_utf8(bytes(text)) for text in unread):
-            return None, []  # the message cannot be rewritten: nor is anything logged
-        out: dict[str, Raw | list[Raw]] = dict(members) if new_tools is None else {**members, "tools": new_tools}
-        if tailored:
-            out["cacheScope"] = Raw(b'"private"')
-        return out, records  # written with the message, in one pass
-
-    def _rename(
-        self,
-        texts: list[Raw],
-        named: list[tuple[int, str]],
-        records: list[Record],
-        codec: Codec,
-        before: ToolSet | None,
-    ) -> Steps[dict[str, str]]:
-        """Rule ``tool_names`` on one page (``before``: the listing's earlier pages, if any): tools
-        whose names clients refuse, or whose names an earlier page's invented name took, are
-        advertised under new ones (``texts`` changed in place, a pause after each); the page's
-        part of the name map (advertised -> upstream)."""
-        config = self.normalizer.config
-        earlier = before if before is not None else ToolSet()
-        client = self.exchange.client
-        kept = _names_kept(client)
-        host = client.host.title if kept is not SPEC_NAME and client.host is not None else ""
-        renamer = Renamer((name for _, name in named), earlier.keys(), earlier.names, kept)
-        names: dict[str, str] = {}
-        for index, original in named:
-            odd = kept.fullmatch(original) is None
-            mode = config.mode(TOOL_NAMES.name, original) if odd else RuleMode.OFF
-            new = renamer.name_for(original, odd and mode is RuleMode.ON)
-            if new is None:
-                if mode is RuleMode.REPORT:
-                    records.append(Record(name_rewrite(original, index, host=host), original, applied=False))
-                continue
-            records.append(Record(name_rewrite(original, index, taken=not odd, host=host), original, applied=True))
-            # Only the name and _meta members are read and written: the rest of the tool is copied
-            # as it came (decoding 50,000 whole tools kept their trees alive for the collector).
-            members = split_object(texts[index])
-            text = members.get("_meta")
-            meta = meta_of({"_meta": codec.loads(text)} if text is not None else {})
-            meta[ORIGINAL_NAME_KEY] = original
-            members["name"], members["_meta"] = Raw(codec.dumps(new)), Raw(codec.dumps(meta))
-            texts[index] = Raw(join_object(members))
-            names[new] = original
-            yield
-        return names
-
     def _completed_task(
         self, members: dict[str, Raw], task_id: str | None, codec: Codec, size: int
     ) -> tuple[bytes | None, list[Record]] | None:
@@ -952,7 +735,7 @@ class ResponseTransformer:
         that cannot be written goes out as neither bytes nor records."""
         out: bytes | None = None
         if changes or members is not None:
-            large = any(not isinstance(text, bytes) or len(text) > _LARGE for text in changes.values())
+            large = any(not isinstance(text, bytes) or len(text) > LARGE_TEXT for text in changes.values())
             if large:
                 yield  # each pass over a huge message in a slice of its own
             if members is None:
@@ -1012,7 +795,7 @@ def _with_members(members: dict[str, Raw], changes: Mapping[str, NewText]) -> by
     copies parts of the old value; undecoded parts are checked by their maker)."""
     copied = [bytes(value) for key, value in members.items() if key not in changes]
     texts = [text for text in changes.values() if isinstance(text, bytes)]
-    if not all(_utf8(part) for part in (*copied, *texts)):
+    if not all(is_utf8(part) for part in (*copied, *texts)):
         logger.warning("rewritten message holds bytes that are not UTF-8: forwarded unchanged")
         return None
     try:
@@ -1022,15 +805,6 @@ def _with_members(members: dict[str, Raw], changes: Mapping[str, NewText]) -> by
     except DecodeError:
         logger.warning("rewritten message cannot be encoded: forwarded unchanged")
         return None
-
-
-def _utf8(data: bytes) -> bool:
-    """True when ``data`` is UTF-8 (copied parts of a rewritten message must be: RFC 8259 8.1)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _charset(parameters: str) -> str | None:
@@ -1045,8 +819,6 @@ def _charset(parameters: str) -> str | None:
 _BOM = b"\xef\xbb\xbf"
 #: The SSE event announcing a tool list the scope now advertises otherwise (:mod:`mcp_normalizer.engine.rules.learned`).
 _LIST_CHANGED_EVENT = b"event: message\ndata: " + LIST_CHANGED + b"\n\n"
-#: A new text this large is written in a slice of its own.
-_LARGE = 1 << 20
 #: Words that make an event worth parsing even when it answers no watched request.
 _NOTICES = (b"list_changed", b"notifications/tasks")
 
@@ -1060,9 +832,3 @@ def _task_handle(result: JSONObject) -> str | None:
     if isinstance(task, dict) and isinstance(task.get("taskId"), str) and "content" not in result:
         return str(task["taskId"])
     return None
-
-
-def _names_kept(client: ClientProfile) -> re.Pattern[str]:
-    """The tool names rule ``tool_names`` keeps for ``client``: the spec's, or the stricter ones a
-    host takes (Claude Desktop, claude.ai)."""
-    return VALID_NAME if client.host_needs(STRICT_NAMES) else SPEC_NAME

@@ -20,8 +20,9 @@ import anyio
 from ..engine.audit import AuditLog
 from ..engine.capture import Capture
 from ..engine.catalog import ToolSet
+from ..engine.exchange import Exchange
 from ..engine.normalize import Normalizer, Record
-from ..engine.transform import Exchange, ResponseTransformer
+from ..engine.transform import ResponseTransformer
 from ..errors import ResponseRefused
 from ..types import JSON, ASGIApp, JSONObject, Message, RawHeaders, Scope
 from ..wire.jsoncodec import dumps

@@ -464,3 +464,12 @@ def quiet_gc(size: int) -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def is_utf8(data: bytes) -> bool:
+    """True when ``data`` is UTF-8 (bytes copied into a rewritten message must be: RFC 8259 8.1)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -1,0 +1,159 @@
+"""The ``tools/list`` path: one page of a tool list, its tools repaired by the list rules and
+learned, a name clients refuse advertised under another (rule ``tool_names``); sans-IO.
+
+:func:`tools_list_page` is driven by the transformer (:mod:`mcp_normalizer.engine.transform`) a
+tool at a time, as a :data:`~mcp_normalizer.engine.steps.Steps` generator, so that a page of
+50,000 tools never holds the event loop. It reads and writes only the tools it changes: the
+others are copied as they came.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import DecodeError
+from ..types import JSONObject
+from ..wire.jsoncodec import Codec, Raw, is_utf8, join_object, split_array, split_object
+from ..wire.jsonrpc import PendingRequest
+from .catalog import ToolSet
+from .exchange import Exchange
+from .normalize import Normalizer, Record
+from .rules import Mode as RuleMode
+from .rules import Rewrite
+from .rules.base import meta_of
+from .rules.clients import UNKNOWN, ClientProfile
+from .rules.host_profiles import TOOL_NAME as STRICT_NAMES
+from .rules.tool_names import ORIGINAL_NAME_KEY, Renamer
+from .rules.tool_names import RULE as TOOL_NAMES
+from .rules.tool_names import SPEC as SPEC_NAME
+from .rules.tool_names import VALID as VALID_NAME
+from .rules.tool_names import rewrite as name_rewrite
+from .steps import LARGE_TEXT, Steps
+
+
+def tools_list_page(
+    normalizer: Normalizer, exchange: Exchange, request: PendingRequest, members: dict[str, Raw], codec: Codec
+) -> Steps[tuple[dict[str, Raw | list[Raw]] | None, list[Record]]]:
+    """Repair and learn one ``tools/list`` page, a tool at a time (a pause after each); a tool
+    that cannot be read passes untouched, and a tool text listed before costs a hash.
+
+    Args:
+        normalizer: runs the list rules on each tool (:meth:`Normalizer.list_tool_text`).
+        exchange: the exchange the page came on; the page's tools are learned into it.
+        request: the ``tools/list`` request the page answers (its ``cursor``: a later page).
+        members: the result's members, undecoded.
+        codec: decodes what must be read, keeping every number's spelling.
+
+    Returns (as the generator's value): the result's new members (``None``: unchanged), written
+    with the message in one pass, and the log records.
+    """
+    result: JSONObject = {}
+    records: list[Record] = []
+    entries = ToolSet()
+    new_tools: list[Raw] | None = None
+    for key, text in members.items():
+        if key != "tools":
+            try:
+                result[key] = codec.loads(text)
+            except DecodeError:
+                result[key] = text  # not the tools: passed on as it came, the tools still learned
+            continue
+        try:
+            parts = split_array(text)
+        except DecodeError:
+            continue  # not an array: nothing to repair or learn
+        if len(text) > LARGE_TEXT:
+            yield  # the first pass over a huge page in a slice of its own
+        texts: list[Raw] = []
+        named: list[tuple[int, str]] = []
+        odd = False  # a name tool_names renames is on this page
+        kept = names_kept(exchange.client)
+        changed = False
+        before = exchange.state.catalog.tools if request.cursor is not None else None
+        for index, part in enumerate(parts):
+            try:
+                listed = normalizer.list_tool_text(part, index, exchange.era, exchange.client, exchange.state.learned)
+            except DecodeError as exc:
+                reason = f"the tool cannot be read: {str(exc)[:120]}"
+                rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
+                records.append(Record(rewrite, None, False, "fault"))
+                texts.append(part)
+                continue
+            records += listed.records
+            if listed.entry is not None:
+                entries.add(listed.entry)
+                named.append((index, listed.entry.name))
+                odd = odd or kept.fullmatch(listed.entry.name) is None
+            if listed.text is not None:
+                changed = True
+            texts.append(part if listed.text is None else Raw(listed.text))
+            yield
+        if odd or (before is not None and before.names):  # (only when a name may change)
+            entries.names = yield from _rename(normalizer, exchange.client, texts, named, records, codec, before)
+            changed = changed or bool(entries.names)
+        if changed:
+            new_tools = texts
+    exchange.learn_tools(result, entries.sealed(), first_page=request.cursor is None)
+    yield
+    # Made for this client or scope (fewer repairs, learned declarations), changed or not: no
+    # shared cache may hand it to another (2026-07-28 server/utilities/caching.mdx, cacheScope).
+    # Only what an unknown client gets (every repair) is everyone's.
+    tailored = result.get("cacheScope") == "public" and (exchange.client is not UNKNOWN or exchange.state.learned)
+    if new_tools is None and not tailored:
+        return None, records
+    # Every byte copied is UTF-8: each tool was decoded (or is the text of one that was), and
+    # so were the other members, but for those kept undecoded: they are checked here.
+    unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
+    if not all(is_utf8(bytes(text)) for text in unread):
+        return None, []  # the message cannot be rewritten: nor is anything logged
+    out: dict[str, Raw | list[Raw]] = dict(members) if new_tools is None else {**members, "tools": new_tools}
+    if tailored:
+        out["cacheScope"] = Raw(b'"private"')
+    return out, records  # written with the message, in one pass
+
+
+def _rename(
+    normalizer: Normalizer,
+    client: ClientProfile,
+    texts: list[Raw],
+    named: list[tuple[int, str]],
+    records: list[Record],
+    codec: Codec,
+    before: ToolSet | None,
+) -> Steps[dict[str, str]]:
+    """Rule ``tool_names`` on one page (``before``: the listing's earlier pages, if any): tools
+    whose names clients refuse, or whose names an earlier page's invented name took, are
+    advertised under new ones (``texts`` changed in place, a pause after each); the page's
+    part of the name map (advertised -> upstream)."""
+    config = normalizer.config
+    earlier = before if before is not None else ToolSet()
+    kept = names_kept(client)
+    host = client.host.title if kept is not SPEC_NAME and client.host is not None else ""
+    renamer = Renamer((name for _, name in named), earlier.keys(), earlier.names, kept)
+    names: dict[str, str] = {}
+    for index, original in named:
+        odd = kept.fullmatch(original) is None
+        mode = config.mode(TOOL_NAMES.name, original) if odd else RuleMode.OFF
+        new = renamer.name_for(original, odd and mode is RuleMode.ON)
+        if new is None:
+            if mode is RuleMode.REPORT:
+                records.append(Record(name_rewrite(original, index, host=host), original, applied=False))
+            continue
+        records.append(Record(name_rewrite(original, index, taken=not odd, host=host), original, applied=True))
+        # Only the name and _meta members are read and written: the rest of the tool is copied
+        # as it came (decoding 50,000 whole tools kept their trees alive for the collector).
+        members = split_object(texts[index])
+        text = members.get("_meta")
+        meta = meta_of({"_meta": codec.loads(text)} if text is not None else {})
+        meta[ORIGINAL_NAME_KEY] = original
+        members["name"], members["_meta"] = Raw(codec.dumps(new)), Raw(codec.dumps(meta))
+        texts[index] = Raw(join_object(members))
+        names[new] = original
+        yield
+    return names
+
+
+def names_kept(client: ClientProfile) -> re.Pattern[str]:
+    """The tool names rule ``tool_names`` keeps for ``client``: the spec's, or the stricter ones a
+    host takes (Claude Desktop, claude.ai)."""
+    return VALID_NAME if client.host_needs(STRICT_NAMES) else SPEC_NAME
