@@ -1,5 +1,7 @@
 """Benchmark: the same workloads, in one run, direct to the upstream, through a pass-through proxy
-(every rule off) and through the normalizer (the shipped default config).
+(every rule off), through the normalizer (the shipped default config) and through the floor:
+``../shared/tools/lean_hop.py``, the leanest proxy Python can be, with this project's rules
+(``floor``) and without (``floor-pass``); without ``../shared`` the floor is skipped with a line.
 
 ::
 
@@ -37,9 +39,11 @@ from bench.manytools import measure as measure_many_tools
 from bench.manytools import prime as prime_many_tools
 from bench.procs import (
     Proc,
+    lean_hop,
     machine,
     memory_kib,
     passthrough_config,
+    start_floor,
     start_proxy,
     start_upstream,
     summarize_log,
@@ -47,12 +51,14 @@ from bench.procs import (
 )
 from bench.report import (
     DIRECT,
+    FLOOR,
+    FLOOR_PASS,
     NORMALIZER,
     PASS,
-    TARGETS,
     Summary,
     call_table,
     cost_targets,
+    floor_targets,
     many_tools_table,
     many_tools_target,
     progress_table,
@@ -153,9 +159,10 @@ def _workloads(params: Params) -> tuple[list[Workload], Workload]:
 
 def _measure(params: Params, upstream: Proc, proxies: dict[str, Proc]) -> list[Run]:
     """Every workload against every target, in ``rounds`` interleaved slices (the order rotating), so
-    that load from outside (a shared machine) falls on all three targets alike."""
+    that load from outside (a shared machine) falls on every target alike."""
     calls, progress = _workloads(params)
     ports = {DIRECT: upstream.port, **{name: proc.port for name, proc in proxies.items()}}
+    order = list(ports)
     pool = LoadPool(params.client_procs)
     runs: list[Run] = []
     try:
@@ -163,9 +170,10 @@ def _measure(params: Params, upstream: Proc, proxies: dict[str, Proc]) -> list[R
         for workload, connections in plan:
             if params.only and workload.name not in params.only:
                 continue
-            slices: dict[str, list[Run]] = {target: [] for target in TARGETS}
+            slices: dict[str, list[Run]] = {target: [] for target in order}
             for round_ in range(params.rounds):
-                for target in TARGETS[round_ % 3 :] + TARGETS[: round_ % 3]:
+                turn = round_ % len(order)
+                for target in order[turn:] + order[:turn]:
                     print(f"bench: {workload.name} -> {target} ({round_ + 1}/{params.rounds})", file=sys.stderr)
                     watch = {"upstream": upstream.pid}
                     if target in proxies:
@@ -180,7 +188,7 @@ def _measure(params: Params, upstream: Proc, proxies: dict[str, Proc]) -> list[R
                         watch=watch,
                     )
                     slices[target].append(run)
-            runs += [combine(slices[target]) for target in TARGETS]
+            runs += [combine(slices[target]) for target in order]
     finally:
         pool.close()
     return runs
@@ -192,7 +200,7 @@ def _measure_many_tools(params: Params, upstream: Proc, proxies: dict[str, Proc]
         return []
     out = []
     prime_many_tools("127.0.0.1", upstream.port, params.many_tools)
-    for target in TARGETS:
+    for target in [DIRECT, *proxies]:
         print(f"bench: {MANY} -> {target}", file=sys.stderr)
         proxy = proxies.get(target)
         out.append(
@@ -203,7 +211,7 @@ def _measure_many_tools(params: Params, upstream: Proc, proxies: dict[str, Proc]
                 tools=params.many_tools,
                 idle=min(2.0, params.duration),
                 proxy_pid=proxy.pid if proxy is not None else None,
-                rewritten=target == NORMALIZER,
+                rewritten=target in (NORMALIZER, FLOOR),
             )
         )
     return out
@@ -217,14 +225,17 @@ def _report(
     peaks: dict[str, float],
     as_json: bool,
     stdio_runs: list[StdioRun],
+    floor_note: str = "",
 ) -> tuple[int, int]:
     """Print the results; return (failed calls, missed targets)."""
+    floor_ran = any(run.target == FLOOR for run in runs)
     _, progress = _workloads(params)
     summaries = [Summary.of(run) for run in runs]
     calls = [s for s in summaries if s.workload != progress.name]
     streams = [s for s in summaries if s.workload == progress.name]
     ratio_lines, ratio_data = ratios(calls)
     judged = targets(summaries, "small", progress.name, params.sse_gap_ms)
+    judged += floor_targets(summaries, "small")
     judged += cost_targets(summaries, peaks.get(NORMALIZER), params.concurrency)
     judged += many_tools_target(many)
     errors = sum(s.errors for s in summaries) + sum(len(run.errors) for run in many)
@@ -244,6 +255,7 @@ def _report(
             "proxy_log": logs,
             "proxy_peak_rss_mib": peaks,
             "stdio": [asdict(run) for run in stdio_runs],
+            "floor": floor_note or "ran",
         }
         print(json.dumps(document, indent=2, allow_nan=False, default=str))
         return errors, missed
@@ -255,7 +267,9 @@ def _report(
         f"{params.warmup:g} s warm-up; {params.client_procs} client process(es), raw HTTP/1.1 "
         "(asyncio streams, keep-alive); upstream, proxies and client in separate processes",
         "targets: direct = fixture upstream; pass-through = mcp-normalizer, every rule off; "
-        "normalizer = mcp-normalizer, shipped config",
+        "normalizer = mcp-normalizer, shipped config; floor = ../shared/tools/lean_hop.py --normalize "
+        "(this project's rules on a raw asyncio hop), floor-pass = the same without --normalize"
+        + ("" if floor_ran else " (the floor did not run: see the note below)"),
         "",
         *call_table(calls),
         "",
@@ -281,6 +295,8 @@ def _report(
         "bottleneck there (try --client-procs)"
         for s in bound
     )
+    if floor_note:
+        out.append(f"note: {floor_note}")
     out.append("proxy peak RSS: " + ", ".join(f"{name} {mib:.0f} MiB" for name, mib in peaks.items()))
     for name, lines in logs.items():
         if lines:
@@ -300,11 +316,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, params = _parse(argv)
     upstream = start_upstream()
     procs: dict[str, Proc] = {}
+    floor_note = ""
     try:
         with tempfile.TemporaryDirectory() as tmp:
             url = f"http://127.0.0.1:{upstream.port}/mcp"
             procs[PASS] = start_proxy(PASS, url, passthrough_config(Path(tmp)))
             procs[NORMALIZER] = start_proxy(NORMALIZER, url)
+            script = lean_hop()
+            if script is not None:
+                procs[FLOOR_PASS] = start_floor(FLOOR_PASS, url, script, normalize=False)
+                procs[FLOOR] = start_floor(FLOOR, url, script, normalize=True)
+            else:
+                floor_note = "floor skipped: no ../shared/tools/lean_hop.py (set MCP_NORMALIZER_SHARED)"
+                print(f"bench: {floor_note}", file=sys.stderr)
             for proc in procs.values():
                 wait_listening(proc)
             runs = _measure(params, upstream, procs)
@@ -315,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for proc in [*procs.values(), upstream]:
             proc.stop()
     stdio_runs = [] if params.only and STDIO not in params.only else measure_stdio(100 if args.quick else 2000)
-    errors, missed = _report(params, runs, many, logs, peaks, args.json, stdio_runs)
+    errors, missed = _report(params, runs, many, logs, peaks, args.json, stdio_runs, floor_note)
     return 1 if errors or (args.strict and missed) else 0
 
 

@@ -2,7 +2,8 @@
 
 The proxy is started exactly as an operator would: ``mcp-normalizer --upstream URL --port P
 --log-level warning`` (plus ``--config FILE`` for the pass-through configuration, every rule
-``off``). Its stderr goes to a file, read back with :meth:`Proc.log_lines`.
+``off``). The floor is ``../shared/tools/lean_hop.py`` (or under ``MCP_NORMALIZER_SHARED``), run
+by :mod:`bench.floor`. Each child's stderr goes to a file, read back with :meth:`Proc.log_lines`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import IO
 from mcp_normalizer.engine.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The team's shared folder: the floor (``tools/lean_hop.py``) is there.
+SHARED = Path(os.environ.get("MCP_NORMALIZER_SHARED", ROOT.parent / "shared"))
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -116,6 +119,25 @@ def start_proxy(name: str, upstream_url: str, config: Path | None = None) -> Pro
     argv = [proxy_executable(), "--upstream", upstream_url, "--port", str(port), "--log-level", "warning"]
     if config is not None:
         argv += ["--config", str(config)]
+    stderr = tempfile.TemporaryFile()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    return Proc(name, process, port, stderr)
+
+
+def lean_hop() -> Path | None:
+    """The floor's script, ``SHARED/tools/lean_hop.py``, or ``None`` when it is not there."""
+    path = SHARED / "tools" / "lean_hop.py"
+    return path if path.is_file() else None
+
+
+def start_floor(name: str, upstream_url: str, script: Path, *, normalize: bool) -> Proc:
+    """Start the lean hop ``script`` in front of ``upstream_url``, running this checkout's rule
+    engine when ``normalize`` (no wait: see :func:`wait_listening`)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.floor", str(script), "--upstream", upstream_url, "--port", str(port)]
+    if normalize:
+        argv += ["--normalize", "--project", str(ROOT)]
     stderr = tempfile.TemporaryFile()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
     process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, env=env)

@@ -11,6 +11,9 @@ from .manytools import ManyToolsRun
 
 DIRECT, PASS, NORMALIZER = "direct", "pass-through", "normalizer"
 TARGETS = (DIRECT, PASS, NORMALIZER)
+#: The floor (``../shared/tools/lean_hop.py``): with this project's rules, and without.
+FLOOR, FLOOR_PASS = "floor", "floor-pass"
+FLOORS = (FLOOR_PASS, FLOOR)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -136,6 +139,12 @@ def ratios(summaries: Sequence[Summary]) -> tuple[list[str], dict[str, dict[str,
             "pass-through/direct throughput": _ratio(passing.rps, direct.rps),
             "pass-through/direct p99": _ratio(passing.p99_ms, direct.p99_ms),
         }
+        floor, floor_pass = by.get((workload, FLOOR)), by.get((workload, FLOOR_PASS))
+        if floor is not None and floor_pass is not None:
+            values["normalizer/floor CPU per call"] = _ratio(normal.proxy_us_per_call, floor.proxy_us_per_call)
+            values["pass-through/floor-pass CPU per call"] = _ratio(
+                passing.proxy_us_per_call, floor_pass.proxy_us_per_call
+            )
         data[workload] = {k: None if math.isnan(v) else v for k, v in values.items()}
         lines.append(f"{workload}: " + ", ".join(f"{k} {_plain(v)}x" for k, v in values.items()))
     return lines, data
@@ -204,6 +213,31 @@ def targets(summaries: Sequence[Summary], small: str, progress: str, gap_ms: flo
                 sse.delay_p99_ms < bound,
                 f"p99 {_num(sse.delay_p99_ms, 3)} ms, max {_num(sse.delay_max_ms, 3)} ms, "
                 f"{sse.late_events} of {sse.events} events took >= {gap_ms:g} ms",
+            )
+        )
+    return out
+
+
+def floor_targets(summaries: Sequence[Summary], small: str) -> list[Target]:
+    """The hop against the floor in the same run (issue 27): proxy CPU per call of the normalizer
+    within 1.5x the floor's on a small call and 1.2x on a 1 MiB result, and pass-through within
+    1.2x the floor without rules; nothing when the floor did not run."""
+    by = {(s.workload, s.target): s for s in summaries}
+    out: list[Target] = []
+    for workload, mine, theirs, bound in (
+        (small, NORMALIZER, FLOOR, 1.5),
+        (small, PASS, FLOOR_PASS, 1.2),
+        ("1 MiB", NORMALIZER, FLOOR, 1.2),
+    ):
+        a, b = by.get((workload, mine)), by.get((workload, theirs))
+        if a is None or b is None or not a.calls or not b.calls:
+            continue
+        ratio = _ratio(a.proxy_us_per_call, b.proxy_us_per_call)
+        out.append(
+            Target(
+                f"{mine} proxy CPU per call <= {bound:g}x {theirs} ({workload})",
+                ratio <= bound,
+                f"{_num(ratio, 2)}x ({_num(a.proxy_us_per_call, 0)} vs {_num(b.proxy_us_per_call, 0)} µs)",
             )
         )
     return out

@@ -6,22 +6,25 @@ lines the commands must print are checked.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from .support import ROOT
+from .support import ROOT, need_shared
 
 pytestmark = pytest.mark.wire
 
 
-def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``bench/<script>`` with this interpreter from the repository root."""
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), *args],
         cwd=ROOT,
+        env={**os.environ, **env} if env else None,
         capture_output=True,
         text=True,
         timeout=180,
@@ -29,19 +32,28 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_quick_benchmark_compares_the_three_targets_and_prints_the_ratios() -> None:
+def test_quick_benchmark_compares_every_target_with_the_floor_and_prints_the_ratios() -> None:
+    need_shared("tools", "lean_hop.py")  # the floor
     done = run("bench.py", "--quick")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     for workload in ("small", "small-rewrite", "1 MiB", "10 MiB"):
-        for target in ("direct", "pass-through", "normalizer"):
+        for target in ("direct", "pass-through", "normalizer", "floor-pass", "floor"):
             assert re.search(rf"^{re.escape(workload)}\s+{target}\s", out, re.M), (workload, target, out)
         assert re.search(
             rf"^{re.escape(workload)}: normalizer/pass-through throughput (?:[\d.]+|-)x, normalizer/pass-through p99 "
-            r"(?:[\d.]+|-)x, pass-through/direct throughput (?:[\d.]+|-)x, pass-through/direct p99 (?:[\d.]+|-)x$",
+            r"(?:[\d.]+|-)x, pass-through/direct throughput (?:[\d.]+|-)x, pass-through/direct p99 (?:[\d.]+|-)x, "
+            r"normalizer/floor CPU per call (?:[\d.]+|-)x, pass-through/floor-pass CPU per call (?:[\d.]+|-)x$",
             out,
             re.M,
         ), out
+    assert re.search(r"^(PASS|MISS) normalizer proxy CPU per call <= 1\.5x floor \(small\): [\d.]+x", out, re.M), out
+    assert re.search(r"^(PASS|MISS) pass-through proxy CPU per call <= 1\.2x floor-pass \(small\)", out, re.M), out
+    assert re.search(r"^(PASS|MISS) normalizer proxy CPU per call <= 1\.2x floor \(1 MiB\)", out, re.M), out
+    listing = out.split("-tool tools/list, twice", 1)[1].split("\n\n", 1)[0]
+    for target in ("direct", "pass-through", "normalizer", "floor-pass", "floor"):
+        assert re.search(rf"^{target}\s+[\d.]+\s", listing, re.M), (target, listing)
+    assert "floor stderr" not in out, out  # the floor logged nothing: it served every call
     assert re.search(r"^(PASS|MISS) normalizer throughput >= 0\.9x pass-through \(small\)", out, re.M), out
     assert re.search(r"^(PASS|MISS) normalizer p99 <= 1\.2x pass-through p99 \(small\)", out, re.M), out
     assert re.search(r"^(PASS|MISS) SSE progress delay p99 through the normalizer", out, re.M), out
@@ -50,6 +62,15 @@ def test_quick_benchmark_compares_the_three_targets_and_prints_the_ratios() -> N
         for target in ("direct", "wrapper", "upstream-cmd"):
             assert re.search(rf"^\| {workload} \| {target} \| \d+ \|", out, re.M), (workload, target, out)
     assert re.search(r"^stdio small call, wrapper CPU per call <= 300 µs: \d+ µs (PASS|MISS)$", out, re.M), out
+
+
+def test_without_the_shared_folder_the_benchmark_skips_the_floor_with_a_line(tmp_path: Path) -> None:
+    done = run("bench.py", "--quick", "--only", "small", env={"MCP_NORMALIZER_SHARED": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^note: floor skipped: no \.\./shared/tools/lean_hop\.py", done.stdout, re.M), done.stdout
+    assert re.search(r"^small\s+normalizer\s", done.stdout, re.M) and not re.search(
+        r"^small\s+floor", done.stdout, re.M
+    )
 
 
 def test_soak_reports_no_lost_duplicated_or_mismatched_calls() -> None:
