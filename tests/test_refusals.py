@@ -13,7 +13,7 @@ import pytest
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.ops.logs import PROCESS_LOGGERS, JSONFormatter, configure_logging
 from mcp_normalizer.ops.metrics import Metrics
-from mcp_normalizer.ops.refusals import CAUSES, HOST, ORIGIN, RefusalLog, refusal_message
+from mcp_normalizer.ops.refusals import CAUSES, HOST, ORIGIN, RefusalLog, peer_of, refusal_message
 
 pytestmark = pytest.mark.pure
 
@@ -62,6 +62,22 @@ def test_the_message_carries_the_detail_and_the_setting() -> None:
         "Host not allowed (host 'normalizer:8765'); the proxy's setting allowed_hosts "
         "(MCP_NORMALIZER_ALLOWED_HOSTS) allows it"
     )
+
+
+def test_a_refusal_hands_back_the_message_and_never_echoes_a_value_it_is_told_to_keep(
+    clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = RefusalLog(None)
+    with caplog.at_level(logging.WARNING, "mcp_normalizer.refusals"):
+        said = log.refused(HOST, peer_of({"client": ("10.0.0.9", 50123)}), "Host 'rebind.evil.example'", told="")
+        again = log.refused(HOST, "10.0.0.9", "Host 'rebind.evil.example'", told="")  # throttled: same answer
+        sized = log.refused(CAUSES["body_size"], peer_of({}), "over 1048576 bytes")
+    assert said == again == refusal_message(HOST) and "evil" not in said
+    assert sized == refusal_message(CAUSES["body_size"], "over 1048576 bytes")
+    assert [(g["peer"], g["detail"]) for g in lines(caplog)] == [
+        ("10.0.0.9", "Host 'rebind.evil.example'"),
+        ("unknown", "over 1048576 bytes"),
+    ]
 
 
 def test_one_line_per_cause_and_peer_per_interval_then_the_count_of_the_rest(

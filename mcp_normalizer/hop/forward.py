@@ -66,7 +66,7 @@ from yarl import URL
 
 from ..errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from ..ops.metrics import Metrics
-from ..ops.refusals import BODY_SIZE, SHUTTING_DOWN, RefusalLog, refusal_message
+from ..ops.refusals import BODY_SIZE, SHUTTING_DOWN, RefusalLog, peer_of
 from ..types import JSON, Message, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body
 from ..wire.forwarded import ForwardingPolicy, is_forwarding
@@ -321,8 +321,7 @@ class Forwarder:
         except ClientDisconnect:
             return  # never forward a truncated request
         if over:
-            self.refusals.refused(BODY_SIZE, _peer(scope), f"over {self.max_body_bytes} bytes")
-            told = refusal_message(BODY_SIZE, f"over {self.max_body_bytes} bytes")
+            told = self.refusals.refused(BODY_SIZE, peer_of(scope), f"over {self.max_body_bytes} bytes")
             await _error(send, 413, body if len(body) < 65536 else b"", told)
             return
         target: bytes = scope.get("raw_path") or scope["path"].encode()
@@ -334,15 +333,13 @@ class Forwarder:
         if query:
             target += b"?" + query
         if self._closed:
-            self.refusals.refused(SHUTTING_DOWN, _peer(scope))
-            await _error(send, 503, body, refusal_message(SHUTTING_DOWN))
+            await _error(send, 503, body, self.refusals.refused(SHUTTING_DOWN, peer_of(scope)))
             return
         sent = _strip(scope["headers"], _DROP_REQUEST)
         forwarding = self.forwarding
         if forwarding.add or any(is_forwarding(key) for key, _ in sent):
-            client = scope.get("client")
             host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
-            sent = forwarding.apply(sent, client[0] if client else None, scope.get("scheme", "http"), host)
+            sent = forwarding.apply(sent, peer_of(scope), scope.get("scheme", "http"), host)
         headers: CIMultiDict[str] = CIMultiDict((key.decode("latin-1"), value.decode("latin-1")) for key, value in sent)
         headers["accept-encoding"] = "identity"
         # The target goes out byte for byte (no dot-segment normalization) to the upstream origin.
@@ -636,12 +633,6 @@ class _HangUpWatch:
         self.done = True
         if not self._watcher.done():
             self._watcher.cancel()
-
-
-def _peer(scope: Scope) -> str | None:
-    """The address of the connection's client (``scope["client"]``), if known."""
-    client = scope.get("client")
-    return client[0] if client else None
 
 
 def _request_ids(body: bytes) -> JSON:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..ops.admin import Admin
 from ..ops.observe import RequestRecord
-from ..ops.refusals import DUPLICATE_HOST, DUPLICATE_ORIGIN, HEAD_SIZE, HOST, ORIGIN, Cause, RefusalLog, refusal_message
+from ..ops.refusals import DUPLICATE_HOST, DUPLICATE_ORIGIN, HEAD_SIZE, HOST, ORIGIN, Cause, RefusalLog, peer_of
 from ..types import ASGIApp, Receive, Scope, Send
 from ..wire.heads import head_size
 from ..wire.hosts import HostPolicy
@@ -70,9 +70,8 @@ class FrontDoor:
         try:
             if refusal is not None:
                 cause, detail, told = refusal
-                client = scope.get("client")
-                self.refusals.refused(cause, client[0] if client else None, detail)
-                await respond(observed.send, cause.status, refusal_body(refusal_message(cause, told)))
+                message = self.refusals.refused(cause, peer_of(scope), detail, told=told)
+                await respond(observed.send, cause.status, refusal_body(message))
             else:
                 await self.app(scope, receive, observed.send)
         finally:

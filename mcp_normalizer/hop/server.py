@@ -21,8 +21,8 @@ what a production HTTP server enforces and uvicorn does not:
   the socket and the buffer until the client reads, which may be never.
 
 These are nginx's ``client_header_timeout``, ``client_body_timeout``,
-``large_client_header_buffers`` and ``worker_connections``. Refusals are counted in a throttled
-warning (:class:`~mcp_normalizer.ops.logs.Throttle`): one line per interval, never a flood.
+``large_client_header_buffers`` and ``worker_connections``. Each refusal is counted and logged
+once per cause and peer per interval (:class:`~mcp_normalizer.ops.refusals.RefusalLog`), never a flood.
 """
 
 from __future__ import annotations

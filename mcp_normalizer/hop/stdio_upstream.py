@@ -68,7 +68,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..engine.stdio_session import long_line_id
 from ..errors import ClientDisconnect, DecodeError
 from ..ops.metrics import Metrics
-from ..ops.refusals import BODY_SIZE, CHILDREN, RefusalLog, refusal_message
+from ..ops.refusals import BODY_SIZE, CHILDREN, RefusalLog, peer_of
 from ..types import RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body
 from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_array, split_object
@@ -635,8 +635,7 @@ class StdioUpstream:
             return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
         if len(self._children) + self._starting >= self.max_children:
             detail = f"{self.max_children} MCP server processes run, one per session; end one with DELETE"
-            self.refusals.refused(CHILDREN, peer, detail)
-            return _refusal(503, refusal_message(CHILDREN, detail), extra=[(b"retry-after", b"1")])
+            return _refusal(503, self.refusals.refused(CHILDREN, peer, detail), extra=[(b"retry-after", b"1")])
         env = {**os.environ, **self.command.env} if self.command.env else None
         self._starting += 1  # (the slot is taken while it starts)
         try:
@@ -750,9 +749,8 @@ class StdioUpstream:
         except ClientDisconnect:
             return
         if over:
-            client = scope.get("client")
-            self.refusals.refused(BODY_SIZE, client[0] if client else None, f"over {self.max_body_bytes} bytes")
-            await _respond(send, *_refusal(413, refusal_message(BODY_SIZE, f"over {self.max_body_bytes} bytes")))
+            told = self.refusals.refused(BODY_SIZE, peer_of(scope), f"over {self.max_body_bytes} bytes")
+            await _respond(send, *_refusal(413, told))
             return
         headers = scope["headers"]
         parsed = _parse(body)
@@ -776,8 +774,7 @@ class StdioUpstream:
         elif any(m.method == "initialize" for m in messages):
             session_id = secrets.token_urlsafe(24)
             minted = [(b"mcp-session-id", session_id.encode())]
-            client = scope.get("client")
-            found = await self._start(session_id, client[0] if client else None)
+            found = await self._start(session_id, peer_of(scope))
         elif _stateless(headers, messages):
             found = await self._shared_child()
         else:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..types import Scope
     from .metrics import Metrics
 
 logger = logging.getLogger("mcp_normalizer.refusals")  # a name operators filter on, not the module path
@@ -110,9 +111,15 @@ class RefusalLog:
         self._counter = metrics.refusals if metrics is not None else None
         self._pairs: OrderedDict[tuple[str, str], list[float]] = OrderedDict()  # -> [logged at, not logged since]
 
-    def refused(self, cause: Cause, peer: str | None, detail: str = "") -> None:
+    def refused(self, cause: Cause, peer: str | None, detail: str = "", *, told: str | None = None) -> str:
         """Record one refusal of ``cause`` to ``peer`` (the client's address, ``None`` unknown);
-        ``detail`` says what was refused (the value or the limit), for the log line only."""
+        ``detail`` says what was refused (the value or the limit) in the log line.
+
+        Returns:
+            The error message for the client (:func:`refusal_message`), with ``told`` as its
+            detail (``detail`` when not given; ``""`` for a value the client sent, never echoed).
+        """
+        message = refusal_message(cause, detail if told is None else told)
         if self._counter is not None:
             self._counter.labels(cause.key).inc()
         who = peer or "unknown"
@@ -123,7 +130,7 @@ class RefusalLog:
             self._pairs.move_to_end(pair)
             if self.interval > 0 and now - seen[0] < self.interval:
                 seen[1] += 1
-                return
+                return message
         suppressed = int(seen[1]) if seen is not None else 0
         self._pairs[pair] = [now, 0]
         if len(self._pairs) > self.max_pairs:
@@ -148,3 +155,10 @@ class RefusalLog:
             f"; {suppressed} more not logged since" if suppressed else "",
             extra={"audit": fields},
         )
+        return message
+
+
+def peer_of(scope: Scope) -> str | None:
+    """The address of an ASGI request's client (``scope["client"]``), as a refusal names it."""
+    client = scope.get("client")
+    return client[0] if client else None
