@@ -8,8 +8,9 @@ Each candidate sends the same small ``tools/call`` POST to the fixture upstream 
 ``--concurrency`` requests at a time over kept-alive connections, on uvloop, the body read whole as
 the forwarder does, and this process's CPU time is divided by the calls: the cost the client
 library adds to every proxied call. Candidates: httpx (httpcore and h11 beneath), httpx over the
-``httpx-aiohttp`` transport, and aiohttp itself. The upstream's answers are checked (status 200 and
-the call's nonce).
+``httpx-aiohttp`` transport, aiohttp itself (the forwarder's client until issue 27), and the
+forwarder's own :class:`~mcp_normalizer.hop.upstream_http.UpstreamPool`. The upstream's answers are
+checked (status 200 and the call's nonce).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import aiohttp
 import httpx
 import orjson
 import uvloop
+
+from mcp_normalizer.hop.upstream_http import UpstreamPool
 
 from .client import call_message
 from .fixture import SMALL
@@ -82,7 +85,21 @@ async def _candidates(url: str, calls: int, concurrency: int) -> dict[str, float
             async with session.post(url, data=body, headers=HEADERS) as response:
                 _check(response.status, await response.read(), nonce)
 
-        results["aiohttp (the forwarder's)"] = await _run(via_aiohttp, url, calls, concurrency)
+        results["aiohttp"] = await _run(via_aiohttp, url, calls, concurrency)
+
+    pool = UpstreamPool("127.0.0.1", int(url.split(":")[2].split("/")[0]))
+    head = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in HEADERS.items())
+
+    async def via_pool(url: str, body: bytes, nonce: str) -> None:
+        response = await pool.send(0, b"POST", head + b"content-length: %d\r\n\r\n" % len(body), body)
+        parts = []
+        while chunk := await response.read():
+            parts.append(chunk)
+        response.release()
+        _check(response.status, b"".join(parts), nonce)
+
+    results["UpstreamPool (the forwarder's)"] = await _run(via_pool, url, calls, concurrency)
+    await pool.aclose()
     return results
 
 
@@ -100,7 +117,7 @@ def main() -> None:
         upstream.stop()
     print(f"client CPU per small call ({args.calls} calls, {args.concurrency} at a time, uvloop):")
     for name, seconds in results.items():
-        print(f"  {name:28s} {seconds * 1e6:7.0f} µs")
+        print(f"  {name:30s} {seconds * 1e6:7.0f} µs")
 
 
 if __name__ == "__main__":

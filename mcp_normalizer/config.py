@@ -527,7 +527,7 @@ class Settings:
         except ValueError:
             raise ConfigError(f"upstream {redact_url(self.upstream)!r} has an invalid port") from None
         if parts.username is not None or parts.password is not None:
-            # aiohttp would turn them into a Basic Authorization header on every request, silently
+            # They would have to become a Basic Authorization header on every request, silently
             # replacing the one each client sends: refused, never guessed at.
             raise ConfigError(
                 f"upstream {redact_url(self.upstream)!r} carries credentials (user:password@); the proxy "

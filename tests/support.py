@@ -152,8 +152,10 @@ class RawRequest:
 
 def read_request(rfile: BufferedIOBase) -> RawRequest | None:
     """Read one request (head, then a ``Content-Length`` body) from ``rfile``; ``None`` at the end."""
-    lines = list(iter(rfile.readline, b"\r\n"))
-    if not lines or not any(lines):
+    lines: list[bytes] = []
+    while (line := rfile.readline()) not in (b"\r\n", b""):  # (b"": the peer closed)
+        lines.append(line)
+    if not lines or not line:
         return None
     fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
     body = rfile.read(int(fields.get(b"content-length", b"0")))

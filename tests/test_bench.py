@@ -96,5 +96,5 @@ def test_the_upstream_client_comparison_runs_every_candidate() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    for candidate in ("httpx (httpcore, h11)", "httpx over httpx-aiohttp", "aiohttp (the forwarder's)"):
+    for candidate in ("httpx (httpcore, h11)", "httpx over httpx-aiohttp", "aiohttp", "UpstreamPool (the forwarder's)"):
         assert re.search(rf"^  {re.escape(candidate)}\s+\d+ µs$", done.stdout, re.M), done.stdout

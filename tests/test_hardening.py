@@ -1,7 +1,7 @@
 """Attacks on the hop, on the wire: a hostile upstream, raw clients, hang-ups (issue 12, section 2).
 
 Each test drives the proxy as it runs from its command (uvicorn on httptools with the connection
-guards, the aiohttp forwarder) and asserts what the client or the upstream received.
+guards, the forwarder and its upstream client) and asserts what the client or the upstream received.
 """
 
 from __future__ import annotations

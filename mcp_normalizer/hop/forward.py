@@ -1,4 +1,4 @@
-"""``Forwarder``: the ASGI app that relays every request to one fixed upstream over aiohttp, streaming.
+"""``Forwarder``: the ASGI app that relays every request to one fixed upstream, streaming.
 
 It is a plain reverse proxy and knows nothing of MCP; the standalone proxy wraps it in
 :class:`~mcp_normalizer.middleware.NormalizerMiddleware`. Requests go to the upstream origin at the same path
@@ -23,9 +23,8 @@ scope, so bytes an upstream writes late (a second copy of a response, after the 
 ever reach the client whose request caused them, never another tenant, and there the JSON-RPC id
 check of the transformer (:mod:`mcp_normalizer.engine.transform`) refuses them. Besides, a connection is
 reused only when the response ended exactly where it said it would: an upstream that sends bytes
-beyond its ``Content-Length`` or after its last chunk has its connection closed (response
-desynchronisation; aiohttp closes a connection whose parser holds data when it is released, and
-:class:`_Connector` drops an idle pooled connection that received anything); and a response the
+beyond its ``Content-Length`` or after its last chunk, or anything while idle, has its connection
+closed (response desynchronisation; :mod:`mcp_normalizer.hop.upstream_http`); and a response the
 client side refused (the ``send`` raised) closes its connection even after it went back to the pool.
 
 Time limits hold at every point of a response: ``connect_timeout`` to connect,
@@ -41,28 +40,21 @@ per request). An upstream that breaks off a body already started raises
 :class:`~mcp_normalizer.errors.UpstreamUnavailable`, so the client sees the break instead of a clean end.
 Request targets must be origin-form (``/path?query``): they are sent upstream byte for byte.
 
-Why aiohttp and not httpx: on this project's benchmark a small call cost the proxy 1,160 µs of CPU
-with httpx (httpcore and h11 beneath, anyio per request) against about half of that with aiohttp's
-C parser and its O(1) connection pool; httpx over the ``httpx-aiohttp`` transport keeps httpx's
-request and response objects per call and saves less (docs/performance.md).
+The upstream client is the proxy's own (:class:`~mcp_normalizer.hop.upstream_http.UpstreamPool`: an
+asyncio protocol per connection, httptools parsing, a keep-alive pool per tenant). aiohttp, used
+before it, cost about a third of a small call's CPU in request and response objects the proxy
+does not need; httpx cost twice aiohttp (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import math
 import re
+import ssl
 import time
-import weakref
-from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import urlsplit
-
-import aiohttp
-from multidict import CIMultiDict
-from yarl import URL
 
 from ..errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from ..ops.metrics import Metrics
@@ -73,6 +65,7 @@ from ..wire.forwarded import ForwardingPolicy, is_forwarding
 from ..wire.jsoncodec import dumps, loads
 from ..wire.public import MAX_DOCUMENT_BYTES, rewrite_document, rewrite_www_authenticate, rewrites_document
 from ..wire.responses import error_body, respond
+from .upstream_http import Response, TimedOut, UpstreamHTTPError, UpstreamPool
 
 logger = logging.getLogger(__name__)
 
@@ -93,14 +86,9 @@ _HOP_BY_HOP = frozenset(
 #: Dropped from requests besides hop-by-hop ones: ``Host``, ``Content-Length`` and ``Accept-Encoding``
 #: are the proxy's to set; ``Expect: 100-continue`` was answered by the server that read the body.
 _DROP_REQUEST = _HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding", b"expect"}
-#: Methods retried once when a kept-alive connection was closed under them (RFC 9110 section 9.2.2:
-#: never a method whose request may have run, such as the POST of every MCP message).
-_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 #: A control character in a response header name or value (uvicorn would refuse to write it).
 _BAD_HEADER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _DROP_RESPONSE = _HOP_BY_HOP
-#: Headers aiohttp would add on its own; a proxy adds nothing (``Host`` and ``Content-Length`` it must).
-_NOT_ADDED = frozenset({"User-Agent", "Accept", "Content-Type"})
 
 
 def _strip(headers: RawHeaders | tuple[tuple[bytes, bytes], ...], drop: frozenset[bytes]) -> RawHeaders:
@@ -117,15 +105,6 @@ def _strip(headers: RawHeaders | tuple[tuple[bytes, bytes], ...], drop: frozense
     return [(key.lower(), value) for key, value in headers if key.lower() not in drop and key.lower() not in named]
 
 
-#: Set by :meth:`_Connector.connect` in the requesting task: did this request open a new connection?
-_FRESH: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_normalizer_fresh_connection", default=False)
-#: Set by :meth:`_Connector.connect` in the requesting task: the connection lent, and its loan count.
-_LOAN: contextvars.ContextVar[tuple[Any, int] | None] = contextvars.ContextVar("mcp_normalizer_loan", default=None)
-#: Set by :meth:`Forwarder.__call__` in the requesting task: the tenant whose pool the request's
-#: connection comes from (:func:`tenant_of`), ``None`` for the injected session's requests.
-_TENANT: contextvars.ContextVar[int | None] = contextvars.ContextVar("mcp_normalizer_tenant", default=None)
-
-
 def tenant_of(scope: Scope) -> int:
     """The pool key of a request: its client connection (address and port) and its scope (the
     ``Mcp-Session-Id``, ``Authorization`` and ``Cookie`` headers), hashed. Two requests share
@@ -135,59 +114,6 @@ def tenant_of(scope: Scope) -> int:
     wanted = (b"mcp-session-id", b"authorization", b"cookie")
     parts = tuple(next((v for k, v in headers if k == name), None) for name in wanted)
     return hash((scope.get("client"), *parts))
-
-
-class _TenantRequest(aiohttp.ClientRequest):
-    """aiohttp's request whose pool key also names its tenant (:data:`_TENANT`), so connections of
-    one tenant are never lent to another. The key's ``proxy_headers_hash`` is the slot: no proxy
-    is ever used (``trust_env`` is off), and aiohttp reads that field only as part of the key."""
-
-    @property
-    def connection_key(self) -> aiohttp.client_reqrep.ConnectionKey:
-        key = super().connection_key
-        tenant = _TENANT.get()
-        return key if tenant is None else key._replace(proxy_headers_hash=tenant)
-
-
-class _Connector(aiohttp.TCPConnector):
-    """aiohttp's connection pool, minus idle connections that received bytes while idle.
-
-    A kept-alive connection has nothing to say until it is asked: bytes that arrive on it while it
-    sits in the pool (an upstream that wrote a second response late) would be read as the answer
-    to the next request sent on it, another client's. Such a connection is closed, never lent.
-
-    It also notes (in :data:`_FRESH`, for the task that asked) whether a connection was opened for
-    the request or taken from the pool: only a request sent on a kept-alive one is sent again; and
-    counts each connection's loans, so that a connection can be closed after its response was
-    refused only while nobody has borrowed it since (:meth:`close_unless_lent`).
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._loans: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
-    async def connect(self, req: Any, traces: list[Any], timeout: Any) -> aiohttp.connector.Connection:
-        connection = await super().connect(req, traces, timeout)
-        protocol = connection.protocol
-        if protocol is not None:
-            loans = self._loans.get(protocol, 0) + 1
-            _FRESH.set(loans == 1)
-            _LOAN.set((protocol, loans))
-            self._loans[protocol] = loans
-        return connection
-
-    def close_unless_lent(self, protocol: Any, loans: int) -> None:
-        """Close ``protocol``'s connection if it has been lent ``loans`` times, no more (it sits
-        in the pool, or is still the caller's): bytes it may carry next are never read."""
-        if self._loans.get(protocol, 0) == loans:
-            protocol.close()
-
-    async def _get(self, key: Any, traces: list[Any]) -> aiohttp.connector.Connection | None:
-        while True:
-            connection = await super()._get(key, traces)
-            if connection is None or connection.protocol is None or not connection.protocol.should_close:
-                return connection
-            connection.close()  # it received something while idle: never reused
 
 
 class Forwarder:
@@ -205,9 +131,6 @@ class Forwarder:
         send_timeout: seconds the client may take to accept one chunk (a client that stops
             reading fills the buffers, and its ``send`` waits); then its connection is closed and
             the upstream response dropped. ``None`` or 0: no limit.
-        session: an ``aiohttp.ClientSession`` to use instead of the one the forwarder creates (the
-            caller closes it; give it ``aiohttp.DummyCookieJar()``, or one client's cookies reach
-            another).
         max_body_bytes: largest request body relayed; a larger one gets 413.
         metrics: record upstream latency, errors, bytes and open streams there.
         forwarding: which forwarding headers go upstream (:mod:`mcp_normalizer.wire.forwarded`); by default the
@@ -227,7 +150,6 @@ class Forwarder:
         first_byte_timeout: float = 300.0,
         idle_timeout: float | None = 300.0,
         send_timeout: float | None = 60.0,
-        session: aiohttp.ClientSession | None = None,
         max_body_bytes: int = 16 * 1024 * 1024,
         metrics: Metrics | None = None,
         forwarding: ForwardingPolicy | None = None,
@@ -238,14 +160,19 @@ class Forwarder:
         parts = urlsplit(upstream)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.query = parts.query.encode("latin-1")  # sent on every request, before the client's own
-        self._address = (parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80))
+        default_port = 443 if parts.scheme == "https" else 80
+        self._address = (parts.hostname or "127.0.0.1", parts.port or default_port)
+        authority = parts.netloc.rpartition("@")[2]
+        if parts.port == default_port:
+            authority = authority.rpartition(":")[0]  # (as a client writes Host for a default port)
+        self._host_line = b"\r\nhost: " + authority.encode("idna") + b"\r\n"
+        self._tls = parts.scheme == "https"
         self.max_body_bytes = max_body_bytes
         self.first_byte_timeout = first_byte_timeout
         self.idle_timeout = idle_timeout if idle_timeout and math.isfinite(idle_timeout) else None
         self.send_timeout = send_timeout if send_timeout and math.isfinite(send_timeout) else None
         self.connect_timeout = connect_timeout
-        self._session = session
-        self._own_session: aiohttp.ClientSession | None = None
+        self._pool: UpstreamPool | None = None
         self._closed = False
         self.metrics = metrics
         self.forwarding = forwarding or ForwardingPolicy()
@@ -263,52 +190,27 @@ class Forwarder:
         writer.close()
         return True
 
-    def _client(self) -> aiohttp.ClientSession:
-        """The session requests go out on, created on first use (inside the running loop)."""
-        if self._session is not None:
-            return self._session
-        if self._own_session is None:
-            self._own_session = aiohttp.ClientSession(
-                connector=_Connector(limit=self.max_connections, keepalive_timeout=4.0, enable_cleanup_closed=False),
-                request_class=_TenantRequest,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
-                auto_decompress=False,
-                skip_auto_headers=_NOT_ADDED,
+    def _upstream(self) -> UpstreamPool:
+        """The connection pool requests go out on, made on first use (inside the running loop)."""
+        pool = self._pool
+        if pool is None:
+            host, port = self._address
+            self._pool = pool = UpstreamPool(
+                host,
+                port,
+                tls=ssl.create_default_context() if self._tls else None,
+                connect_timeout=self.connect_timeout,
+                first_byte_timeout=self.first_byte_timeout,
+                max_connections=self.max_connections,
             )
-        return self._own_session
+        return pool
 
     async def aclose(self) -> None:
-        """Close the session the forwarder created (an injected one is the caller's); later
-        requests get 503."""
+        """Close the upstream connections; later requests get 503."""
         self._closed = True
-        session, self._own_session = self._own_session, None
-        if session is not None:
-            await session.close()
-
-    async def _request(self, method: str, url: URL, headers: CIMultiDict[str], body: bytes) -> aiohttp.ClientResponse:
-        """Send the request and wait for the response head; for an idempotent method, once more if
-        it went out on a kept-alive connection that the upstream closed before answering (its
-        keep-alive timeout raced the request). A POST is never sent twice: the upstream may have
-        read it and run the call before it closed (RFC 9110 section 9.2.2), and a ``tools/call`` run
-        twice is worse than a 502. A failure on a freshly opened connection is never retried.
-
-        Raises:
-            aiohttp.ClientError: as ``aiohttp.ClientSession.request``.
-        """
-        session = self._client()
-        for attempt in (1, 2):
-            _FRESH.set(True)  # an injected session's connector says nothing: never sent twice
-            _LOAN.set(None)
-            try:
-                return await session.request(
-                    method, url, headers=headers, data=_body_data(body, method, headers), allow_redirects=False
-                )
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                if _FRESH.get() or attempt == 2 or method not in _IDEMPOTENT:
-                    raise
-            logger.info("a kept-alive upstream connection was closed under a request: sent again on another")
-        raise AssertionError("unreachable")  # pragma: no cover
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -340,18 +242,21 @@ class Forwarder:
         if forwarding.add or any(is_forwarding(key) for key, _ in sent):
             host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
             sent = forwarding.apply(sent, peer_of(scope), scope.get("scheme", "http"), host)
-        headers: CIMultiDict[str] = CIMultiDict((key.decode("latin-1"), value.decode("latin-1")) for key, value in sent)
-        headers["accept-encoding"] = "identity"
-        # The target goes out byte for byte (no dot-segment normalization) to the upstream origin.
-        url = URL(self.origin + target.decode("latin-1"), encoded=True)
+        method: str = scope["method"]
+        # The target goes out byte for byte (no dot-segment normalization) to the upstream origin;
+        # Host is the upstream's, Content-Length the body's, and nothing else is added.
+        lines = [method.encode("latin-1"), b" ", target, b" HTTP/1.1", self._host_line]
+        for key, value in sent:
+            lines += (key, b": ", value, b"\r\n")
+        if body or method not in _BODYLESS:
+            lines.append(b"content-length: %d\r\n" % len(body))
+        lines.append(b"accept-encoding: identity\r\n\r\n")
         metrics = self.metrics
         if metrics is not None:
             metrics.bytes.labels("request").inc(len(body))
         watch = _HangUpWatch(receive)
-        if self._session is None:
-            _TENANT.set(tenant_of(scope))  # (this task's own context: the request runs in it)
         try:
-            await self._exchange(scope["method"], url, headers, body, send, watch, scope["path"])
+            await self._exchange(scope, b"".join(lines), body, send, watch)
         except asyncio.CancelledError:
             if watch.gone and watch.uncancel():
                 return  # the client hung up: the upstream request is cancelled, its connection closed
@@ -359,25 +264,22 @@ class Forwarder:
         finally:
             watch.stop()
 
-    async def _exchange(
-        self, method: str, url: URL, headers: CIMultiDict[str], body: bytes, send: Send, watch: _HangUpWatch, path: str
-    ) -> None:
+    async def _exchange(self, scope: Scope, head: bytes, body: bytes, send: Send, watch: _HangUpWatch) -> None:
         started = time.monotonic()
+        method: str = scope["method"]
         try:
-            async with asyncio.timeout(self.first_byte_timeout):
-                response = await self._request(method, url, headers, body)
-        except TimeoutError as exc:
+            upstream = self._upstream()
+            tenant = tenant_of(scope)
+            response = await upstream.send(
+                tenant, method.encode("latin-1"), head, body, idle_timeout=self.idle_timeout, on_resend=_resend
+            )
+        except TimedOut as exc:
             self._count_error("timeout")
-            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
+            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {exc}"))
             return
-        except aiohttp.ServerTimeoutError as exc:
-            self._count_error("timeout")
-            await _upstream_failed(send, body, UpstreamTimeout(f"upstream timed out: {type(exc).__name__}"))
-            return
-        except aiohttp.ClientError as exc:
+        except UpstreamHTTPError as exc:
             self._count_error("unreachable")
-            error = UpstreamUnavailable(f"upstream unreachable: {_describe(exc)}")
-            await _upstream_failed(send, body, error)
+            await _upstream_failed(send, body, UpstreamUnavailable(f"upstream unreachable: {exc}"))
             return
         unusable = _unusable_head(response)
         if unusable is not None:
@@ -389,25 +291,24 @@ class Forwarder:
         if metrics is not None:
             metrics.upstream_latency.observe(time.monotonic() - started)
             metrics.open_streams.inc()
-        connector = self._own_session.connector if self._own_session is not None else None
-        loan = _LOAN.get()  # (aiohttp may have released a connection whose whole response came already)
         relayed = False
         try:
+            path: str = scope["path"]
             if self.public_origin and rewrites_document(path) and response.status == 200:
                 await self._relay_document(response, send, watch, path)
             else:
                 await self._relay(response, send, watch)
             relayed = True
         finally:
-            if response.content.at_eof():
+            if response.complete:
                 response.release()
             else:
                 response.close()  # broken off or abandoned: the connection is never reused
-            if not relayed and isinstance(connector, _Connector) and loan is not None:
+            if not relayed:
                 # The client side refused the response (a reply to another request, a client
                 # that stopped reading): its connection may hold more such bytes. Closed, even
-                # if it went back to the pool already (unless someone has borrowed it since).
-                connector.close_unless_lent(*loan)
+                # if it went back to the pool already (unless it has been lent again since).
+                response.close_unless_lent()
             if metrics is not None:
                 metrics.open_streams.dec()
 
@@ -415,7 +316,7 @@ class Forwarder:
         if self.metrics is not None:
             self.metrics.upstream_errors.labels(kind).inc()
 
-    async def _relay(self, response: aiohttp.ClientResponse, send: Send, watch: _HangUpWatch) -> None:
+    async def _relay(self, response: Response, send: Send, watch: _HangUpWatch) -> None:
         """Relay the response as it arrives; hand the upstream connection back when the upstream
         body has ended, before the last (empty) body message goes to the client (so that the
         client's next request finds it idle in the pool).
@@ -427,37 +328,22 @@ class Forwarder:
         await send({"type": "http.response.start", "status": response.status, "headers": self._head(response)})
         await self._relay_rest(response, send, watch)
 
-    async def _relay_rest(self, response: aiohttp.ClientResponse, send: Send, watch: _HangUpWatch) -> None:
+    async def _relay_rest(self, response: Response, send: Send, watch: _HangUpWatch) -> None:
         """Relay the rest of the response body as it arrives, then end it (see :meth:`_relay`)."""
         counted = self.metrics.bytes.labels("response") if self.metrics is not None else None
-        content = response.content
-        idle, sending = self.idle_timeout, self.send_timeout
-        loop = asyncio.get_running_loop()
-        failure: str | None = None
-        error: type[UpstreamError] = UpstreamUnavailable
+        sending = self.send_timeout
         try:
-            # (timeout_at takes a deadline on the loop's clock; asyncio.timeout would take a delay)
-            async with asyncio.timeout_at(None if idle is None else loop.time() + idle) as quiet:
-                while True:
-                    chunk = await content.readany()
-                    if not chunk:
-                        break
-                    if counted is not None:
-                        counted.inc(len(chunk))
-                    if idle is not None:
-                        quiet.reschedule(None)  # a slow client is not a silent upstream
-                    if not await self._send_within(send, chunk, sending):
-                        return  # the client stopped reading: its connection is closed, the upstream's too
-                    if idle is not None:
-                        quiet.reschedule(loop.time() + idle)
-        except TimeoutError:
-            failure, error = f"silent for more than {idle:g} s", UpstreamTimeout
+            while chunk := await response.read():  # (waits at most idle_timeout for each)
+                if counted is not None:
+                    counted.inc(len(chunk))
+                if not await self._send_within(send, chunk, sending):
+                    return  # the client stopped reading: its connection is closed, the upstream's too
+        except TimedOut as exc:
             self._count_error("idle")
-        except aiohttp.ClientError as exc:
-            failure = _describe(exc)
+            raise UpstreamTimeout(f"upstream broke off the response: {exc}") from None
+        except UpstreamHTTPError as exc:
             self._count_error("broken")
-        if failure is not None:
-            raise error(f"upstream broke off the response: {failure}")
+            raise UpstreamUnavailable(f"upstream broke off the response: {exc}") from None
         response.release()  # to the pool (or closed, if it holds bytes beyond the response)
         watch.finish()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -480,10 +366,10 @@ class Forwarder:
             return False
         return True
 
-    def _head(self, response: aiohttp.ClientResponse, drop: frozenset[bytes] = _DROP_RESPONSE) -> RawHeaders:
+    def _head(self, response: Response, drop: frozenset[bytes] = _DROP_RESPONSE) -> RawHeaders:
         """The response headers for the client: hop-by-hop ones stripped, ``resource_metadata``
         URLs moved to the public origin when there is one."""
-        headers = _strip(response.raw_headers, drop)
+        headers = _strip(response.headers, drop)
         if response.status in _NO_BODY:
             # no body follows (RFC 9110 section 6.4.1): its Content-Length describes another response
             headers = [(k, v) for k, v in headers if k != b"content-length"]
@@ -495,9 +381,7 @@ class Forwarder:
             ]
         return headers
 
-    async def _relay_document(
-        self, response: aiohttp.ClientResponse, send: Send, watch: _HangUpWatch, path: str
-    ) -> None:
+    async def _relay_document(self, response: Response, send: Send, watch: _HangUpWatch, path: str) -> None:
         """Relay an OAuth metadata document with its URLs moved to the public origin (read whole:
         it is small; a larger one, or one that is not JSON, passes as it came).
 
@@ -508,16 +392,16 @@ class Forwarder:
         size = 0
         try:
             while size <= MAX_DOCUMENT_BYTES:  # the whole document, however it was split in transit
-                chunk = await response.content.readany()
+                chunk = await response.read()
                 if not chunk:
                     break
                 parts.append(chunk)
                 size += len(chunk)
             body = b"".join(parts)
-            whole = response.content.at_eof()
-        except aiohttp.ClientError as exc:
+            whole = response.complete
+        except UpstreamHTTPError as exc:
             self._count_error("broken")
-            raise UpstreamUnavailable(f"upstream broke off the response: {_describe(exc)}") from None
+            raise UpstreamUnavailable(f"upstream broke off the response: {exc}") from None
         new = rewrite_document(body, path, self.public_origin, self.origin) if whole else None
         if new is None:
             await send({"type": "http.response.start", "status": response.status, "headers": self._head(response)})
@@ -547,52 +431,18 @@ _BODYLESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 _NO_BODY = frozenset({204, 304})
 
 
-def _unusable_head(response: aiohttp.ClientResponse) -> str | None:
+def _unusable_head(response: Response) -> str | None:
     """Why the upstream's response head cannot be relayed (a 502 instead), or ``None``."""
     if response.status < 200:
         return f"a {response.status} response: protocol upgrades are not relayed"
-    for key, value in response.raw_headers:
+    for key, value in response.headers:
         if _BAD_HEADER.search(key) or _BAD_HEADER.search(value):
             return "a response header with a control character"
     return None
 
 
-def _describe(exc: BaseException) -> str:
-    """An upstream failure in words that name no URL (its query may hold a key) and quote no
-    header or payload bytes (aiohttp's own messages do both)."""
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        reason = exc.os_error.strerror or type(exc.os_error).__name__
-        return f"cannot connect to {exc.host}:{exc.port}: {reason}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "Server disconnected"
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return "the response body was cut short or malformed (ClientPayloadError)"
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return f"a response the proxy cannot parse ({type(exc).__name__})"
-    if isinstance(exc, OSError):
-        return exc.strerror or type(exc).__name__
-    return type(exc).__name__
-
-
-#: Bodies larger than this go upstream in pieces of this size (one huge write would copy it whole).
-_PIECE = 256 * 1024
-
-
-def _body_data(body: bytes, method: str, headers: CIMultiDict[str]) -> bytes | AsyncIterator[bytes] | None:
-    """What aiohttp sends as the body: nothing for an empty body of a method that has none, the
-    bytes, or (over :data:`_PIECE`) an iterator of pieces with the ``Content-Length`` set."""
-    if not body:
-        return None if method in _BODYLESS else body
-    if len(body) <= _PIECE:
-        return body
-    headers["content-length"] = str(len(body))
-
-    async def pieces() -> AsyncIterator[bytes]:
-        view = memoryview(body)
-        for start in range(0, len(body), _PIECE):
-            yield bytes(view[start : start + _PIECE])
-
-    return pieces()
+def _resend() -> None:
+    logger.info("a kept-alive upstream connection was closed under a request: sent again on another")
 
 
 class _HangUpWatch:
