@@ -11,6 +11,14 @@ Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
 ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+#: The scope key of the listener's hang-up hook (an extension of this project's listener,
+#: :mod:`mcp_normalizer.hop.server`): ``scope[HANG_UP](callback)`` has the connection call
+#: ``callback()`` if it is lost while the request is being answered, ``scope[HANG_UP](None)`` takes
+#: it back. An app learns of a hang-up without a task awaiting ``receive()``; under another server
+#: the key is absent and the app watches ``receive()``. A scope made for another request (the
+#: proxy's own ``tools/list`` fetch) must not carry it.
+HANG_UP = "mcp_normalizer.hang_up"
+
 #: Raw ASGI header list: lower-cased names and values as bytes, in wire order.
 RawHeaders: TypeAlias = list[tuple[bytes, bytes]]
 

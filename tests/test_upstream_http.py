@@ -274,11 +274,17 @@ class TLSUpstream(Scripted):
 
     def __init__(self, answer: bytes, context: ssl.SSLContext) -> None:
         self.context = context
+        self.refused = threading.Event()
         super().__init__(answer)
 
     def get_request(self) -> tuple[socket.socket, object]:
         sock, address = super().get_request()
-        return self.context.wrap_socket(sock, server_side=True), address
+        try:
+            return self.context.wrap_socket(sock, server_side=True), address
+        except OSError:
+            sock.close()  # (at once: the client that refused the certificate sees the end now)
+            self.refused.set()
+            raise
 
     @property
     def url(self) -> str:
@@ -297,6 +303,7 @@ async def test_an_https_upstream_is_verified_and_relayed(tmp_path: Path, monkeyp
         with proxy_for(up.url) as px:  # the system's CAs only: the test CA is unknown
             async with httpx.AsyncClient(timeout=10, headers=HEADERS) as http:
                 untrusted = await http.post(px + "/mcp", content=PING)
+            assert await anyio.to_thread.run_sync(up.refused.wait, 10)
         trusted_file = tmp_path / "ca.pem"
         ca.cert_pem.write_to_path(str(trusted_file))
         monkeypatch.setenv("SSL_CERT_FILE", str(trusted_file))

@@ -51,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import ssl
 import time
 from urllib.parse import urlsplit
@@ -59,7 +58,7 @@ from urllib.parse import urlsplit
 from ..errors import ClientDisconnect, DecodeError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from ..ops.metrics import Metrics
 from ..ops.refusals import BODY_SIZE, SHUTTING_DOWN, RefusalLog, peer_of
-from ..types import JSON, Message, RawHeaders, Receive, Scope, Send
+from ..types import HANG_UP, JSON, Message, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body
 from ..wire.forwarded import ForwardingPolicy, is_forwarding
 from ..wire.jsoncodec import dumps, loads
@@ -86,23 +85,23 @@ _HOP_BY_HOP = frozenset(
 #: Dropped from requests besides hop-by-hop ones: ``Host``, ``Content-Length`` and ``Accept-Encoding``
 #: are the proxy's to set; ``Expect: 100-continue`` was answered by the server that read the body.
 _DROP_REQUEST = _HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding", b"expect"}
-#: A control character in a response header name or value (uvicorn would refuse to write it).
-_BAD_HEADER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _DROP_RESPONSE = _HOP_BY_HOP
 
 
-def _strip(headers: RawHeaders | tuple[tuple[bytes, bytes], ...], drop: frozenset[bytes]) -> RawHeaders:
-    """Remove hop-by-hop headers, and every header the ``Connection`` header names."""
+def _strip(headers: RawHeaders, drop: frozenset[bytes]) -> RawHeaders:
+    """Remove hop-by-hop headers, and every header the ``Connection`` header names (``headers``:
+    names lower-case, as ASGI and :mod:`~mcp_normalizer.hop.upstream_http` give them)."""
+    kept = [(key, value) for key, value in headers if key not in drop]
+    if len(kept) == len(headers) or not any(key == b"connection" for key, _ in headers):
+        return kept
     named = {
         token.strip().lower()
         for key, value in headers
-        if key.lower() == b"connection"
+        if key == b"connection"
         for token in value.split(b",")
         if token.strip()
     }
-    if not named:
-        return [(key.lower(), value) for key, value in headers if key.lower() not in drop]
-    return [(key.lower(), value) for key, value in headers if key.lower() not in drop and key.lower() not in named]
+    return [(key, value) for key, value in kept if key not in named]
 
 
 def tenant_of(scope: Scope) -> int:
@@ -110,10 +109,17 @@ def tenant_of(scope: Scope) -> int:
     ``Mcp-Session-Id``, ``Authorization`` and ``Cookie`` headers), hashed. Two requests share
     upstream connections only when this is equal: the same client, on the same connection, in
     the same session, with the same credentials."""
-    headers = scope["headers"]
-    wanted = (b"mcp-session-id", b"authorization", b"cookie")
-    parts = tuple(next((v for k, v in headers if k == name), None) for name in wanted)
-    return hash((scope.get("client"), *parts))
+    found: dict[bytes, bytes] = {}
+    for key, value in scope["headers"]:
+        if key in _TENANCY and key not in found:  # (the first of each, as the scope key reads them)
+            found[key] = value
+    if not found:
+        return hash(scope.get("client"))
+    return hash((scope.get("client"), found.get(b"mcp-session-id"), found.get(b"authorization"), found.get(b"cookie")))
+
+
+#: The headers that name a request's tenant (:func:`tenant_of`).
+_TENANCY = frozenset({b"mcp-session-id", b"authorization", b"cookie"})
 
 
 class Forwarder:
@@ -253,8 +259,8 @@ class Forwarder:
         lines.append(b"accept-encoding: identity\r\n\r\n")
         metrics = self.metrics
         if metrics is not None:
-            metrics.bytes.labels("request").inc(len(body))
-        watch = _HangUpWatch(receive)
+            metrics.child(metrics.bytes, "request").inc(len(body))
+        watch = _HangUpWatch(scope, receive)
         try:
             await self._exchange(scope, b"".join(lines), body, send, watch)
         except asyncio.CancelledError:
@@ -330,13 +336,18 @@ class Forwarder:
 
     async def _relay_rest(self, response: Response, send: Send, watch: _HangUpWatch) -> None:
         """Relay the rest of the response body as it arrives, then end it (see :meth:`_relay`)."""
-        counted = self.metrics.bytes.labels("response") if self.metrics is not None else None
-        sending = self.send_timeout
+        metrics = self.metrics
+        counted = metrics.child(metrics.bytes, "response") if metrics is not None else None
+        deadline = _SendDeadline(self.send_timeout) if self.send_timeout is not None else None
         try:
             while chunk := await response.read():  # (waits at most idle_timeout for each)
                 if counted is not None:
                     counted.inc(len(chunk))
-                if not await self._send_within(send, chunk, sending):
+                message = {"type": "http.response.body", "body": chunk, "more_body": True}
+                if deadline is None:
+                    await send(message)
+                elif not await deadline.send(send, message):
+                    self._client_too_slow()
                     return  # the client stopped reading: its connection is closed, the upstream's too
         except TimedOut as exc:
             self._count_error("idle")
@@ -344,27 +355,21 @@ class Forwarder:
         except UpstreamHTTPError as exc:
             self._count_error("broken")
             raise UpstreamUnavailable(f"upstream broke off the response: {exc}") from None
+        finally:
+            if deadline is not None:
+                deadline.stop()
         response.release()  # to the pool (or closed, if it holds bytes beyond the response)
         watch.finish()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _send_within(self, send: Send, chunk: bytes, limit: float | None) -> bool:
-        """Send one body chunk; ``False`` when the client did not take it within ``limit`` seconds
-        (logged and counted: the response is then abandoned, and the ASGI server closes the
-        client's connection, since the response never ends)."""
-        message = {"type": "http.response.body", "body": chunk, "more_body": True}
-        if limit is None:
-            await send(message)
-            return True
-        try:
-            async with asyncio.timeout(limit):
-                await send(message)
-        except TimeoutError:
-            logger.warning("the client took no response bytes for %g s (send_timeout): its connection is closed", limit)
-            if self.metrics is not None:
-                self.metrics.client_errors.labels("send_timeout").inc()
-            return False
-        return True
+    def _client_too_slow(self) -> None:
+        """The client took no bytes for ``send_timeout``: logged and counted (the response is then
+        abandoned, and the ASGI server closes the client's connection, since it never ends)."""
+        logger.warning(
+            "the client took no response bytes for %g s (send_timeout): its connection is closed", self.send_timeout
+        )
+        if self.metrics is not None:
+            self.metrics.client_errors.labels("send_timeout").inc()
 
     def _head(self, response: Response, drop: frozenset[bytes] = _DROP_RESPONSE) -> RawHeaders:
         """The response headers for the client: hop-by-hop ones stripped, ``resource_metadata``
@@ -435,10 +440,7 @@ def _unusable_head(response: Response) -> str | None:
     """Why the upstream's response head cannot be relayed (a 502 instead), or ``None``."""
     if response.status < 200:
         return f"a {response.status} response: protocol upgrades are not relayed"
-    for key, value in response.headers:
-        if _BAD_HEADER.search(key) or _BAD_HEADER.search(value):
-            return "a response header with a control character"
-    return None
+    return None  # (a control character in a header: llhttp refused the head already)
 
 
 def _resend() -> None:
@@ -446,27 +448,38 @@ def _resend() -> None:
 
 
 class _HangUpWatch:
-    """Watches ``receive`` for the client's ``http.disconnect`` and cancels the relaying task on it.
+    """Cancels the relaying task when the client hangs up, from the moment the request body was read
+    until :meth:`stop`.
 
-    One plain asyncio task per request (``receive()`` must be awaited to learn of a hang-up); it
-    is started when the request body has been read and stopped when the exchange ends. A
-    disconnect after :meth:`finish` (the ASGI server reports one once the response is complete) is
-    ignored.
+    Under the proxy's own listener the connection says so itself (the scope's
+    :data:`~mcp_normalizer.types.HANG_UP` hook: nothing runs per request); under any other ASGI
+    server, a future awaits ``receive()`` for its ``http.disconnect`` (``receive()`` must be awaited
+    to learn of a hang-up). A disconnect after :meth:`finish` (the ASGI server reports one once the
+    response is complete) is ignored.
     """
 
-    __slots__ = ("_task", "_watcher", "done", "gone")
+    __slots__ = ("_hook", "_task", "_watcher", "done", "gone")
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, scope: Scope, receive: Receive) -> None:
         self.done = False
         self.gone = False
         self._task = asyncio.current_task()
-        self._watcher: asyncio.Future[Message] = asyncio.ensure_future(receive())
-        self._watcher.add_done_callback(self._on_message)
+        self._hook = scope.get(HANG_UP)
+        self._watcher: asyncio.Future[Message] | None = None
+        if self._hook is not None:
+            self._hook(self._hung_up)
+        else:
+            self._watcher = asyncio.ensure_future(receive())
+            self._watcher.add_done_callback(self._on_message)
 
     def _on_message(self, watcher: asyncio.Future[Message]) -> None:
         if self.done or watcher.cancelled() or watcher.exception() is not None:
             return
-        if watcher.result().get("type") == "http.disconnect" and self._task is not None:
+        if watcher.result().get("type") == "http.disconnect":
+            self._hung_up()
+
+    def _hung_up(self) -> None:
+        if not self.done and self._task is not None:
             self.gone = True
             self._task.cancel()
 
@@ -481,8 +494,60 @@ class _HangUpWatch:
     def stop(self) -> None:
         """Stop watching (the exchange is over)."""
         self.done = True
-        if not self._watcher.done():
+        if self._hook is not None:
+            self._hook(None)
+        elif self._watcher is not None and not self._watcher.done():
             self._watcher.cancel()
+
+
+class _SendDeadline:
+    """``send_timeout`` for each body chunk of one response, with one timer for the response (not a
+    timeout context per chunk): the timer, armed at the first send, checks when it fires whether
+    a send is still pending since ``limit`` seconds, cancels the relaying task if so, and is armed
+    again for the pending send's own deadline otherwise."""
+
+    __slots__ = ("_loop", "_since", "_task", "_timer", "fired", "limit")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.fired = False
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._since: float | None = None  # when the pending send began; None: none pending
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def send(self, send: Send, message: Message) -> bool:
+        """``await send(message)``; False when the client did not take it within the limit."""
+        self._since = now = self._loop.time()
+        if self._timer is None:
+            self._timer = self._loop.call_at(now + self.limit, self._check)
+        try:
+            await send(message)
+        except asyncio.CancelledError:
+            if self.fired and self._task is not None and self._task.uncancel() == 0:
+                return False
+            raise
+        finally:
+            self._since = None
+        return True
+
+    def _check(self) -> None:
+        self._timer = None
+        since = self._since
+        if since is None:
+            return  # no send pending: the next one arms the timer again
+        if self._loop.time() - since >= self.limit * 0.999:  # (timers may fire a hair early)
+            self.fired = True
+            if self._task is not None:
+                self._task.cancel()
+        else:
+            self._timer = self._loop.call_at(since + self.limit, self._check)
+
+    def stop(self) -> None:
+        """The response is over."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def _request_ids(body: bytes) -> JSON:

@@ -47,6 +47,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ..config import ProxyConfig
 from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause, RefusalLog, refusal_message
+from ..types import HANG_UP
 from ..wire.jsonrpc import refusal_body
 
 logger = logging.getLogger(__name__)
@@ -218,6 +219,7 @@ class _Guarded:
     _head_done = False  # the current message's head is complete: header fields now are trailers
     _trailer_bytes = 0
     _refused = False  # answered by a guard: what the client still sends is read and dropped
+    _on_hang_up: Callable[[], None] | None = None  # the current request's (types.HANG_UP)
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
@@ -263,6 +265,11 @@ class _Guarded:
     def on_message_begin(self) -> None:
         self._in_message, self._head_done, self._trailer_bytes = True, False, 0
         super().on_message_begin()  # type: ignore[misc]
+        self.scope[HANG_UP] = self._hang_up_hook  # type: ignore[attr-defined]
+
+    def _hang_up_hook(self, callback: Callable[[], None] | None) -> None:
+        """:data:`~mcp_normalizer.types.HANG_UP`: the callback to call if the connection is lost."""
+        self._on_hang_up = callback
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._head_done:
@@ -290,6 +297,9 @@ class _Guarded:
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
+        callback, self._on_hang_up = self._on_hang_up, None
+        if callback is not None:
+            callback()
 
     def _body_progress(self, cycle: Any) -> None:
         if cycle is not None and cycle.more_body and not cycle.response_complete:

@@ -641,10 +641,7 @@ class UpstreamPool:
             self._sweeper.cancel()
             self._sweeper = None
         for conn in list(self._all):
-            if conn.response is None:
-                conn.close()  # idle
-            else:
-                conn.abort()  # a request still in flight: cut, as the server goes down
+            conn.abort()  # (at once: the loop may close next, and a TLS close would need it)
         self._idle.clear()
         for waiter in self._waiters:
             if not waiter.done():

@@ -33,7 +33,7 @@ so none reaches a dashboard, a terminal or a scraper's parser.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -84,6 +84,17 @@ class Metrics:
             registry=r,
         )
         self._tools: set[str] = set()
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Counter, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once per label set (``labels()`` validates and takes
+        a lock on every call; the hot path counts two or three per request). Only for metrics
+        whose label values are bounded sets."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def watch_catalogs(self, scopes: ScopeStore) -> None:
         """Export what ``scopes`` remembers: scopes, distinct tool catalogs and their bytes."""

@@ -95,8 +95,10 @@ class Observed:
             self._counted = True
             scope = self._scope
             outcome = str(self.status) if self.status else "aborted"
-            self._record.metrics.requests.labels(
-                method if (method := scope["method"]) in _HTTP_METHODS else "other", scope[RPC_METHOD_KEY], outcome
+            metrics = self._record.metrics
+            method = scope["method"]
+            metrics.child(
+                metrics.requests, method if method in _HTTP_METHODS else "other", scope[RPC_METHOD_KEY], outcome
             ).inc()
 
     def done(self) -> None:
