@@ -324,8 +324,9 @@ class Forwarder:
 
     async def _relay(self, response: Response, send: Send, watch: _HangUpWatch) -> None:
         """Relay the response as it arrives; hand the upstream connection back when the upstream
-        body has ended, before the last (empty) body message goes to the client (so that the
-        client's next request finds it idle in the pool).
+        body has ended, before the last body message goes to the client (so that the client's
+        next request finds it idle in the pool). The last message carries the body's last bytes
+        when they came with its end (a small body comes whole with its head), else it is empty.
 
         Raises:
             UpstreamUnavailable: the upstream broke off the body; the response is left incomplete
@@ -343,12 +344,18 @@ class Forwarder:
             while chunk := await response.read():  # (waits at most idle_timeout for each)
                 if counted is not None:
                     counted.inc(len(chunk))
-                message = {"type": "http.response.body", "body": chunk, "more_body": True}
+                last = response.ended  # (a small body comes whole with its head: one message ends it)
+                if last:
+                    response.release()  # to the pool before the client has it, for its next request
+                    watch.finish()
+                message = {"type": "http.response.body", "body": chunk, "more_body": not last}
                 if deadline is None:
                     await send(message)
                 elif not await deadline.send(send, message):
                     self._client_too_slow()
                     return  # the client stopped reading: its connection is closed, the upstream's too
+                if last:
+                    return
         except TimedOut as exc:
             self._count_error("idle")
             raise UpstreamTimeout(f"upstream broke off the response: {exc}") from None

@@ -158,6 +158,12 @@ class Response:
                     self._timer.cancel()
                     self._timer = None
 
+    @property
+    def ended(self) -> bool:
+        """True once the body has come whole and :meth:`read` has handed all of it out (the last
+        read's bytes were the body's last)."""
+        return self.complete and not self._buffer and self._error is None
+
     def release(self) -> None:
         """The caller is done with a response it read to its end: the connection goes back to the
         pool when it is clean and kept alive, else it is closed."""
