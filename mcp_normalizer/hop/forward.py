@@ -259,7 +259,7 @@ class Forwarder:
         lines.append(b"accept-encoding: identity\r\n\r\n")
         metrics = self.metrics
         if metrics is not None:
-            metrics.child(metrics.bytes, "request").inc(len(body))
+            metrics.bytes.labels("request").inc(len(body))
         watch = _HangUpWatch(scope, receive)
         try:
             await self._exchange(scope, b"".join(lines), body, send, watch)
@@ -338,7 +338,7 @@ class Forwarder:
     async def _relay_rest(self, response: Response, send: Send, watch: _HangUpWatch) -> None:
         """Relay the rest of the response body as it arrives, then end it (see :meth:`_relay`)."""
         metrics = self.metrics
-        counted = metrics.child(metrics.bytes, "response") if metrics is not None else None
+        counted = metrics.bytes.labels("response") if metrics is not None else None
         deadline = _SendDeadline(self.send_timeout) if self.send_timeout is not None else None
         try:
             while chunk := await response.read():  # (waits at most idle_timeout for each)

@@ -97,8 +97,8 @@ class Observed:
             outcome = str(self.status) if self.status else "aborted"
             metrics = self._record.metrics
             method = scope["method"]
-            metrics.child(
-                metrics.requests, method if method in _HTTP_METHODS else "other", scope[RPC_METHOD_KEY], outcome
+            metrics.requests.labels(
+                method if method in _HTTP_METHODS else "other", scope[RPC_METHOD_KEY], outcome
             ).inc()
 
     def done(self) -> None:
