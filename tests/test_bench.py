@@ -98,3 +98,19 @@ def test_the_upstream_client_comparison_runs_every_candidate() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for candidate in ("httpx (httpcore, h11)", "httpx over httpx-aiohttp", "aiohttp", "UpstreamPool (the forwarder's)"):
         assert re.search(rf"^  {re.escape(candidate)}\s+\d+ µs$", done.stdout, re.M), done.stdout
+
+
+def test_the_in_process_comparison_measures_the_middleware_and_the_floors_driver() -> None:
+    need_shared("tools", "lean_hop.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.inprocess", "--calls", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^  middleware \(NormalizerMiddleware around a canned app\)\s+\d+ µs$", done.stdout, re.M)
+    assert re.search(r"^  floor \(lean_hop's NormEngine, the same engine\)\s+\d+ µs$", done.stdout, re.M)
+    assert re.search(r"^  middleware/floor \d+\.\d\dx$", done.stdout, re.M), done.stdout
