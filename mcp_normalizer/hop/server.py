@@ -1,7 +1,9 @@
-"""The listening side: sockets, uvicorn on uvloop and httptools, and the guards on every connection.
+"""The listening side: sockets, uvicorn's server on uvloop, and the guards on every connection.
 
-:func:`bind` opens a listening socket; :func:`serve` runs an ASGI app on sockets under uvicorn;
-:func:`serve_workers` runs several such processes on one port. The guards (:class:`Guards`) are
+:func:`bind` opens a listening socket; :func:`serve` runs an ASGI app on sockets under uvicorn's
+server with the proxy's own protocol (:mod:`mcp_normalizer.hop.protocol`, httptools; under
+``--http h11``, uvicorn's h11 protocol with the guard mixin below); :func:`serve_workers` runs
+several such processes on one port. The guards (:class:`~mcp_normalizer.hop.guards.Guards`) are
 what a production HTTP server enforces and uvicorn does not:
 
 - **a head-read timeout**: a connection must deliver a whole request head within ``head_timeout``
@@ -32,165 +34,47 @@ import gc
 import logging
 import multiprocessing
 import os
-import resource
 import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal, cast
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ..config import ProxyConfig
-from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause, RefusalLog, refusal_message
+from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause, RefusalLog
 from ..types import HANG_UP
-from ..wire.jsonrpc import refusal_body
+from .guards import (
+    BODY_TIMEOUT_ANSWER,
+    HEAD_TIMEOUT_ANSWER,
+    LINGER,
+    OVER_LIMIT,
+    TOO_LARGE,
+    Coalescing,
+    Guards,
+    default_max_connections,
+    upstream_connection_limit,
+)
+from .protocol import HttpProtocol
+
+__all__ = [
+    "Guards",
+    "HttpParser",
+    "bind",
+    "default_max_connections",
+    "serve",
+    "serve_workers",
+    "upstream_connection_limit",
+]
 
 logger = logging.getLogger(__name__)
 
 
 #: The HTTP/1.1 parsers uvicorn can run: httptools (llhttp, C; the default) or h11 (pure Python).
 HttpParser = Literal["httptools", "h11"]
-
-
-def default_max_connections() -> int:
-    """The connection limit when none is set: a third of the descriptors this process may open,
-    less 64 for logs, listeners and the like; at least 16. A client connection may hold two
-    upstream ones (its call and the proxy's own ``tools/list`` fetch beside it), and the forwarder
-    opens at most twice this many (:func:`upstream_connection_limit`)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        soft = 65536
-    return max(16, (int(soft) - 64) // 3)
-
-
-def upstream_connection_limit(max_connections: int) -> int:
-    """Upstream connections the forwarder may hold for a client connection limit (0: the default):
-    twice it, so client and upstream connections together stay within the descriptor limit."""
-    return 2 * (max_connections or default_max_connections())
-
-
-@dataclass(frozen=True, slots=True)
-class Guards:
-    """The per-connection limits of :mod:`mcp_normalizer.hop.server` (from ``[proxy]``).
-
-    Attributes:
-        max_header_bytes: largest request head, in bytes (431 past it).
-        head_timeout: seconds for a whole request head to arrive (408 past it).
-        body_timeout: seconds allowed between two reads of a request body (408 past it).
-        max_connections: open connections allowed; ``0`` means :func:`default_max_connections`.
-        send_timeout: seconds a closed connection's write buffer may go without shrinking before
-            the connection is aborted (``0``: never).
-        refusals: where the connections and requests the guards refuse are counted and logged.
-    """
-
-    max_header_bytes: int = 16 * 1024
-    head_timeout: float = 30.0
-    body_timeout: float = 30.0
-    max_connections: int = 0
-    send_timeout: float = 60.0
-    refusals: RefusalLog = field(default_factory=RefusalLog)
-
-    @classmethod
-    def of(cls, proxy: ProxyConfig, refusals: RefusalLog | None = None) -> Guards:
-        """The guards ``proxy`` configures (refusals counted and logged by ``refusals``)."""
-        return cls(
-            proxy.max_header_bytes,
-            proxy.head_timeout,
-            proxy.body_timeout,
-            proxy.max_connections,
-            proxy.send_timeout,
-            refusals if refusals is not None else RefusalLog(interval=proxy.refusal_log_interval),
-        )
-
-
-class _Coalescing:
-    """A transport that joins the small writes of one loop turn into one (one ``send()``, one packet).
-
-    uvicorn writes a response head and its body separately; for a small response that is two
-    system calls and two TCP segments where one does. A small write is held until the end of the
-    loop turn (``call_soon``) and later small writes of the same turn are appended to it; a large
-    write first flushes what is held, then goes out as it is. Order is kept; nothing waits longer
-    than the current turn. Everything but ``write`` and ``close`` is the wrapped transport's.
-
-    A close with bytes still buffered (the client is not reading) is watched: once the buffer has
-    not shrunk for ``drain_timeout`` seconds, the connection is aborted (``0``: never).
-    """
-
-    __slots__ = ("_drain_timeout", "_held", "_loop", "_size", "transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, drain_timeout: float = 0) -> None:
-        self.transport = transport
-        self._loop = loop
-        self._held: list[bytes] | None = None
-        self._size = 0
-        self._drain_timeout = drain_timeout
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        held = self._held
-        if len(data) > _COALESCE_BYTES or (held is not None and self._size + len(data) > _COALESCE_BYTES):
-            self.flush()
-            self.transport.write(data)
-            return
-        if held is None:
-            self._held = [bytes(data)]
-            self._size = len(data)
-            self._loop.call_soon(self.flush)
-        else:
-            held.append(bytes(data))
-            self._size += len(data)
-
-    def flush(self) -> None:
-        """Write what is held now."""
-        held, self._held = self._held, None
-        if held and not self.transport.is_closing():
-            self.transport.write(held[0] if len(held) == 1 else b"".join(held))
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-        buffered = self.transport.get_write_buffer_size()
-        if buffered and self._drain_timeout > 0:
-            self._loop.call_later(self._drain_timeout, self._drained, buffered)
-
-    def _drained(self, before: int) -> None:
-        """Abort the closed connection if its buffer has not shrunk since it held ``before`` bytes."""
-        try:
-            now = self.transport.get_write_buffer_size()
-        except Exception:  # (gone meanwhile)
-            return
-        if not now:
-            return
-        if now >= before:
-            logger.warning("a closed connection's client took no bytes for %g s: aborted", self._drain_timeout)
-            self.transport.abort()
-        else:
-            self._loop.call_later(self._drain_timeout, self._drained, now)
-
-    def write_eof(self) -> None:
-        self.flush()
-        self.transport.write_eof()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.transport, name)
-
-
-#: Writes up to this size are joined with the others of their loop turn (:class:`_Coalescing`).
-_COALESCE_BYTES = 16 * 1024
-
-
-def _canned(status: int, reason: str, message: str) -> bytes:
-    """A whole HTTP/1.1 response with a JSON-RPC error body and ``connection: close``."""
-    body = refusal_body(message)
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode() + body
 
 
 class _Guarded:
@@ -224,11 +108,11 @@ class _Guarded:
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         # What uvicorn writes goes through it (its flow control keeps the real transport).
-        self.transport = cast(asyncio.Transport, _Coalescing(transport, self.loop, self.guards.send_timeout))
+        self.transport = cast(asyncio.Transport, Coalescing(transport, self.loop, self.guards.send_timeout))
         if len(self.connections) > self.limit:
             self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
             self._refused_for(CONNECTIONS, f"{self.limit} open connections", transport)
-            transport.write(_OVER_LIMIT)
+            transport.write(OVER_LIMIT)
             transport.close()
             return
         self._arm(self.guards.head_timeout, self._head_late)
@@ -250,7 +134,7 @@ class _Guarded:
             if cycle is not None:
                 cycle.disconnected = True
                 cycle.message_event.set()  # the app sees the client leave: nothing is forwarded
-            self._answer_and_close(b"" if cycle is not None and cycle.response_started else _TOO_LARGE)
+            self._answer_and_close(b"" if cycle is not None and cycle.response_started else TOO_LARGE)
         elif cycle is not before:  # a new request head was read
             self._head_bytes = 0
             self._body_progress(cycle)
@@ -258,7 +142,7 @@ class _Guarded:
             self._body_progress(cycle)
         elif self._head_bytes > limit:
             self._refused_for(HEAD_SIZE, f"over {limit} bytes")
-            self._answer_and_close(_TOO_LARGE)
+            self._answer_and_close(TOO_LARGE)
 
     # httptools' parser callbacks (h11's protocol has none of these: they are never called there)
 
@@ -331,7 +215,7 @@ class _Guarded:
             return  # a request is being served
         if self._head_bytes:
             self._refused_for(HEAD_TIMEOUT, f"not complete after {self.guards.head_timeout:g} s")
-            self._answer_and_close(_HEAD_TIMEOUT)
+            self._answer_and_close(HEAD_TIMEOUT_ANSWER)
         else:
             self.transport.close()  # nothing was asked: nothing to answer
 
@@ -343,7 +227,7 @@ class _Guarded:
         self._refused_for(BODY_TIMEOUT, f"stalled for {self.guards.body_timeout:g} s")
         cycle.disconnected = True
         cycle.message_event.set()  # the app's receive() returns http.disconnect: nothing is forwarded
-        self._answer_and_close(b"" if cycle.response_started else _BODY_TIMEOUT)
+        self._answer_and_close(b"" if cycle.response_started else BODY_TIMEOUT_ANSWER)
 
     def _answer_and_close(self, response: bytes) -> None:
         """Send ``response``, then close the connection the way nginx's lingering close does: our
@@ -364,21 +248,15 @@ class _Guarded:
             transport.close()
 
 
-#: Seconds a connection answered by a guard keeps reading (and dropping) what the client sends.
-LINGER = 2.0
-
-_OVER_LIMIT = _canned(503, "Service Unavailable", refusal_message(CONNECTIONS))
-_TOO_LARGE = _canned(431, "Request Header Fields Too Large", refusal_message(HEAD_SIZE))
-_HEAD_TIMEOUT = _canned(408, "Request Timeout", refusal_message(HEAD_TIMEOUT))
-_BODY_TIMEOUT = _canned(408, "Request Timeout", refusal_message(BODY_TIMEOUT))
-
-
 def guarded_protocol(parser: HttpParser, guards: Guards) -> type[asyncio.Protocol]:
-    """uvicorn's protocol class for ``parser`` with :class:`Guards` enforced (for ``uvicorn.Config(http=...)``)."""
-    base: type[asyncio.Protocol] = HttpToolsProtocol if parser == "httptools" else H11Protocol
+    """The protocol class for ``parser`` with :class:`Guards` enforced (for ``uvicorn.Config(http=...)``):
+    :class:`~mcp_normalizer.hop.protocol.HttpProtocol` on httptools, uvicorn's h11 protocol with
+    the guard mixin on h11."""
     limit = guards.max_connections or default_max_connections()
-    attributes = {"guards": guards, "limit": limit, "counts_head": parser == "httptools"}
-    return type(f"Guarded{base.__name__}", (_Guarded, base), attributes)
+    if parser == "httptools":
+        return type("GuardedHttpProtocol", (HttpProtocol,), {"guards": guards, "limit": limit})
+    attributes = {"guards": guards, "limit": limit, "counts_head": False}
+    return type(f"Guarded{H11Protocol.__name__}", (_Guarded, H11Protocol), attributes)
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
