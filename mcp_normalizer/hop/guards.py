@@ -158,6 +158,26 @@ def canned(status: int, reason: str, message: str) -> bytes:
 #: Seconds a connection answered by a guard keeps reading (and dropping) what the client sends.
 LINGER = 2.0
 
+
+def answer_and_close(transport: Any, loop: asyncio.AbstractEventLoop, response: bytes) -> asyncio.TimerHandle | None:
+    """Send ``response``, then close the way nginx's lingering close does: our side is shut for
+    writing at once (the client reads the answer, then the end), what the client still sends is
+    read and dropped for up to :data:`LINGER` seconds, then the connection is closed. Closing at
+    once would make the kernel reset the connection on the client's next bytes, and a reset can
+    discard the answer before the client reads it.
+
+    Returns:
+        The timer that closes the connection (``None``: closed at once, the transport cannot
+        shut its writing side alone).
+    """
+    transport.write(response)
+    if transport.can_write_eof():
+        transport.write_eof()
+        return loop.call_later(LINGER, transport.close)
+    transport.close()
+    return None
+
+
 OVER_LIMIT = canned(503, "Service Unavailable", refusal_message(CONNECTIONS))
 TOO_LARGE = canned(431, "Request Header Fields Too Large", refusal_message(HEAD_SIZE))
 HEAD_TIMEOUT_ANSWER = canned(408, "Request Timeout", refusal_message(HEAD_TIMEOUT))

@@ -39,11 +39,11 @@ from ..types import HANG_UP, ASGIApp, Message
 from .guards import (
     BODY_TIMEOUT_ANSWER,
     HEAD_TIMEOUT_ANSWER,
-    LINGER,
     OVER_LIMIT,
     TOO_LARGE,
     Coalescing,
     Guards,
+    answer_and_close,
 )
 
 logger = logging.getLogger("uvicorn.error")  # (where uvicorn's protocol wrote the same lines)
@@ -549,22 +549,11 @@ class HttpProtocol(asyncio.Protocol):
         self.guards.refusals.refused(cause, self.client[0] if self.client else None, detail)
 
     def _answer_and_close(self, response: bytes) -> None:
-        """Send ``response``, then close the way nginx's lingering close does: our side is shut
-        for writing at once, what the client still sends is read and dropped for up to
-        :data:`~mcp_normalizer.hop.guards.LINGER` seconds, then the connection is closed (closing
-        at once would make the kernel reset the connection on the client's next bytes, and a
-        reset can discard the answer before the client reads it)."""
+        """:func:`~mcp_normalizer.hop.guards.answer_and_close`; what the client still sends is dropped."""
         self._disarm()
-        transport = self.transport
-        if transport.is_closing():
-            return
-        self._refused = True
-        transport.write(response)
-        if transport.can_write_eof():
-            transport.write_eof()
-            self._timer = self.loop.call_later(LINGER, transport.close)
-        else:
-            transport.close()
+        if not self.transport.is_closing():
+            self._refused = True
+            self._timer = answer_and_close(self.transport, self.loop, response)
 
 
 def _address(value: Any) -> tuple[str, int] | None:

@@ -45,16 +45,14 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..config import ProxyConfig
-from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause, RefusalLog
-from ..types import HANG_UP
+from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_TIMEOUT, Cause, RefusalLog
 from .guards import (
     BODY_TIMEOUT_ANSWER,
     HEAD_TIMEOUT_ANSWER,
-    LINGER,
     OVER_LIMIT,
-    TOO_LARGE,
     Coalescing,
     Guards,
+    answer_and_close,
     default_max_connections,
     upstream_connection_limit,
 )
@@ -78,9 +76,11 @@ HttpParser = Literal["httptools", "h11"]
 
 
 class _Guarded:
-    """Mixin for uvicorn's HTTP protocols (httptools and h11) enforcing :class:`Guards`.
+    """Mixin for uvicorn's h11 protocol (``--http h11``) enforcing :class:`Guards` (h11 bounds
+    heads and trailers itself; the httptools protocol, :mod:`mcp_normalizer.hop.protocol`, has
+    the guards built in).
 
-    It reads only what both protocols share: ``cycle`` (the current request, with ``more_body``,
+    It reads only uvicorn's ``cycle`` (the current request, with ``more_body``,
     ``response_started`` and ``response_complete``), ``connections``, ``transport``, ``loop``, and
     the ``connection_made`` / ``data_received`` / ``on_response_complete`` / ``connection_lost``
     hooks.
@@ -88,10 +88,7 @@ class _Guarded:
 
     guards: Guards
     limit: int
-    #: httptools reports message boundaries (message begin, head complete, message complete) and
-    #: trailer fields; h11 bounds heads and trailers itself, so only httptools' are counted here.
-    counts_head: bool
-    # the protocol's own attributes (uvicorn's HttpToolsProtocol and H11Protocol both have them)
+    # the protocol's own attributes (uvicorn's H11Protocol has them)
     cycle: Any
     connections: set[Any]
     transport: asyncio.Transport
@@ -99,11 +96,7 @@ class _Guarded:
 
     _timer: asyncio.TimerHandle | None = None
     _head_bytes = 0
-    _in_message = False  # between the parser's message begin and message complete
-    _head_done = False  # the current message's head is complete: header fields now are trailers
-    _trailer_bytes = 0
     _refused = False  # answered by a guard: what the client still sends is read and dropped
-    _on_hang_up: Callable[[], None] | None = None  # the current request's (types.HANG_UP)
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
@@ -120,56 +113,11 @@ class _Guarded:
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        before = self.cycle
-        waiting_head = not (self._in_message and self._head_done)
-        if waiting_head and self.counts_head:
-            self._head_bytes += len(data)
         super().data_received(data)  # type: ignore[misc]
-        cycle = self.cycle
-        limit = self.guards.max_header_bytes
         if self.transport.is_closing():
             self._disarm()
-        elif self._trailer_bytes > limit:
-            self._refused_for(HEAD_SIZE, f"trailer fields over {limit} bytes")
-            if cycle is not None:
-                cycle.disconnected = True
-                cycle.message_event.set()  # the app sees the client leave: nothing is forwarded
-            self._answer_and_close(b"" if cycle is not None and cycle.response_started else TOO_LARGE)
-        elif cycle is not before:  # a new request head was read
-            self._head_bytes = 0
-            self._body_progress(cycle)
-        elif not waiting_head or not self.counts_head:
-            self._body_progress(cycle)
-        elif self._head_bytes > limit:
-            self._refused_for(HEAD_SIZE, f"over {limit} bytes")
-            self._answer_and_close(TOO_LARGE)
-
-    # httptools' parser callbacks (h11's protocol has none of these: they are never called there)
-
-    def on_message_begin(self) -> None:
-        self._in_message, self._head_done, self._trailer_bytes = True, False, 0
-        super().on_message_begin()  # type: ignore[misc]
-        self.scope[HANG_UP] = self._hang_up_hook  # type: ignore[attr-defined]
-
-    def _hang_up_hook(self, callback: Callable[[], None] | None) -> None:
-        """:data:`~mcp_normalizer.types.HANG_UP`: the callback to call if the connection is lost."""
-        self._on_hang_up = callback
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self._head_done:
-            # A trailer field (RFC 9110 section 6.5). uvicorn would append it to the request's
-            # headers after the Host and Origin checks read them, without bound: dropped, counted.
-            self._trailer_bytes += len(name) + len(value) + 4
-            return
-        super().on_header(name, value)  # type: ignore[misc]
-
-    def on_headers_complete(self) -> None:
-        self._head_done, self._head_bytes = True, 0
-        super().on_headers_complete()  # type: ignore[misc]
-
-    def on_message_complete(self) -> None:
-        self._in_message = False
-        super().on_message_complete()  # type: ignore[misc]
+        else:
+            self._body_progress(self.cycle)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
@@ -181,9 +129,6 @@ class _Guarded:
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
-        callback, self._on_hang_up = self._on_hang_up, None
-        if callback is not None:
-            callback()
 
     def _body_progress(self, cycle: Any) -> None:
         if cycle is not None and cycle.more_body and not cycle.response_complete:
@@ -230,22 +175,11 @@ class _Guarded:
         self._answer_and_close(b"" if cycle.response_started else BODY_TIMEOUT_ANSWER)
 
     def _answer_and_close(self, response: bytes) -> None:
-        """Send ``response``, then close the connection the way nginx's lingering close does: our
-        side is shut for writing at once (the client reads the answer, then the end), what the
-        client is still sending is read and dropped for up to :data:`LINGER` seconds, then the
-        connection is closed. Closing at once would make the kernel reset the connection on the
-        client's next bytes, and a reset can discard the answer before the client reads it."""
+        """:func:`~mcp_normalizer.hop.guards.answer_and_close`; what the client still sends is dropped."""
         self._disarm()
-        transport = self.transport
-        if transport.is_closing():
-            return
-        self._refused = True
-        transport.write(response)
-        if transport.can_write_eof():
-            transport.write_eof()
-            self._timer = self.loop.call_later(LINGER, transport.close)
-        else:
-            transport.close()
+        if not self.transport.is_closing():
+            self._refused = True
+            self._timer = answer_and_close(self.transport, self.loop, response)
 
 
 def guarded_protocol(parser: HttpParser, guards: Guards) -> type[asyncio.Protocol]:
@@ -255,8 +189,7 @@ def guarded_protocol(parser: HttpParser, guards: Guards) -> type[asyncio.Protoco
     limit = guards.max_connections or default_max_connections()
     if parser == "httptools":
         return type("GuardedHttpProtocol", (HttpProtocol,), {"guards": guards, "limit": limit})
-    attributes = {"guards": guards, "limit": limit, "counts_head": False}
-    return type(f"Guarded{H11Protocol.__name__}", (_Guarded, H11Protocol), attributes)
+    return type(f"Guarded{H11Protocol.__name__}", (_Guarded, H11Protocol), {"guards": guards, "limit": limit})
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
