@@ -228,3 +228,42 @@ async def test_the_scope_is_what_asgi_says() -> None:
     assert scope["client"][0] == "127.0.0.1" and scope["server"][0] == "127.0.0.1"
     assert (b"x-trace", b"a") in scope["headers"]  # trailing whitespace is not the value's (RFC 9110 5.5)
     assert callable(scope[HANG_UP])
+
+
+@pytest.mark.anyio
+async def test_a_hang_up_is_told_to_the_request_it_ends_never_to_one_answered_before() -> None:
+    """Pipelined ``/a`` (answered whole, its hook left set) then ``/b`` (streaming): the client
+    leaving ends ``/b`` only; ``/a``'s callback is never called."""
+    hung_up = anyio.Event()
+    calls: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        name = scope["path"].strip("/")
+
+        def gone() -> None:
+            calls.append(name)
+            hung_up.set()
+
+        scope[HANG_UP](gone)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        if name == "a":
+            await send({"type": "http.response.body", "body": b"whole"})
+            return
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        with anyio.fail_after(30):
+            await hung_up.wait()
+
+    with serve(app, proxy=_proxy()) as url:
+        sock = socket.create_connection(("127.0.0.1", httpx.URL(url).port or 80))
+        sock.sendall(b"GET /a HTTP/1.1\r\nHost: localhost\r\n\r\nGET /b HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        sock.settimeout(10)
+        received = b""
+        while b"5\r\nfirst\r\n" not in received:
+            received += sock.recv(65536)
+        sock.close()
+        with anyio.fail_after(30):
+            while not calls:
+                await anyio.sleep(0.05)
+    assert calls == ["b"]

@@ -81,6 +81,7 @@ class _Request:
         "continue_",
         "delivered",
         "disconnected",
+        "hang_up",
         "keep_alive",
         "more_body",
         "protocol",
@@ -105,6 +106,12 @@ class _Request:
         self.chunked = False
         self.remaining = 0
         self.waiter: asyncio.Future[None] | None = None
+        self.hang_up: Callable[[], None] | None = None
+
+    def hook(self, callback: Callable[[], None] | None) -> None:
+        """:data:`~mcp_normalizer.types.HANG_UP`: the callback to call if the connection is lost
+        before this request's response is complete (``None``: none)."""
+        self.hang_up = callback
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -252,7 +259,6 @@ class HttpProtocol(asyncio.Protocol):
         self.read_paused = False
         self.write_paused = False
         self._drained: asyncio.Future[None] | None = None
-        self._on_hang_up: Callable[[], None] | None = None
         # the request being parsed
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -326,18 +332,20 @@ class HttpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
         self._disarm()
-        for request in (self.active, self.parsing, *self.pipeline):
+        gone = []
+        for request in dict.fromkeys((self.active, self.parsing, *self.pipeline)):
             if request is not None:
                 if not request.complete:
                     request.disconnected = True
+                    if request.hang_up is not None:
+                        gone.append(request.hang_up)
                 request.wake()
         self.write_paused = False
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         if exc is None:
             self.transport.close()
-        callback, self._on_hang_up = self._on_hang_up, None
-        if callback is not None:
+        for callback in gone:
             callback()
 
     def pause_writing(self) -> None:
@@ -410,10 +418,10 @@ class HttpProtocol(asyncio.Protocol):
             "query_string": url.query or b"",
             "headers": self._headers,
             "state": self.app_state.copy(),
-            HANG_UP: self._hang_up_hook,
         }
         keep_alive = version != "1.0" and parser.should_keep_alive()
         request = self.parsing = _Request(self, scope, keep_alive, self._continue)
+        scope[HANG_UP] = request.hook  # (the request's own: a hook left set by another request never fires for it)
         if self.active is None:
             self._start(request)
         else:  # pipelined: answered after the one before it
@@ -478,7 +486,6 @@ class HttpProtocol(asyncio.Protocol):
         """The active request's response went out whole: the next request, or the next head."""
         self.server_state.total_requests += 1
         self.active = None
-        self._on_hang_up = None
         if self.transport.is_closing():
             return
         self.resume_reading()
@@ -497,10 +504,6 @@ class HttpProtocol(asyncio.Protocol):
             self.transport.close()
         else:
             active.keep_alive = False
-
-    def _hang_up_hook(self, callback: Callable[[], None] | None) -> None:
-        """:data:`~mcp_normalizer.types.HANG_UP`: the callback to call if the connection is lost."""
-        self._on_hang_up = callback
 
     # -- the guards
 
