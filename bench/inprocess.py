@@ -28,6 +28,7 @@ import uvloop
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.middleware import NormalizerMiddleware
 from mcp_normalizer.types import Message, Receive, Scope, Send
+from mcp_normalizer.wire.body import buffer_body
 
 from . import fixture
 from .client import call_message
@@ -66,12 +67,7 @@ def middleware_cost(calls: int) -> float:
     answer_of: dict[bytes, bytes] = {LIST_REQUEST: LISTING}
 
     async def upstream(scope: Scope, receive: Receive, send: Send) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body, _, _ = await buffer_body(receive, 1 << 20)
         out = answer_of[body]
         await send({"type": "http.response.start", "status": 200, "headers": _head(out)})
         await send({"type": "http.response.body", "body": out})

@@ -19,7 +19,7 @@ import pytest
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.types import HANG_UP, Receive, Scope, Send
 
-from .support import raw_request, serve
+from .support import raw_request, read_body, serve
 
 pytestmark = pytest.mark.wire
 
@@ -41,12 +41,7 @@ class Echo:
         if scope["type"] != "http":
             return
         self.scopes.append(scope)
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         answer = orjson.dumps(
             {
                 "method": scope["method"],
