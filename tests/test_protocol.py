@@ -8,6 +8,7 @@ refusals are in ``test_hardening.py`` and ``test_refusals.py``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 from typing import Any
 
@@ -262,3 +263,80 @@ async def test_a_hang_up_is_told_to_the_request_it_ends_never_to_one_answered_be
             while not calls:
                 await anyio.sleep(0.05)
     assert calls == ["b"]
+
+
+class Slow(Echo):
+    """:class:`Echo`, answering ``/slow`` only after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/slow":
+            await anyio.sleep(self.delay)
+        await super().__call__(scope, receive, send)
+
+
+def _post(path: bytes, body: bytes = BODY) -> bytes:
+    return b"POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n%s" % (path, len(body), body)
+
+
+@pytest.mark.anyio
+async def test_a_pipelined_body_that_stalls_is_refused_only_after_the_answer_before_it() -> None:
+    """``/slow`` takes three body timeouts to answer; ``/b`` behind it has its head and half its
+    body. The client gets ``/slow``'s 200 whole, then ``/b``'s 408: a pipelined body's clock
+    starts when its turn comes (it is not read before), and no refusal cuts an answer in progress."""
+    echo = Slow(delay=1.5)
+    request_b = _post(b"/b")
+    with serve(echo, proxy=_proxy(body_timeout=0.5)) as url:
+        received = await raw_request(url, _post(b"/slow") + request_b[:-10])
+    answers = _responses(received)
+    assert [status for status, _ in answers] == [b"HTTP/1.1 200 OK", b"HTTP/1.1 408 Request Timeout"]
+    assert orjson.loads(answers[0][1])["body"] == BODY.decode()
+    assert [scope["path"] for scope in echo.scopes] == ["/slow", "/b"]  # /b's app saw the client leave
+
+
+@pytest.mark.anyio
+async def test_a_pipelined_head_too_large_is_refused_only_after_the_answer_before_it() -> None:
+    echo = Slow(delay=0.5)
+    oversized = b"POST /b HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 5000  # and never the end
+    with serve(echo, proxy=_proxy(max_header_bytes=4096)) as url:
+        received = await raw_request(url, _post(b"/slow") + oversized)
+    answers = _responses(received)
+    assert [status for status, _ in answers] == [b"HTTP/1.1 200 OK", b"HTTP/1.1 431 Request Header Fields Too Large"]
+    assert orjson.loads(answers[0][1])["path"] == "/slow"
+    assert [scope["path"] for scope in echo.scopes] == ["/slow"]
+
+
+@pytest.mark.anyio
+async def test_bad_bytes_pipelined_after_requests_get_400_after_their_answers() -> None:
+    echo = Slow(delay=0.5)
+    with serve(echo, proxy=_proxy()) as url:
+        received = await raw_request(url, _post(b"/slow") + _post(b"/b") + b"\x16\x03\x01 not http\r\n\r\n")
+    statuses = re.findall(rb"HTTP/1\.1 \d{3} [^\r]*", received)
+    assert statuses == [b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request"]
+    assert received.endswith(b"Invalid HTTP request received.")
+    assert [scope["path"] for scope in echo.scopes] == ["/slow", "/b"]
+
+
+@pytest.mark.anyio
+async def test_an_http_1_0_client_gets_a_body_without_length_delimited_by_the_close() -> None:
+    """HTTP/1.0 has no chunked coding (RFC 9112 section 6.1): a streamed response with no
+    ``Content-Length`` goes out as it is, and the close ends it."""
+
+    async def streaming(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        for part in (b"caf\xc3\xa9 ", b"12.50 ", b"1e-3"):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    with serve(streaming, proxy=_proxy()) as url:
+        old = await raw_request(url, b"GET /old HTTP/1.0\r\n\r\n")
+        new = await raw_request(url, b"GET /new HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    head, _, body = old.partition(b"\r\n\r\n")
+    assert b"transfer-encoding" not in head.lower() and b"\r\nconnection: close" in head
+    assert body == b"caf\xc3\xa9 12.50 1e-3"
+    assert b"\r\ntransfer-encoding: chunked" in new.partition(b"\r\n\r\n")[0]  # HTTP/1.1 keeps chunks

@@ -83,7 +83,7 @@ class Coalescing:
     not shrunk for ``drain_timeout`` seconds, the connection is aborted (``0``: never).
     """
 
-    __slots__ = ("_drain_timeout", "_held", "_loop", "_size", "transport")
+    __slots__ = ("_drain_timeout", "_held", "_loop", "_shut", "_size", "transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, drain_timeout: float = 0) -> None:
         self.transport = transport
@@ -91,8 +91,12 @@ class Coalescing:
         self._held: list[bytes] | None = None
         self._size = 0
         self._drain_timeout = drain_timeout
+        self._shut = False  # write_eof() was called: nothing more may be written
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._shut:
+            logger.debug("a write after the connection was shut for writing: dropped")
+            return
         held = self._held
         if len(data) > COALESCE_BYTES or (held is not None and self._size + len(data) > COALESCE_BYTES):
             self.flush()
@@ -135,6 +139,7 @@ class Coalescing:
 
     def write_eof(self) -> None:
         self.flush()
+        self._shut = True
         self.transport.write_eof()
 
     def __getattr__(self, name: str) -> Any:

@@ -14,10 +14,13 @@ a whole head within ``head_timeout`` (408), at most ``body_timeout`` between two
 fields dropped and bounded the same way, at most ``max_connections`` open connections (503 at
 once), and a closed connection whose client stops reading aborted after ``send_timeout``
 (:class:`~mcp_normalizer.hop.guards.Coalescing`). Each refusal is counted and logged once per
-cause and peer per interval (:class:`~mcp_normalizer.ops.refusals.RefusalLog`).
+cause and peer per interval (:class:`~mcp_normalizer.ops.refusals.RefusalLog`). A refusal never
+cuts the answers before it: with a response in progress, it waits until the requests before the
+refused one are answered whole; a pipelined body's clock starts when its request's turn comes.
 
 The ASGI side is uvicorn's (HTTP scope 2.3, ``http.request``/``http.disconnect``, ``Expect:
-100-continue`` answered on the first ``receive``, chunked responses when no length is given, HEAD,
+100-continue`` answered on the first ``receive``, chunked responses when no length is given (for an
+HTTP/1.0 client, a body the close ends), HEAD,
 pipelined requests answered in order, an app that raises gets a 500 or a closed connection).
 """
 
@@ -177,6 +180,9 @@ class _Request:
                 protocol.transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
             elif not more_body:
                 protocol.transport.write(b"0\r\n\r\n")
+        elif self.remaining < 0:  # delimited by the close (an HTTP/1.0 client, no length given)
+            if body:
+                protocol.transport.write(body)
         else:
             if len(body) > self.remaining:
                 raise RuntimeError("Response content longer than Content-Length")
@@ -184,7 +190,7 @@ class _Request:
             if body:
                 protocol.transport.write(body)
         if not more_body:
-            if self.remaining:
+            if self.remaining > 0:
                 raise RuntimeError("Response content shorter than Content-Length")
             self.complete = True
             self.wake()  # a receive() waiting for the end returns http.disconnect
@@ -215,8 +221,12 @@ class _Request:
         if not self.keep_alive and not close:
             lines.append(b"connection: close\r\n")
         if chunked is None and self.scope["method"] != "HEAD" and status not in (204, 304):
-            chunked = True
-            lines.append(b"transfer-encoding: chunked\r\n")
+            if self.scope["http_version"] == "1.0":
+                # an HTTP/1.0 client knows no chunked coding: the close ends the body (RFC 9112 section 6.3)
+                self.remaining = -1
+            else:
+                chunked = True
+                lines.append(b"transfer-encoding: chunked\r\n")
         self.chunked = bool(chunked)
         lines.append(b"\r\n")
         return b"".join(lines)
@@ -270,7 +280,8 @@ class HttpProtocol(asyncio.Protocol):
         self._in_message = False
         self._head_done = False
         self._trailer_bytes = 0
-        self._refused = False
+        self._refused = False  # refused: what the client sends is dropped
+        self._deferred: bytes | None = None  # a refusal to send once the responses before it are out
 
     # -- asyncio
 
@@ -293,9 +304,8 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        waiting_head = not (self._in_message and self._head_done)
-        if waiting_head:
-            self._head_bytes += len(data)
+        in_head = self._in_message and not self._head_done  # (a head began in an earlier read)
+        in_body = self._in_message and self._head_done
         before = self.parsing
         try:
             self.parser.feed_data(data)
@@ -303,11 +313,8 @@ class HttpProtocol(asyncio.Protocol):
             pass  # no upgrade is relayed: the request goes on as plain HTTP (its upgrade header is hop-by-hop)
         except httptools.HttpParserError:
             logger.warning("Invalid HTTP request received.")
-            self._disarm()
-            active = self.active
-            if active is None or not active.started:
-                self.transport.write(_BAD_REQUEST)
-            self.transport.close()
+            # (the request whose body is being read, or none: the bad bytes begin a request)
+            self._refuse(self.parsing if self._in_message and self._head_done else None, _BAD_REQUEST)
             return
         if self.transport.is_closing():
             self._disarm()
@@ -316,15 +323,17 @@ class HttpProtocol(asyncio.Protocol):
         parsing = self.parsing
         if self._trailer_bytes > limit:
             self._refused_for(HEAD_SIZE, f"trailer fields over {limit} bytes")
-            if parsing is not None:
-                parsing.disconnected = True
-                parsing.wake()  # the app sees the client leave: nothing is forwarded
-            self._answer_and_close(b"" if parsing is not None and parsing.started else TOO_LARGE)
-        elif parsing is not before or not waiting_head:
+            self._refuse(parsing, TOO_LARGE)
+            return
+        if parsing is not before or in_body:
             self._body_progress()
-        elif self._head_bytes > limit:
-            self._refused_for(HEAD_SIZE, f"over {limit} bytes")
-            self._answer_and_close(TOO_LARGE)
+        if self._in_message and not self._head_done:  # a head is arriving
+            # Its size: every byte since it began, or, when it began in this read, the whole read
+            # (an upper bound: the read may begin with the end of requests before it).
+            self._head_bytes = self._head_bytes + len(data) if in_head else len(data)
+            if self._head_bytes > limit:
+                self._refused_for(HEAD_SIZE, f"over {limit} bytes")
+                self._refuse(None, TOO_LARGE)
 
     def eof_received(self) -> None:
         pass  # (the transport closes itself, as under uvicorn)
@@ -488,11 +497,22 @@ class HttpProtocol(asyncio.Protocol):
         self.active = None
         if self.transport.is_closing():
             return
-        self.resume_reading()
         if self.pipeline:
-            self._start(self.pipeline.popleft())
+            request = self.pipeline.popleft()
+            self._start(request)
+            if request is self.parsing and request.more_body and not self._refused:
+                self.resume_reading()
+                self._arm(self.guards.body_timeout, self._body_late)  # its body's wait begins now
+            elif not self._refused:
+                self.resume_reading()
             return
-        self._head_bytes = 0
+        if self._deferred is not None:  # a refusal waited for the responses before it
+            answer, self._deferred = self._deferred, None
+            self._timer = answer_and_close(self.transport, self.loop, answer)
+            return
+        self.resume_reading()
+        if not self._in_message:
+            self._head_bytes = 0  # (a pipelined head begun meanwhile keeps its count)
         self._idle_since = self.loop.time()
         # keep-alive closes an idle connection sooner than the head timeout refuses a slow head
         self._arm(min(self.keep_alive_timeout, self.guards.head_timeout), self._head_late)
@@ -510,7 +530,8 @@ class HttpProtocol(asyncio.Protocol):
     def _body_progress(self) -> None:
         request = self.parsing
         if request is not None and request.more_body and not request.complete:
-            self._arm(self.guards.body_timeout, self._body_late)
+            if request is self.active:  # (a pipelined body is not read until its turn: no clock yet)
+                self._arm(self.guards.body_timeout, self._body_late)
         elif self.active is not None:
             self._disarm()
 
@@ -535,7 +556,7 @@ class HttpProtocol(asyncio.Protocol):
             self._arm(left, self._head_late)
             return
         self._refused_for(HEAD_TIMEOUT, f"not complete after {self.guards.head_timeout:g} s")
-        self._answer_and_close(HEAD_TIMEOUT_ANSWER)
+        self._refuse(None, HEAD_TIMEOUT_ANSWER)
 
     def _body_late(self) -> None:
         self._timer = None
@@ -543,20 +564,42 @@ class HttpProtocol(asyncio.Protocol):
         if request is None or not request.more_body or request.complete:
             return
         self._refused_for(BODY_TIMEOUT, f"stalled for {self.guards.body_timeout:g} s")
-        request.disconnected = True
-        request.wake()  # the app's receive() returns http.disconnect: nothing is forwarded
-        self._answer_and_close(b"" if request.started else BODY_TIMEOUT_ANSWER)
+        self._refuse(request, BODY_TIMEOUT_ANSWER)
 
     def _refused_for(self, cause: Cause, detail: str) -> None:
         """Count and log a refusal by the guards."""
         self.guards.refusals.refused(cause, self.client[0] if self.client else None, detail)
 
-    def _answer_and_close(self, response: bytes) -> None:
-        """:func:`~mcp_normalizer.hop.guards.answer_and_close`; what the client still sends is dropped."""
+    def _refuse(self, request: _Request | None, answer: bytes) -> None:
+        """Refuse ``request`` (``None``: one whose head is not complete) with ``answer``, then close
+        (:func:`~mcp_normalizer.hop.guards.answer_and_close`); what the client still sends is dropped.
+
+        The request's app, if it runs, sees the client leave (nothing is forwarded). Requests before
+        it on the connection are answered whole first: while one is being answered, the refusal
+        waits for the pipeline before it to drain (:meth:`response_complete`). A refused request
+        whose own response has begun is cut instead (its head is out, no other answer can follow).
+        """
         self._disarm()
-        if not self.transport.is_closing():
-            self._refused = True
-            self._timer = answer_and_close(self.transport, self.loop, response)
+        if self.transport.is_closing() or self._refused:
+            return
+        self._refused = True
+        if request is not None:
+            request.disconnected = True
+            request.wake()  # the app's receive() returns http.disconnect
+            if request in self.pipeline:  # never started: it and any parsed after it are dropped
+                while self.pipeline:
+                    dropped = self.pipeline.pop()
+                    dropped.disconnected = True
+                    if dropped is request:
+                        break
+        active = self.active
+        if active is not None and active is not request:
+            self.pause_reading()
+            self._deferred = answer
+            return
+        if request is not None and request.started:
+            answer = b""
+        self._timer = answer_and_close(self.transport, self.loop, answer)
 
 
 def _address(value: Any) -> tuple[str, int] | None:

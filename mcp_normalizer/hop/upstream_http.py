@@ -14,6 +14,10 @@ What it guarantees (the forwarder's docstring says why each matters):
 - **Nothing beyond a response is ever read as the next one** (response desynchronisation): a
   connection that receives a byte while idle, or bytes after the end of its response (beyond its
   ``Content-Length``, after its last chunk, a second response), is closed, never lent again.
+  What no HTTP/1.1 client can tell apart is an upstream that writes an unasked response *after*
+  the connection's next request went out (20 ms late, say): that is read as the next answer, as
+  any keep-alive client directly in front of that upstream would read it. It stays within the
+  tenant, and the transformer refuses a reply whose id is not the request's where it watches one.
 - **A request is sent again only when that is safe** (RFC 9110 section 9.2.2): once, on a fresh
   connection, when it went out on a kept-alive one that closed before a single response byte came,
   and only for an idempotent method; never a POST.
