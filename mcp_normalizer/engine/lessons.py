@@ -38,11 +38,12 @@ MAX_BYTES = 256 * 1024
 MAX_NAME = 1024
 
 
-def definition_digest(tool: JSONObject) -> str:
+def definition_digest(tool: JSONObject, text: bytes | None = None) -> str:
     """A digest of a tool's definition as the server listed it (every member, canonical: key order
-    and spacing do not matter): 32 hex digits, or ``""`` when the tool cannot be encoded."""
+    and spacing do not matter): 32 hex digits, or ``""`` when the tool cannot be encoded
+    (``text``: the tool's :func:`~mcp_normalizer.wire.jsoncodec.fingerprint`, when at hand)."""
     try:
-        return hashlib.blake2b(fingerprint(tool), digest_size=16).hexdigest()
+        return hashlib.blake2b(text if text is not None else fingerprint(tool), digest_size=16).hexdigest()
     except DecodeError:
         return ""
 

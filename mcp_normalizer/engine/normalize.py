@@ -39,7 +39,7 @@ from .rules import (
     learned,
     lone_surrogates,
 )
-from .rules.base import Response, ResponseContext
+from .rules.base import Response, ResponseContext, ToolGate
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.declared import unconstrained
 from .rules.host_schemas import argument_map
@@ -48,6 +48,7 @@ from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
+from .rules.scan import ToolScan
 from .rules.schemas import widen_at
 from .schema import SchemaCompiler, SchemaUnusable
 from .steps import Steps, run_all
@@ -155,24 +156,30 @@ class _Track:
     def run_planned(self, steps: Iterable[tuple[str, Hook, Mode]], ctx: Any, tool: str | None) -> None:
         """Run ``steps`` (rule name, hook, the rule's mode for this tool) in order."""
         for _name, hook, mode in steps:
-            if mode is Mode.OFF:
-                continue
-            done = hook(self.would, ctx)
-            if done is None:
-                continue
-            self.records.append(Record(done[1], tool, applied=mode is Mode.ON))
-            in_step = self.real is self.would
-            self.would = done[0]
-            if mode is Mode.ON:
-                if in_step:
-                    self.real = self.would
-                else:
-                    again = hook(self.real, ctx)
-                    self.real = again[0] if again is not None else self.real
+            if mode is not Mode.OFF:
+                self.step(hook, mode, ctx, tool)
+
+    def step(self, hook: Hook, mode: Mode, ctx: Any, tool: str | None) -> None:
+        """Run one rule's ``hook`` in ``mode`` (not ``off``)."""
+        done = hook(self.would, ctx)
+        if done is None:
+            return
+        self.records.append(Record(done[1], tool, applied=mode is Mode.ON))
+        in_step = self.real is self.would
+        self.would = done[0]
+        if mode is Mode.ON:
+            if in_step:
+                self.real = self.would
+            else:
+                again = hook(self.real, ctx)
+                self.real = again[0] if again is not None else self.real
 
 
 Hook = Callable[[JSONObject, Any], "tuple[JSONObject, Rewrite] | None"]
-_TOOL_HOOKS = tuple((rule.name, rule.on_tool) for rule in TOOL_RULES if rule.on_tool is not None)
+#: Plain tool contexts kept (:meth:`Normalizer._plain_context`): eras times clients seen lately.
+_MAX_CONTEXTS = 64
+#: One ``tools/list`` rule as a tool's plan runs it: its hook, its gate (:mod:`.rules.scan`), its mode.
+_ToolStep = tuple[Hook, "ToolGate | None", Mode]
 
 
 def _joined(first: tuple[PointerPattern, ...], *more: tuple[PointerPattern, ...]) -> tuple[PointerPattern, ...]:
@@ -199,6 +206,8 @@ class Normalizer:
         self.lessons = lessons if lessons is not None else LessonBook(enabled=False)
         self.compiler = compiler or SchemaCompiler()
         self._plans: dict[str | None, tuple[tuple[str, Hook, Mode] | None, ...]] = {}
+        self._tool_plans: dict[str | None, tuple[_ToolStep, ...]] = {}
+        self._contexts: dict[tuple[str | None, int], tuple[ClientProfile, ToolContext]] = {}
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
         # Keys are bytes, values untracked Structs: a 50,000-tool list adds nothing the cyclic
@@ -215,12 +224,14 @@ class Normalizer:
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
-    def _entry(self, tool: JSONObject, places: tuple[PointerPattern, ...], definition: str) -> ToolEntry:
+    def _entry(
+        self, tool: JSONObject, places: tuple[PointerPattern, ...], definition: str, text: bytes | None = None
+    ) -> ToolEntry:
         """The shared entry of an advertised tool (one per distinct content, nullable places and
-        definition as the server listed it)."""
+        definition as the server listed it); ``text``: the tool's fingerprint, when at hand."""
         arguments = argument_map(tool)
         try:
-            text = fingerprint(tool)
+            text = text if text is not None else fingerprint(tool)
         except DecodeError:
             return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
         try:
@@ -307,7 +318,8 @@ class Normalizer:
             configured = configured if nullable_on else ()
             track = _Track(tool, tool)
             nullable_by = declared_by
-            definition = definition_digest(tool) if self.lessons.enabled else ""  # only a lesson reads it
+            scan = first = ToolScan(tool)
+            definition = definition_digest(tool, first.text) if self.lessons.enabled else ""  # only a lesson reads it
             taught = learned.get(name)
             lesson = self.lessons.get(name, definition) if self.lessons.knows(name) else None
             if lesson is not None:
@@ -317,23 +329,32 @@ class Normalizer:
                 drop = drop or taught.drop_output_schema
                 where = "of this upstream" if lesson is not None else "in this scope"
                 declared_by = f"learned from this tool's results {where} (rule learn_schema)"
-            context = ToolContext(
-                era=era,
-                settings=self.config.settings,
-                nullable=configured,
-                relax=relax,
-                drop_output_schema=drop,
-                client=client,
-                declared_by=declared_by,
-                nullable_by=nullable_by,
-            )
-            track.run(self.config, _TOOL_HOOKS, context, name)
-            places = declared_places(tool, configured) if nullable_on else ()
+            if configured or relax or drop or applied or taught is not None:
+                context = ToolContext(
+                    era=era,
+                    settings=self.config.settings,
+                    nullable=configured,
+                    relax=relax,
+                    drop_output_schema=drop,
+                    client=client,
+                    declared_by=declared_by,
+                    nullable_by=nullable_by,
+                )
+            else:
+                context = self._plain_context(era, client)
+            for hook, gate, mode in self._tool_plan(name):
+                if gate is not None and not gate(scan, context):
+                    continue  # the rule cannot change this tool
+                before = track.would
+                track.step(hook, mode, context, name)
+                if track.would is not before:
+                    scan = ToolScan(track.would)
+            places = declared_places(tool, configured, first) if nullable_on else ()
             advertised = track.would.get("outputSchema")
             if places and isinstance(advertised, dict) and advertised.get(WRAP_MARK) is True:
                 # the results will be wrapped too: the places move under /result
                 places = tuple(PointerPattern("/result" + p.text, ("result", *p.segments)) for p in places)
-            entry = self._entry(track.would, places, definition)
+            entry = self._entry(track.would, places, definition, scan.text)
         except (RecursionError, DecodeError, ValueError, TypeError) as exc:
             reason = f"{type(exc).__name__} while reading the tool"
             rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
@@ -508,6 +529,32 @@ class Normalizer:
         outcome.result = track.real
         outcome.changed = track.real is not result
         return outcome
+
+    def _plain_context(self, era: str | None, client: ClientProfile) -> ToolContext:
+        """The context of a tool nothing is declared or learned for (one per era and client)."""
+        found = self._contexts.get((era, id(client)))
+        if found is not None and found[0] is client:
+            return found[1]
+        if len(self._contexts) >= _MAX_CONTEXTS:
+            self._contexts.clear()
+        context = ToolContext(era=era, settings=self.config.settings, client=client)
+        self._contexts[(era, id(client))] = (client, context)  # (the client held: its id stays its own)
+        return context
+
+    def _tool_plan(self, tool: str) -> tuple[_ToolStep, ...]:
+        """The tool rules in order with their gates and modes for ``tool`` (``off`` ones left out):
+        one plan per tool the config declares and one for all others, as :meth:`_result_plan`."""
+        key = tool if tool in self.config.tools else None
+        plan = self._tool_plans.get(key)
+        if plan is None:
+            steps: list[_ToolStep] = []
+            for rule in TOOL_RULES:
+                mode = self.config.mode(rule.name, tool)
+                if rule.on_tool is not None and mode is not Mode.OFF:
+                    steps.append((rule.on_tool, rule.tool_gate, mode))
+            plan = tuple(steps)
+            self._tool_plans[key] = plan
+        return plan
 
     def _result_plan(self, tool: str | None) -> tuple[tuple[str, Hook, Mode] | None, ...]:
         """The result rules in order with their modes for ``tool`` (``off`` ones left out); ``None``

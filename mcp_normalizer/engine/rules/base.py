@@ -22,6 +22,7 @@ from ...wire.jsoncodec import Codec, Raw
 from ...wire.jsonrpc import IdKey
 from ...wire.pointer import PointerPattern, format_pointer, resolve
 from .clients import UNKNOWN, ClientProfile
+from .scan import ToolScan
 
 if TYPE_CHECKING:
     from ..catalog import ToolEntry
@@ -206,6 +207,8 @@ class ResponseContext:
 
 ToolHook = Callable[[JSONObject, ToolContext], "tuple[JSONObject, Rewrite] | None"]
 ResultHook = Callable[[JSONObject, ResultContext], "tuple[JSONObject, Rewrite] | None"]
+#: ``gate(scan, ctx)``: ``False`` only when the rule's ``on_tool`` would return ``None`` (:mod:`.scan`).
+ToolGate = Callable[[ToolScan, ToolContext], bool]
 ResponseHook = Callable[[Response, ResponseContext], "tuple[Response, Rewrite] | None"]
 
 
@@ -223,6 +226,9 @@ class Rule:
         on_response: repair of a JSON-RPC response's envelope (any method), if the rule has one.
         conformance: the result hook repairs a success result against its ``outputSchema``; such
             repairs are kept only when together they make the result conform.
+        tool_gate: for a rule whose ``on_tool`` walks schemas, a cheap test that is ``False`` only
+            when the hook would change nothing (:mod:`mcp_normalizer.engine.rules.scan`); ``None``:
+            the hook always runs.
     """
 
     name: str
@@ -233,6 +239,7 @@ class Rule:
     on_result: ResultHook | None = None
     on_response: ResponseHook | None = None
     conformance: bool = False
+    tool_gate: ToolGate | None = None
 
 
 BlockFix = Callable[[JSONObject], "tuple[JSONObject, str] | None"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 from ...types import JSON, JSONObject
 from ...wire.pointer import Path, format_pointer
 from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
+from .scan import ToolScan
 from .schemas import map_schema
 
 SCHEMA_KEYS = ("inputSchema", "outputSchema")
@@ -143,12 +144,17 @@ def _fix_tuples(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite
     )
 
 
+def _may_tuple(scan: ToolScan, ctx: ToolContext) -> bool:
+    return ctx.client.needs("output_schema_tuple") and scan.has(b'prefixItems":')
+
+
 BOOLEAN_SUBSCHEMA = Rule(
     name="boolean_subschema",
     kind="boolean_subschema",
     summary="Boolean subschemas in input and output schemas (a property's true, items: false) spelled as objects "
     "({} and {not: {}}); additionalProperties booleans stay.",
     on_tool=_fix_booleans,
+    tool_gate=lambda scan, ctx: scan.has_boolean(),
 )
 SCHEMA_TUPLE = Rule(
     name="schema_tuple",
@@ -156,4 +162,5 @@ SCHEMA_TUPLE = Rule(
     summary="A tuple's closing items: false beside prefixItems is dropped for draft-07 clients (TS SDK 1.x, "
     "Cursor), which otherwise reject every item.",
     on_tool=_fix_tuples,
+    tool_gate=_may_tuple,
 )

@@ -40,6 +40,7 @@ from ...types import JSON, JSONObject
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .host_profiles import ARRAY_ITEMS, PROPERTY_KEY, TYPE_BESIDE_ANYOF
+from .scan import ToolScan
 from .schemas import map_schema
 
 #: Property names the Anthropic API takes.
@@ -192,6 +193,17 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
     return out, Rewrite("host_schemas", "made a schema the host takes", tuple(pointers), why)
 
 
+def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
+    client = ctx.client
+    if client.host is None or not client.host_faults:
+        return False
+    return (
+        client.host_needs(PROPERTY_KEY)
+        or (client.host_needs(TYPE_BESIDE_ANYOF) and scan.schema_has("inputSchema", b'"anyOf":'))
+        or (client.host_needs(ARRAY_ITEMS) and scan.schema_has("inputSchema", b'"array"'))
+    )
+
+
 RULE = Rule(
     "host_schemas",
     "host_content",
@@ -200,4 +212,5 @@ RULE = Rule(
     " arm for Gemini CLI, items: {} given to arrays without items for VS Code; the originals kept in the tool's"
     " _meta",
     on_tool=_repair,
+    tool_gate=_may_repair,
 )

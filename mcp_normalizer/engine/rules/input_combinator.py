@@ -93,4 +93,5 @@ RULE = Rule(
     summary="An inputSchema root anyOf/oneOf/allOf of objects becomes one object schema (arms' properties "
     "merged), the combinator kept in the tool's _meta.",
     on_tool=_repair,
+    tool_gate=lambda scan, ctx: scan.has(b'anyOf":', b'oneOf":', b'allOf":'),
 )

@@ -15,13 +15,20 @@ from ...types import JSON, JSONObject
 from ...wire.pointer import Path, PointerPattern, format_pointer, resolve
 from ..schema import SchemaUnusable
 from .base import ResultContext, Rewrite, Rule, ToolContext, set_at, with_original_values
+from .scan import ToolScan
 from .schemas import convert_openapi_nullable, widen_at
 
+#: In a tool's text (:class:`~.scan.ToolScan`), what an OpenAPI ``nullable: true`` always holds.
+OPENAPI_NULLABLE = b'nullable":true'
 
-def declared_places(tool: JSONObject, configured: tuple[PointerPattern, ...]) -> tuple[PointerPattern, ...]:
-    """The nullable places of a tool: the configured patterns plus OpenAPI ``nullable: true`` places."""
+
+def declared_places(
+    tool: JSONObject, configured: tuple[PointerPattern, ...], scan: ToolScan | None = None
+) -> tuple[PointerPattern, ...]:
+    """The nullable places of a tool: the configured patterns plus OpenAPI ``nullable: true`` places
+    (``scan``: the tool's, when at hand: a tool without the keyword is not walked)."""
     schema = tool.get("outputSchema")
-    if not isinstance(schema, dict):
+    if not isinstance(schema, dict) or (scan is not None and not scan.has(OPENAPI_NULLABLE)):
         return configured
     _, places, _ = convert_openapi_nullable(schema)
     found = {p.text: p for p in configured}
@@ -102,4 +109,5 @@ RULE = Rule(
     on_tool=_advertise,
     on_result=_null_invalid,
     conformance=True,
+    tool_gate=lambda scan, ctx: bool(ctx.nullable) or scan.has(OPENAPI_NULLABLE),
 )

@@ -36,6 +36,7 @@ from ...wire.jsoncodec import fingerprint
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .declared import ORIGINAL_OUTPUT_SCHEMA_KEY
+from .scan import ToolScan
 from .schemas import map_schema, resolve_local_ref
 
 #: ``_meta`` key keeping an ``inputSchema`` that was not an object.
@@ -393,33 +394,54 @@ def _fix_timestamps(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rew
     )
 
 
+def _may_shape(scan: ToolScan, ctx: ToolContext) -> bool:
+    tool = scan.tool
+    if "outputSchema" in tool and not isinstance(tool["outputSchema"], dict):
+        return True
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, dict) or "type" not in schema:
+        return True
+    return scan.has(b'properties":null', b'properties":[]', b'required":null') or scan.schema_has(
+        "inputSchema", b'"array"'
+    )
+
+
+def _may_date_formats(scan: ToolScan, ctx: ToolContext) -> bool:
+    return ctx.client.needs("format_date_time") and scan.has(b'format":"date', b'format":"time"')
+
+
 SCHEMA_SHAPE = Rule(
     "schema_shape",
     "invalid_schema_shape",
     "properties: null/[] -> {}, required: null dropped, items: {} for arrays, inputSchema made an object schema.",
     on_tool=_fix_shape,
+    tool_gate=_may_shape,
 )
 SCHEMA_REFS = Rule(
     "schema_refs",
     "schema_ref_unresolvable",
     "Inline local $refs (recursive ones kept); drop dangling and remote $refs (never fetched).",
     on_tool=_fix_refs,
+    tool_gate=lambda scan, ctx: scan.has(b'$ref":'),
 )
 SCHEMA_DIALECT = Rule(
     "schema_dialect",
     "schema_dialect",
     "Translate draft-04/06/07 outputSchemas to 2020-12 and drop $schema; drop explicit 2020-12 $schema.",
     on_tool=_fix_dialect,
+    tool_gate=lambda scan, ctx: scan.has(b'$schema":'),
 )
 TIMESTAMP_OBJECTS = Rule(
     "timestamp_objects",
     "type_mismatch",
     "A bare {type: object} $defs entry named like a date/time becomes a date-time string.",
     on_tool=_fix_timestamps,
+    tool_gate=lambda scan, ctx: scan.has(b'$defs":', b'definitions":'),
 )
 DATE_TIME_FORMAT = Rule(
     "date_time_format",
     "format_date_time",
     "Move format: date-time/date/time in outputSchema into the description (values unchanged).",
     on_tool=_fix_date_formats,
+    tool_gate=_may_date_formats,
 )
