@@ -11,6 +11,7 @@ tool emitted, the records, the catalog entry), for every client profile the rule
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from typing import Any
@@ -20,12 +21,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcp_normalizer.config import NormalizerConfig
-from mcp_normalizer.engine.normalize import Listing, Normalizer, _ToolStep
+from mcp_normalizer.engine.lessons import LessonBook
+from mcp_normalizer.engine.normalize import ListedTool, Listing, Normalizer, _ToolStep
 from mcp_normalizer.engine.rules import TOOL_RULES, ToolContext
 from mcp_normalizer.engine.rules.clients import CONFORMANCE, PYTHON_SDK, UNKNOWN, ClientProfile, profile_for
 from mcp_normalizer.engine.rules.host_profiles import HOSTS
+from mcp_normalizer.engine.rules.learned import NOTHING_LEARNED
 from mcp_normalizer.engine.rules.scan import WALK_DEPTH, ToolScan
-from mcp_normalizer.wire.jsoncodec import Codec, fingerprint
+from mcp_normalizer.wire.jsoncodec import Codec, Raw, fingerprint
 from mcp_normalizer.wire.pointer import PointerPattern
 
 from .support import load_cases
@@ -258,3 +261,202 @@ def test_a_clean_tool_opens_no_walking_gate() -> None:
     ctx = ToolContext("2025-11-25", NormalizerConfig().settings)
     opened = [rule.name for rule in TOOL_RULES if rule.tool_gate is not None and rule.tool_gate(scan, ctx)]
     assert opened == []
+
+
+# -- a tool listed without the rules (Normalizer._unchanged) ------------------------------------
+
+
+class RulesAlways(Normalizer):
+    """The normalizer with every tool through the rules (no listing without them)."""
+
+    def _unchanged(self, text: Any, era: Any, client: ClientProfile, learned: Any) -> None:
+        return None
+
+
+def _text(tool: Any, style: str) -> bytes:
+    """``tool`` as servers write it: compact, spaced and indented, or every non-ASCII escaped."""
+    if style == "compact":
+        return json.dumps(tool, ensure_ascii=False, separators=(",", ":")).encode()
+    if style == "spaced":
+        return json.dumps(tool, ensure_ascii=False, indent=1).encode()
+    return json.dumps(tool).encode()
+
+
+def _same_listed(fast: ListedTool, slow: ListedTool) -> None:
+    assert fast.text == slow.text and fast.records == slow.records
+    if slow.entry is None:
+        assert fast.entry is None
+        return
+    assert fast.entry is not None
+    assert fast.entry.name == slow.entry.name
+    assert fingerprint(fast.entry.output_schema) == fingerprint(slow.entry.output_schema)
+    assert [p.text for p in fast.entry.nullable] == [p.text for p in slow.entry.nullable]
+    assert (fast.entry.ui_resource_uri, fast.entry.arguments) == (slow.entry.ui_resource_uri, slow.entry.arguments)
+    assert fast.entry.digest() == slow.entry.digest()
+
+
+CLEAN_NAMES = st.sampled_from(["a", "rows", "caf\u00e9", "x y", "\U0001f600", "items"])
+#: Schemas with nothing a rule repairs, as most of a real list is (numbers, unicode, escapes).
+CLEAN_SCHEMAS = st.recursive(
+    st.sampled_from(
+        [
+            {"type": "string"},
+            {"type": "number", "minimum": 12.5, "maximum": 1e300},
+            {"type": "integer", "const": 123456789012345678901234},
+            {"type": "string", "description": 'caf\u00e9 \u2014 "q"\n\\'},
+            {"type": "string", "enum": ["a", "b"]},
+            {"type": "array", "items": {"type": "string"}},
+            {},
+        ]
+    ),
+    lambda inner: st.builds(
+        lambda properties, required: {"type": "object", "properties": properties, "required": required},
+        st.dictionaries(CLEAN_NAMES, inner, max_size=3),
+        st.lists(NAMES, max_size=2, unique=True),
+    ),
+    max_leaves=8,
+)
+#: What a rule does repair, one at a time, at a place drawn at random (a JSON pointer's steps).
+FAULTS_SEEN: list[tuple[str, Any]] = [
+    ("outputSchema", {"type": "string", "nullable": True}),
+    ("outputSchema", {"type": "object", "additionalProperties": False}),
+    ("outputSchema", {"type": "object", "properties": {"a": True}}),
+    ("outputSchema", {"$ref": "#/$defs/a"}),
+    ("outputSchema", {"type": "string", "format": "date-time"}),
+    ("outputSchema", {"type": "array", "prefixItems": [{}], "items": False}),
+    ("outputSchema", {"properties": None}),
+    ("inputSchema", {"type": "array"}),
+    ("inputSchema", {"type": ["array", "null"]}),
+    ("inputSchema", {"required": None}),
+    ("inputSchema", {"anyOf": [{"type": "object"}]}),
+    ("_meta", {"_fastmcp": {"tags": []}}),
+    ("_meta", {"io.example/ok": 12.5}),
+    ("outputSchema", None),
+    ("root", {"properties": {}}),
+]
+FAULTS = st.sampled_from(FAULTS_SEEN)
+
+
+def _an_object(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "object"
+
+
+@st.composite
+def near_clean_tools(draw: st.DrawFn) -> dict[str, Any]:
+    """A tool with nothing to repair, or with one fault placed in it."""
+    tool: dict[str, Any] = {
+        "name": draw(st.sampled_from(["t", "many.tool_000001", "caf\u00e9"])),
+        "inputSchema": {"type": "object", "properties": draw(st.dictionaries(CLEAN_NAMES, CLEAN_SCHEMAS, max_size=2))},
+    }
+    if draw(st.booleans()):
+        tool["outputSchema"] = draw(CLEAN_SCHEMAS.filter(_an_object))
+    tool = copy.deepcopy(tool)  # (drawn values may be shared: the fault goes into a copy)
+    if not draw(st.integers(0, 3)):
+        return tool
+    where, fault = draw(FAULTS)
+    if where == "_meta":
+        tool["_meta"] = fault
+    elif where == "root":
+        tool["outputSchema"] = fault
+    elif fault is None or where not in tool:
+        tool[where] = fault if fault is not None or where == "outputSchema" else {"type": "object"}
+    else:
+        node = tool[where]
+        while isinstance(node.get("properties"), dict) and node["properties"] and draw(st.booleans()):
+            node = node["properties"][draw(st.sampled_from(sorted(node["properties"])))]
+        node.setdefault("properties", {})["f"] = fault
+    return tool
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tool=st.one_of(near_clean_tools(), near_clean_tools(), TOOLS),
+    client=st.sampled_from([*CLIENTS[:3], *CLIENTS[:3], *CLIENTS]),  # (host clients never take the fast way)
+    era=st.sampled_from(ERAS),
+    style=st.sampled_from(["compact", "spaced", "ascii"]),
+    lessons=st.booleans(),
+)
+def test_a_tool_listed_without_the_rules_is_listed_as_the_rules_list_it(
+    tool: Any, client: ClientProfile, era: Any, style: str, lessons: bool
+) -> None:
+    text = Raw(_text(tool, style))
+    config = NormalizerConfig()
+    fast = Normalizer(config, lessons=LessonBook(enabled=lessons)).list_tool_text(text, 0, era, client)
+    slow = RulesAlways(config, lessons=LessonBook(enabled=lessons)).list_tool_text(text, 0, era, client)
+    _same_listed(fast, slow)
+
+
+CLEAN = {
+    "name": "many.tool_000001",
+    "description": 'r\u00e9gion 1 \u2014 "q"\n',
+    "inputSchema": {"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "integer"}}}},
+    "outputSchema": {
+        "type": "object",
+        "properties": {"price": {"type": "number", "minimum": 12.5}, "n": {"const": 123456789012345678901234}},
+        "required": ["price"],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"description": "caf\u00e9"},
+        {"outputSchema": {"type": "object", "properties": {}, "required": []}},
+        {"inputSchema": {"type": "object", "properties": {"ids": {"type": ["array", "null"], "items": {}}}}},
+    ],
+)
+def test_a_tool_with_nothing_to_repair_is_listed_without_the_rules(change: dict[str, Any]) -> None:
+    """Not vacuous: the tools the fast way is for take it, whatever the spelling."""
+    for style in ("compact", "spaced"):
+        text = Raw(_text({**CLEAN, **change}, style))
+        listed = Normalizer(NormalizerConfig())._unchanged(text, "2025-11-25", UNKNOWN, NOTHING_LEARNED)
+        assert listed is not None and listed.text is None and listed.entry is not None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"outputSchema": {"type": "object", "properties": {"s": {"type": "string", "nullable": True}}}},
+        {"outputSchema": {"type": "object", "additionalProperties": False}},  # (a boolean: the rules look)
+        {"outputSchema": {"properties": {}}},  # no type: object at the root (object_root)
+        {"outputSchema": None},
+        {"inputSchema": {"type": "object", "properties": {"ids": {"type": "array"}}}},  # no items
+        {"inputSchema": {"properties": {}}},  # no type at the root
+        {"inputSchema": {"type": "object", "properties": None}},
+        {"_meta": {"io.example/x": 1}},
+        {"description": "\\u0024ref"},  # (an escape, written as text: only the backslash matters)
+        {"outputSchema": {"type": "object", "$defs": {"a": {}}}},
+        {"name": 12},
+    ],
+)
+def test_a_tool_a_rule_may_change_goes_to_the_rules(change: dict[str, Any]) -> None:
+    text = Raw(_text({**CLEAN, **change}, "spaced"))
+    assert Normalizer(NormalizerConfig())._unchanged(text, "2025-11-25", UNKNOWN, NOTHING_LEARNED) is None
+    declared = NormalizerConfig.from_mapping({"tools": {CLEAN["name"]: {"relax": ["/price"]}}})
+    clean = Raw(_text(CLEAN, "compact"))
+    assert Normalizer(declared)._unchanged(clean, "2025-11-25", UNKNOWN, NOTHING_LEARNED) is None
+
+
+@pytest.mark.parametrize(("where", "fault"), FAULTS_SEEN)
+@pytest.mark.parametrize("style", ["compact", "spaced"])
+def test_each_fault_the_rules_repair_is_listed_as_they_list_it(where: str, fault: Any, style: str) -> None:
+    """Each kind of fault, placed in a tool with nothing else to repair, at the root of its schema
+    and one property down: listed the fast way or not, the client gets what the rules give."""
+    for depth in (0, 1):
+        tool: dict[str, Any] = copy.deepcopy(CLEAN)
+        if where in ("_meta", "root"):
+            tool["_meta" if where == "_meta" else "outputSchema"] = fault
+        elif fault is None:
+            tool[where] = None
+        else:
+            node = tool[where]["properties"]
+            if depth:
+                node = next(iter(node.values())).setdefault("properties", {})
+            node["f"] = fault
+        text = Raw(_text(tool, style))
+        for client in CLIENTS[:3]:
+            config = NormalizerConfig()
+            fast = Normalizer(config).list_tool_text(text, 0, "2025-11-25", client)
+            _same_listed(fast, RulesAlways(config).list_tool_text(text, 0, "2025-11-25", client))

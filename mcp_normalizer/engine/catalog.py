@@ -22,9 +22,20 @@ import orjson
 
 from ..errors import DecodeError
 from ..types import JSON, JSONObject
-from ..wire.jsoncodec import dumps, loads
+from ..wire.jsoncodec import dumps, fingerprint, loads
 from ..wire.pointer import PointerPattern
 from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
+
+
+def definition_digest(tool: JSONObject, text: bytes | None = None) -> str:
+    """A digest of a tool's definition as the server listed it (every member, canonical: key order
+    and spacing do not matter): 32 hex digits, or ``""`` when the tool cannot be encoded
+    (``text``: the tool's :func:`~mcp_normalizer.wire.jsoncodec.fingerprint`, when at hand).
+    What a lesson is keyed by (:mod:`mcp_normalizer.engine.lessons`)."""
+    try:
+        return hashlib.blake2b(text if text is not None else fingerprint(tool), digest_size=16).hexdigest()
+    except DecodeError:
+        return ""
 
 
 class ToolEntry(msgspec.Struct, gc=False, eq=False):
@@ -53,6 +64,8 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
             when unknown.
         arguments: argument names advertised under others for a host (rule ``host_schemas``):
             advertised -> the tool's own; ``None`` when none were.
+        listed: the tool's text as listed, kept until :meth:`digest` makes ``definition`` of it
+            (a tool listed without the rules: the digest costs a decode, and is rarely asked for).
     """
 
     name: str
@@ -66,6 +79,18 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     compiled_schema: CompiledSchema | None = None
     definition: str = ""
     arguments: dict[str, str] | None = None
+    listed: bytes | None = None
+
+    def digest(self) -> str:
+        """:attr:`definition`, made from :attr:`listed` the first time it is asked for."""
+        if self.listed is not None:
+            try:
+                tool = loads(self.listed)
+            except DecodeError:
+                tool = None
+            self.definition = definition_digest(tool) if isinstance(tool, dict) else ""
+            self.listed = None
+        return self.definition
 
     def __post_init__(self) -> None:
         if isinstance(self.schema, dict | list):

@@ -20,15 +20,17 @@ lists tools, the transformer adds to it, the store persists what is :attr:`Lesso
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 
 from ..errors import DecodeError
 from ..types import JSON, JSONObject
-from ..wire.jsoncodec import dumps, fingerprint
+from ..wire.jsoncodec import dumps
 from ..wire.pointer import PointerPattern
+from .catalog import definition_digest
 from .rules.learned import MAX_PLACES, MAX_POINTER, Learned
+
+__all__ = ["Lesson", "LessonBook", "definition_digest"]
 
 #: Lessons one book holds at most (tools of one upstream that taught something).
 MAX_LESSONS = 1000
@@ -36,16 +38,6 @@ MAX_LESSONS = 1000
 MAX_BYTES = 256 * 1024
 #: Longest tool name a lesson is kept for.
 MAX_NAME = 1024
-
-
-def definition_digest(tool: JSONObject, text: bytes | None = None) -> str:
-    """A digest of a tool's definition as the server listed it (every member, canonical: key order
-    and spacing do not matter): 32 hex digits, or ``""`` when the tool cannot be encoded
-    (``text``: the tool's :func:`~mcp_normalizer.wire.jsoncodec.fingerprint`, when at hand)."""
-    try:
-        return hashlib.blake2b(text if text is not None else fingerprint(tool), digest_size=16).hexdigest()
-    except DecodeError:
-        return ""
 
 
 @dataclass(frozen=True, slots=True)

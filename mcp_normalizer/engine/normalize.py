@@ -11,17 +11,19 @@ that cannot be made conforming is left as it is, and the reason is logged).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
 from cachetools import LRUCache
+from msgspec import UNSET, UnsetType
 
 from ..config import NormalizerConfig
 from ..errors import DecodeError
 from ..types import JSON, JSONObject
-from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint
+from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads
 from ..wire.jsonrpc import IdKey, object_only
 from ..wire.pointer import PointerPattern
 from . import interventions, suggest
@@ -48,8 +50,9 @@ from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
-from .rules.scan import ToolScan
-from .rules.schemas import widen_at
+from .rules.scan import WALK_DEPTH, ToolScan
+from .rules.schema_repairs import misshapen_input
+from .rules.schemas import subschemas, widen_at
 from .schema import SchemaCompiler, SchemaUnusable
 from .steps import Steps, run_all
 
@@ -176,6 +179,31 @@ class _Track:
 
 
 Hook = Callable[[JSONObject, Any], "tuple[JSONObject, Rewrite] | None"]
+#: The keys (and values) a list rule or its gate reacts to, as :meth:`Normalizer._unchanged`
+#: looks for them in a tool's text (whitespace wherever JSON allows it; every alternative begins
+#: with a quote, which keeps the search fast).
+_KEYS = re.compile(
+    rb'"(?:\$|definitions"|anyOf"|oneOf"|allOf"|prefixItems"|_meta"|nullable"|format"'
+    rb'|properties"[ \t\r\n]*:[ \t\r\n]*(?:null|\[)|required"[ \t\r\n]*:[ \t\r\n]*null)'
+)
+
+
+class _Root(msgspec.Struct):
+    """A schema's root, as :meth:`Normalizer._unchanged` reads it (an object; its ``type``, if any)."""
+
+    type: Any = UNSET
+
+
+class _Listed(msgspec.Struct):
+    """A tool as :meth:`Normalizer._unchanged` reads it: its name, its schemas undecoded."""
+
+    name: str
+    inputSchema: Raw | UnsetType = UNSET
+    outputSchema: Raw | UnsetType = UNSET
+
+
+_LISTED = msgspec.json.Decoder(_Listed)
+_ROOT = msgspec.json.Decoder(_Root)
 #: Plain tool contexts kept (:meth:`Normalizer._plain_context`): eras times clients seen lately.
 _MAX_CONTEXTS = 64
 #: One ``tools/list`` rule as a tool's plan runs it: its hook, its gate (:mod:`.rules.scan`), its mode.
@@ -386,6 +414,11 @@ class Normalizer:
         found = self._listed.get(key)
         if found is not None:
             return found
+        found = self._unchanged(text, era, client, learned)
+        if found is not None:
+            if _ITEM_BYTES <= _MAX_LISTED_BYTES:
+                self._listed[key] = found
+            return found
         codec = Codec()
         tool = codec.loads(text)
         listing = self.list_tool(tool, index, era, client, learned)
@@ -394,6 +427,56 @@ class Normalizer:
         if not listing.fault and _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
             self._listed[key] = found  # a fault names its index: not reused
         return found
+
+    def _unchanged(
+        self, text: bytes | Raw, era: str | None, client: ClientProfile, learned: LearnedTools
+    ) -> ListedTool | None:
+        """The listing of a tool no list rule can change, made without running them (so a tool
+        with nothing to repair costs near what passing it on does), or ``None``: the rules must
+        run (:meth:`list_tool`).
+
+        ``None`` for a tool whose text holds anything a rule or its gate reacts to (:data:`_KEYS`,
+        ``true``/``false`` anywhere, an escape that could spell an ASCII letter), for a tool
+        something is declared, intervened or learned for, for a client with host faults, for a
+        tool nested deeper than the rules read, and for any root the rules repair. Only the name
+        and the roots of the schemas are decoded (:class:`_Listed`); the ``outputSchema`` is kept
+        as its text, the definition digest made when first asked for (:meth:`ToolEntry.digest`).
+        ``tests/test_tool_gates.py`` holds this and :meth:`list_tool` to the same answers.
+        """
+        data = text if isinstance(text, bytes) else bytes(text)
+        if client.host_faults or _KEYS.search(data) is not None or b"true" in data or b"false" in data:
+            return None
+        if b"\\u00" in data or data.count(b"{") + data.count(b"[") > WALK_DEPTH:
+            return None
+        try:
+            listed = _LISTED.decode(data)
+            inputs, outputs = listed.inputSchema, listed.outputSchema
+            if isinstance(inputs, UnsetType) or _ROOT.decode(inputs).type is UNSET:
+                return None  # (schema_shape's: no input schema object, or no type at its root)
+            output = None if isinstance(outputs, UnsetType) else _ROOT.decode(outputs)
+        except msgspec.DecodeError:  # (ValidationError included: a name that is not a string, a root not an object)
+            return None
+        name = listed.name
+        if name in self.config.tools or name in self.interventions.by_tool:
+            return None
+        if learned.get(name) is not None or self.lessons.knows(name):
+            return None
+        if output is not None and object_only(era) and output.type != "object":
+            return None  # (object_root's)
+        if b'"array"' in bytes(inputs):
+            schema = loads(inputs)
+            if any(map(misshapen_input, subschemas(schema))):
+                return None  # (schema_shape's: an input array without items)
+        key = hashlib.blake2b(data, digest_size=16).digest()
+        entry = self._entries.get(key)
+        if entry is None:
+            schema_text = None if isinstance(outputs, UnsetType) else bytes(outputs)
+            entry = ToolEntry(name, None, (), None, self.compiler, size=len(data), schema_text=schema_text)
+            if self.lessons.enabled:
+                entry.listed = data
+            if entry.size + _ITEM_BYTES <= _MAX_ENTRY_BYTES:
+                self._entries[key] = entry
+        return ListedTool(None, (), entry)
 
     @property
     def idle(self) -> bool:

@@ -651,7 +651,7 @@ class ResponseTransformer:
         exchange = self.exchange
         what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
         entry = exchange.tool(tool)
-        definition = entry.definition if entry is not None else ""
+        definition = entry.digest() if entry is not None else ""
         places = ("/structuredContent",) if found.drop_output_schema else tuple(p.text for p in found.relax)
         book = self.normalizer.lessons
         lasting = bool(definition) and book.add(taught_now(tool, definition, found, self._answering, places))

@@ -151,4 +151,4 @@ class Announcer:
 def _lists(state: ScopeState, tool: str, definition: str) -> bool:
     """Does the session ``state`` list ``tool`` with the definition digest ``definition``?"""
     entry = state.catalog.get(tool)
-    return entry is not None and entry.definition == definition
+    return entry is not None and entry.digest() == definition

@@ -100,6 +100,11 @@ def _shape(node: JSONObject, path: Path, *, items: bool) -> JSON:
     return out
 
 
+def misshapen_input(node: JSONObject) -> bool:
+    """True when :func:`_shape` repairs ``node`` of an input schema (itself, not its subschemas)."""
+    return _shape(node, (), items=True) is not node
+
+
 def _fix_shape(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     out, touched = tool, []
     if "outputSchema" in tool and not isinstance(tool["outputSchema"], dict):

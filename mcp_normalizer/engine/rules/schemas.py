@@ -4,7 +4,7 @@ beyond what a rule intends. Edits copy; the input schema is never mutated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from urllib.parse import unquote
 
 from ...types import JSON, JSONObject
@@ -266,6 +266,32 @@ _KIND: dict[str, str] = {
     "dependencies": "map",  # draft-07: a map whose values are subschemas or lists of names
 }
 _RANK = {key: rank for rank, key in enumerate(_KIND)}
+
+
+def subschemas(root: JSON) -> Iterator[JSONObject]:
+    """Every object subschema of ``root`` that :func:`map_schema` visits (``root`` first when it
+    is an object; then in no particular order), without copying and without a depth bound: call
+    it only on schemas known to nest within :func:`map_schema`'s."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield node
+        for key, value in node.items():
+            kind = _KIND.get(key)
+            if kind is None:
+                continue
+            if kind == "map":
+                if isinstance(value, dict):
+                    stack.extend(value.values())
+            elif kind == "list":
+                if isinstance(value, list):
+                    stack.extend(value)
+            elif isinstance(value, dict):  # one subschema (and items, 2020-12)
+                stack.append(value)
+            elif kind == "items" and isinstance(value, list):  # items, draft-07 tuple form
+                stack.extend(value)
 
 
 class _SchemaMapper:
