@@ -32,7 +32,7 @@ from ...types import JSON, JSONObject
 from ...wire.pointer import Path, format_pointer
 from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
 from .scan import ToolScan
-from .schemas import map_schema
+from .schemas import map_schema, tool_subschemas
 
 SCHEMA_KEYS = ("inputSchema", "outputSchema")
 #: Keywords whose value is one subschema that clients want as an object when it is a boolean.
@@ -144,6 +144,31 @@ def _fix_tuples(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite
     )
 
 
+def _boolean_at(node: JSONObject) -> bool:
+    """True when :meth:`_Objects.fix` would replace something in ``node`` itself."""
+    for key in _ONE:
+        value = node.get(key)
+        if isinstance(value, bool) and not (key == "items" and "prefixItems" in node):
+            return True
+    for key in _MAP:
+        members = node.get(key)
+        if isinstance(members, dict) and any(isinstance(v, bool) for v in members.values()):
+            return True
+    for key in _LIST:
+        entries = node.get(key)
+        if isinstance(entries, list) and any(isinstance(v, bool) for v in entries):
+            return True
+    return False
+
+
+def _may_booleans(scan: ToolScan, ctx: ToolContext) -> bool:
+    # The text first; where it holds a boolean (an OpenAPI nullable: true, zod's additionalProperties:
+    # false on every object), a look at the subschemas, which copies nothing, before the rule's walk.
+    if not scan.has_boolean():
+        return False
+    return scan.whole is None or any(map(_boolean_at, tool_subschemas(scan.tool)))
+
+
 def _may_tuple(scan: ToolScan, ctx: ToolContext) -> bool:
     return ctx.client.needs("output_schema_tuple") and scan.has(b'prefixItems":')
 
@@ -154,7 +179,7 @@ BOOLEAN_SUBSCHEMA = Rule(
     summary="Boolean subschemas in input and output schemas (a property's true, items: false) spelled as objects "
     "({} and {not: {}}); additionalProperties booleans stay.",
     on_tool=_fix_booleans,
-    tool_gate=lambda scan, ctx: scan.has_boolean(),
+    tool_gate=_may_booleans,
 )
 SCHEMA_TUPLE = Rule(
     name="schema_tuple",

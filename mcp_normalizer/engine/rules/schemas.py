@@ -294,6 +294,14 @@ def subschemas(root: JSON) -> Iterator[JSONObject]:
                 stack.extend(value)
 
 
+def tool_subschemas(tool: JSONObject, keys: Sequence[str] = ("inputSchema", "outputSchema")) -> Iterator[JSONObject]:
+    """:func:`subschemas` of each of ``tool``'s schemas named ``keys`` that is an object."""
+    for key in keys:
+        schema = tool.get(key)
+        if isinstance(schema, dict):
+            yield from subschemas(schema)
+
+
 class _SchemaMapper:
     """:func:`map_schema`'s walk (a class, not a recursive closure: see :class:`_Widener`)."""
 
