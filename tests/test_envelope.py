@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from mcp_normalizer.engine.rules import Mode
 from mcp_normalizer.engine.transform import ResponseTransformer
-from mcp_normalizer.wire.jsonrpc import PendingRequest, inspect_request
+from mcp_normalizer.wire.jsoncodec import split_object
+from mcp_normalizer.wire.jsonrpc import PendingRequest, envelope_of, inspect_request, read_envelope
 from mcp_normalizer.wire.sse import SSESplitter, parse_event
 
 from .support import FIELD_RESULT, JSON_HEADERS, PROPERTY, VALUES, capture_rewrites, feed_all, pump, transformer
@@ -397,3 +398,30 @@ def test_an_array_of_two_messages_answering_a_single_request_keeps_both() -> Non
     with capture_rewrites() as log:
         assert feed_all(transformer("ping", 1), body) == body
     assert not log.rewrites(rule="jsonrpc_envelope")
+
+
+_SPACE = st.sampled_from(["", " ", "\n\t", "\r\n  "])
+_MEMBER_VALUES = {
+    "jsonrpc": st.just('"2.0"'),
+    "id": st.sampled_from(["1", "-0", "1.50", '"a\\u00e9"', "null", "123456789012345678901234"]),
+    "method": st.sampled_from(['"tools/list"', '"notifications/progress"', "7"]),
+    "result": st.sampled_from(['{"tools": [ {"name":"t"} ] , "nextCursor": null}', "{}", "[1,2]", "null", '"x"']),
+    "error": st.sampled_from(['{"code": -32603, "message": "caf\\u00e9"}', "null"]),
+    "params": st.sampled_from(['{"progress": 12.5}', "[]"]),
+    "_meta": st.sampled_from(['{"k": [null, {"d": 1E-7}]}']),
+}
+
+
+@st.composite
+def _messages(draw: st.DrawFn) -> bytes:
+    names = draw(st.lists(st.sampled_from(sorted(_MEMBER_VALUES)), unique=True, max_size=len(_MEMBER_VALUES)))
+    members = [f'{draw(_SPACE)}"{name}"{draw(_SPACE)}:{draw(_SPACE)}{draw(_MEMBER_VALUES[name])}' for name in names]
+    return ("{" + ",".join(members) + draw(_SPACE) + "}").encode()
+
+
+@PROPERTY
+@given(raw=_messages())
+def test_a_message_split_first_reads_as_the_one_pass_reader_reads_it(raw: bytes) -> None:
+    """A huge message is split into its members once (kept to write it again) and its envelope
+    read from them (:func:`envelope_of`): the same envelope :func:`read_envelope` reads in one pass."""
+    assert envelope_of(split_object(raw)) == read_envelope(raw)

@@ -52,6 +52,7 @@ from ..wire.jsonrpc import (
     Envelope,
     IdKey,
     PendingRequest,
+    envelope_of,
     header,
     id_key,
     object_only,
@@ -439,14 +440,29 @@ class ResponseTransformer:
                 stream may still bring the response with its id (also raised before anything
                 is done).
         """
-        repaired = self.normalizer.message_text(data) if b"\\u" in data else None
+        large = len(data) > LARGE_TEXT
+        # (a huge text: the rule's own search, a pass at C speed; a small one: a substring test)
+        maybe = may_hold_surrogate(data) if large else b"\\u" in data
+        repaired = self.normalizer.message_text(data) if maybe else None
         if repaired is not None:
             data = repaired[0]
+        if large:
+            yield  # each pass over a huge message in a slice of its own
         try:
             batch = read_batch(data)
-            messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
+            # A huge message is split into its members once: they are read, and written again.
+            split = split_object(data) if batch is None and large else None
         except DecodeError:
             return None  # not JSON: not the proxy's to judge
+        if split is not None:
+            yield
+        try:
+            messages = [
+                (raw, envelope_of(split) if split is not None else read_envelope(raw))
+                for raw in (batch if batch is not None else [data])
+            ]
+        except DecodeError:
+            return None
         sole = self.exchange.sole
         self._answered_by_id = sole is not None and any(
             envelope.response and id_key(envelope.id) == sole for _, envelope in messages
@@ -454,7 +470,7 @@ class ResponseTransformer:
         unwrapped = self.normalizer.batch_response(batch, sole) if batch is not None else None
         if unwrapped is not None and unwrapped.applied:
             batch = None  # answered as the single message it is
-        if len(data) > LARGE_TEXT:
+        if large:
             yield  # reading a huge body is a slice of its own
         for _, envelope in messages:
             request = self._request_of(envelope)
@@ -463,8 +479,8 @@ class ResponseTransformer:
                 if tool in self.exchange.fetching and self.exchange.tool(tool) is None:
                     raise _Stall
         out = []
-        for raw, envelope in messages:
-            out.append((yield from self._message(raw, envelope, len(data))))  # may raise _Hold: before anything is done
+        for raw, envelope in messages:  # (_message may raise _Hold: before anything is done)
+            out.append((yield from self._message(raw, envelope, len(data), split)))
         # Logged once the messages are through: a held event is read again, and logs once.
         if repaired is not None:
             self._log(repaired[1], self._method_of(sole), sole[1] if sole is not None else None)
@@ -534,8 +550,10 @@ class ResponseTransformer:
             request = self.exchange.pending.get(sole)
         return request
 
-    def _message(self, raw: bytes | Raw, envelope: Envelope, size: int) -> Steps[bytes | None]:
-        """The new text of one message, or ``None`` to keep it."""
+    def _message(
+        self, raw: bytes | Raw, envelope: Envelope, size: int, split: dict[str, Raw] | None = None
+    ) -> Steps[bytes | None]:
+        """The new text of one message, or ``None`` to keep it (``split``: its members, when at hand)."""
         if envelope.id is UNSET and isinstance(envelope.method, str):
             return (yield from self._notification(raw, envelope, size))
         if self.exchange.own_stream and envelope.response:
@@ -570,7 +588,7 @@ class ResponseTransformer:
         records: list[Record] = []
         try:
             if not by_id or _suspect(envelope, request):
-                members = _members(raw)
+                members = split if split is not None else _members(raw)
                 if members is None:
                     return None
                 context = ResponseContext(request.method, sole, exchange.era, request.cursor)
@@ -592,7 +610,7 @@ class ResponseTransformer:
         elif result is not None and result is not envelope.result:
             changes["result"] = dict(result)
         records += done[1] if done is not None else []
-        return (yield from self._emit(raw, members, changes, records, request.method, jsonrpc_id))
+        return (yield from self._emit(raw, members, changes, records, request.method, jsonrpc_id, split))
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
@@ -729,17 +747,21 @@ class ResponseTransformer:
         records: list[Record],
         method: str,
         jsonrpc_id: JSON,
+        split: dict[str, Raw] | None = None,
     ) -> Steps[bytes | None]:
         """The message ``raw`` with the members in ``changes`` replaced (``members``: its members
-        already split, and changed, if any), logging ``records`` (a pause after each); a change
-        that cannot be written goes out as neither bytes nor records."""
+        already split, and changed, if any; ``split``: its members as they came, when at hand),
+        logging ``records`` (a pause after each); a change that cannot be written goes out as
+        neither bytes nor records."""
         out: bytes | None = None
         if changes or members is not None:
             large = any(not isinstance(text, bytes) or len(text) > LARGE_TEXT for text in changes.values())
-            if large:
-                yield  # each pass over a huge message in a slice of its own
-            if members is None:
+            if members is None and split is None:
+                if large:
+                    yield  # each pass over a huge message in a slice of its own
                 members = _members(raw)
+            elif members is None:
+                members = split
             if large:
                 yield
             out = _with_members(members, changes) if members is not None else None

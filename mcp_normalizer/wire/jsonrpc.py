@@ -258,6 +258,7 @@ class _LooseEnvelope(msgspec.Struct):
     id: Any = msgspec.UNSET
     method: Any = msgspec.UNSET
     result: Raw | msgspec.UnsetType = msgspec.UNSET
+    params: Raw | msgspec.UnsetType = msgspec.UNSET
     error: Raw | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -286,13 +287,23 @@ def read_envelope(raw: bytes | Raw) -> Envelope:
         loose = _LOOSE.decode(raw)
     except (msgspec.DecodeError, ValueError, RecursionError) as exc:
         raise DecodeError(f"not a JSON-RPC message: {exc}") from None
-    return Envelope(id=loose.id, method=loose.method, error=loose.error, other_result=loose.result)
+    return Envelope(id=loose.id, method=loose.method, params=loose.params, error=loose.error, other_result=loose.result)
 
 
 def _deep_envelope(raw: bytes | Raw) -> Envelope:
     """An envelope read member by member, for a message holding something nested too deep for
     the decoder (a hostile tool in a ``tools/list``): the rest of the message is still read."""
-    members = split_object(raw)
+    return envelope_of(split_object(raw))
+
+
+def envelope_of(members: dict[str, Raw]) -> Envelope:
+    """:func:`read_envelope` of a message already split into its members
+    (:func:`~mcp_normalizer.wire.jsoncodec.split_object`): a huge message is split once, its
+    members kept to write it again, and only its ``result`` is read a second time.
+
+    Raises:
+        DecodeError: the ``id`` or ``method`` is not JSON the proxy reads.
+    """
     result = members.get("result")
     params = members.get("params")
     error = members.get("error", msgspec.UNSET)
