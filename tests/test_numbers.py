@@ -36,7 +36,7 @@ from mcp_normalizer.engine.transform import ResponseTransformer
 from mcp_normalizer.engine.typed import compile_typed
 from mcp_normalizer.errors import DecodeError
 from mcp_normalizer.types import JSON
-from mcp_normalizer.wire.jsoncodec import Codec, Raw, loads
+from mcp_normalizer.wire.jsoncodec import Codec, Raw, dumps, loads, spliced
 from mcp_normalizer.wire.jsonrpc import PendingRequest
 
 from .support import capture_rewrites, feed_all, object_schemas
@@ -312,7 +312,51 @@ def test_a_changed_copy_keeps_every_number_as_written_where_it_stays_and_where_i
 ) -> None:
     codec = Codec()
     value = codec.loads(text)
-    spelled = oracle(text)
+    new, expected = _edited(value, oracle(text), data)
+    out = codec.splice(new, value)
+    assert json.loads(out) == plain(expected)
+    assert tokens(out) == tokens(write(expected))
+
+
+@PROPERTY
+@given(text=DOCUMENTS, canonical=st.booleans(), data=st.data())
+def test_a_changed_copy_written_from_its_text_is_the_codecs_splice(
+    text: bytes, canonical: bool, data: st.DataObject
+) -> None:
+    """:func:`spliced` (one encoder pass when the text is the encoder's own spelling) writes what
+    :meth:`Codec.splice` writes, byte for byte, for texts in the encoder's spelling and not."""
+    if canonical:
+        text = dumps(loads(text))
+    codec = Codec()
+    value = codec.loads(text)
+    new, _ = _edited(value, oracle(text), data)
+    assert spliced(new, value, text) == codec.splice(new, value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        math.nan,
+        [math.inf],
+        {"type": ["string", "null"], "maximum": -math.inf},
+        ["null", "a:null", {"deep": [1, {"x": math.nan}]}],
+    ],
+)
+def test_a_non_finite_number_is_refused_wherever_it_is_beside_null_strings(value: Any) -> None:
+    """The encoder writes a non-finite float as a ``null`` value: :func:`dumps` refuses it
+    (a ``"null"`` string, as in a nullable ``type`` union, is no reason to look, and no cover)."""
+    with pytest.raises(DecodeError, match="non-finite"):
+        dumps(value)
+
+
+def test_null_strings_and_null_values_are_written_as_they_are() -> None:
+    assert dumps({"type": ["string", "null"], "default": None}) == b'{"type":["string","null"],"default":null}'
+    assert dumps(None) == b"null" and dumps([None, "null"]) == b'[null,"null"]'
+
+
+def _edited(value: Any, spelled: Any, data: st.DataObject) -> tuple[Any, Any]:
+    """A changed copy of ``value`` as a rule makes one (up to three places replaced, some of the
+    old values moved under ``"moved"``), and the oracle's reading of what it must write."""
     everywhere = paths(value)
     edits = data.draw(st.lists(st.sampled_from(everywhere[1:]), max_size=3)) if len(everywhere) > 1 else []
     new, expected = value, spelled
@@ -331,9 +375,7 @@ def test_a_changed_copy_keeps_every_number_as_written_where_it_stays_and_where_i
         # Moved ints are written canonically (``-0`` as ``0``) unless inside a moved original container.
         originals = {id(node) for node in _containers(value)}
         expected = {**expected, "moved": [_moved_ints(p, o, originals) for p, o in moved]}
-    out = codec.splice(new, value)
-    assert json.loads(out) == plain(expected)
-    assert tokens(out) == tokens(write(expected))
+    return new, expected
 
 
 def _containers(value: Any) -> list[Any]:

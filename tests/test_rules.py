@@ -122,6 +122,11 @@ def test_openapi_nullable_becomes_json_schema_and_data_keywords_are_untouched() 
     converted, places, count = convert_openapi_nullable(schema)
     assert count == 1 and places == [("price",)]
     assert converted["properties"]["price"] == {"type": ["number", "null"], "default": {"nullable": True}}
+    places.append(("mine",))  # the caller's list: the answer kept for the same schema is not touched
+    again = convert_openapi_nullable(schema)
+    assert again == (converted, [("price",)], 1)
+    equal = {**schema, "properties": {"price": {"type": "number", "nullable": True}}}  # another object
+    assert convert_openapi_nullable(equal)[0]["properties"]["price"] == {"type": ["number", "null"]}
 
 
 @pytest.mark.parametrize(

@@ -236,7 +236,9 @@ def test_a_tool_nested_past_the_walks_bound_opens_every_gate_and_is_still_a_faul
         schema = {"type": "object", "properties": {"a": schema}}
     tool = _decoded({"name": "deep", "inputSchema": {"type": "object"}, "outputSchema": schema})
     scan = ToolScan(tool)
-    assert scan.whole is None and scan.has(b"anything") and scan.has_boolean()
+    assert scan.whole is None and scan.has(b'$ref":') and scan.has_boolean()
+    with pytest.raises(ValueError, match="not a scan token"):
+        scan.has(b"anything")  # (a gate asking for what the scan never looks for is a bug, searchable or not)
     listing = Normalizer(NormalizerConfig()).list_tool(tool, 3, "2025-11-25")
     assert listing.fault and listing.tool is tool
     _same(listing, Ungated(NormalizerConfig()).list_tool(tool, 3, "2025-11-25"))

@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
-from cachetools import LRUCache
 from msgspec import UNSET, UnsetType
 
 from ..config import NormalizerConfig
 from ..errors import DecodeError
 from ..types import JSON, JSONObject
-from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads
+from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads, spliced
 from ..wire.jsonrpc import IdKey, object_only
 from ..wire.pointer import PointerPattern
 from . import interventions, suggest
 from .catalog import ToolEntry, build_entry
 from .lessons import LessonBook, definition_digest
+from .lru import SizedLRU
 from .rules import (
     RESPONSE_RULES,
     RESULT_RULES,
@@ -240,15 +240,14 @@ class Normalizer:
         # of one upstream cost one entry per distinct tool, not one per client.
         # Keys are bytes, values untracked Structs: a 50,000-tool list adds nothing the cyclic
         # collector walks (a tuple is tracked until a collection looks at it).
-        self._entries: LRUCache[bytes, ToolEntry] = LRUCache(
-            _MAX_ENTRY_BYTES, getsizeof=lambda entry: entry.size + _ITEM_BYTES
-        )
+        self._entries: SizedLRU[bytes, ToolEntry] = SizedLRU(_MAX_ENTRY_BYTES, lambda entry: entry.size + _ITEM_BYTES)
         # What the rules made of each tool text already listed: a client listing the tools every
         # other client listed costs a hash per tool, not the rules.
-        self._listed: LRUCache[bytes, ListedTool] = LRUCache(
-            _MAX_LISTED_BYTES, getsizeof=lambda listed: _ITEM_BYTES + len(listed.text or b"")
+        self._listed: SizedLRU[bytes, ListedTool] = SizedLRU(
+            _MAX_LISTED_BYTES, lambda listed: _ITEM_BYTES + len(listed.text or b"")
         )
         self._inert: dict[str | None, bool] = {}
+        self._last_digest: tuple[tuple[str | None, bytes, bytes, int], Any] | None = None
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
@@ -263,16 +262,16 @@ class Normalizer:
         except DecodeError:
             return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
         try:
-            # compact JSON holds no raw line break: the key is unambiguous
-            key = text + b"\n" + dumps([place.text for place in places]) if places else text
+            # compact JSON holds no raw line break: the key is unambiguous; its first byte, never
+            # in UTF-8, tells it from the keys of the tools listed as they came (:meth:`_unchanged`)
+            key = b"\xff" + text + b"\n" + dumps([place.text for place in places]) if places else b"\xff" + text
         except DecodeError:
             return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
         key += b"\n" + definition.encode()
         found = self._entries.get(key)
         if found is None:
             found = build_entry(tool, places, self.compiler, size=len(text), definition=definition, arguments=arguments)
-            if found.size + _ITEM_BYTES <= _MAX_ENTRY_BYTES:
-                self._entries[key] = found
+            self._entries[key] = found
         return found
 
     def tools_list(self, result: JSONObject, era: str | None, client: ClientProfile = UNKNOWN) -> Outcome:
@@ -404,11 +403,7 @@ class Normalizer:
         Raises:
             DecodeError: ``text`` is not JSON the proxy reads (RFC 8259; too deep; ``1e400``).
         """
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
-        digest.update(client.key)
-        digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
-        digest.update(b"%d\n" % self.lessons.generation)  # so does the upstream, once a result taught it
+        digest = self._listing_digest(era, client, learned).copy()
         digest.update(text)
         key = digest.digest()
         found = self._listed.get(key)
@@ -416,17 +411,31 @@ class Normalizer:
             return found
         found = self._unchanged(text, era, client, learned)
         if found is not None:
-            if _ITEM_BYTES <= _MAX_LISTED_BYTES:
-                self._listed[key] = found
+            self._listed[key] = found
             return found
-        codec = Codec()
-        tool = codec.loads(text)
+        tool = loads(text)
         listing = self.list_tool(tool, index, era, client, learned)
-        new = codec.splice(listing.tool, tool) if listing.tool is not tool else None
+        new = spliced(listing.tool, tool, text) if listing.tool is not tool else None
         found = ListedTool(new, listing.records, listing.entry)
-        if not listing.fault and _ITEM_BYTES + len(new or b"") <= _MAX_LISTED_BYTES:
+        if not listing.fault:
             self._listed[key] = found  # a fault names its index: not reused
         return found
+
+    def _listing_digest(self, era: str | None, client: ClientProfile, learned: LearnedTools) -> Any:
+        """The digest of what a tool's listing depends on besides its text (copied per tool, then
+        fed the text: the key of :attr:`_listed`); the last one is kept, so a page costs one."""
+        context = (era, client.key, learned.key, self.lessons.generation)
+        last = self._last_digest
+        if last is not None and last[0] == context:
+            return last[1]
+        era, _, _, generation = context
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
+        digest.update(client.key)
+        digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
+        digest.update(b"%d\n" % generation)  # so does the upstream, once a result taught it
+        self._last_digest = (context, digest)
+        return digest
 
     def _unchanged(
         self, text: bytes | Raw, era: str | None, client: ClientProfile, learned: LearnedTools
@@ -467,15 +476,14 @@ class Normalizer:
             schema = loads(inputs)
             if any(map(misshapen_input, subschemas(schema))):
                 return None  # (schema_shape's: an input array without items)
-        key = hashlib.blake2b(data, digest_size=16).digest()
+        key = data  # (UTF-8: never equal to a key of :meth:`_entry`)
         entry = self._entries.get(key)
         if entry is None:
             schema_text = None if isinstance(outputs, UnsetType) else bytes(outputs)
             entry = ToolEntry(name, None, (), None, self.compiler, size=len(data), schema_text=schema_text)
             if self.lessons.enabled:
                 entry.listed = data
-            if entry.size + _ITEM_BYTES <= _MAX_ENTRY_BYTES:
-                self._entries[key] = entry
+            self._entries[key] = entry
         return ListedTool(None, (), entry)
 
     @property

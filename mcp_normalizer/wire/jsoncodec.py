@@ -255,9 +255,13 @@ def dumps(value: JSON) -> bytes:
             float, a type JSON has no form for, nesting deeper than the encoder's limit).
     """
     out = _encode(value)
-    if b"null" in out:  # cheap pre-test: a non-finite float is written as null
-        _check_finite(value)
+    if b"null" in out and (out == b"null" or _NULL_VALUE.search(out) is not None):
+        _check_finite(value)  # a non-finite float is written as a null value; look for one
     return out
+
+
+#: A ``null`` value in compact JSON (a ``"null"`` string is not one: a quote comes between).
+_NULL_VALUE = re.compile(rb"[:\[,]null")
 
 
 def fingerprint(value: JSON) -> bytes:
@@ -267,6 +271,26 @@ def fingerprint(value: JSON) -> bytes:
         DecodeError: the value cannot be encoded (too deep, lone surrogates).
     """
     return _encode(value, _SORTED)
+
+
+def spliced(new: JSON, old: JSON, text: bytes | Raw) -> bytes:
+    """``new``, a changed copy of ``old`` (decoded from ``text`` by :func:`loads`), written as
+    :meth:`Codec.splice` writes it: every part ``new`` keeps of ``old`` with its bytes in ``text``.
+
+    When ``text`` is what the encoder writes for ``old`` (compact, each string and number spelled
+    the encoder's way: what pydantic, orjson and most servers send), each part's bytes are the
+    encoder's, and ``new`` is encoded in one C pass; otherwise the parts are paired (:class:`Codec`).
+
+    Raises:
+        DecodeError: as :func:`dumps`.
+    """
+    data = text if isinstance(text, bytes) else bytes(text)
+    if _encode(old) == data:
+        return dumps(new)
+    codec = Codec()
+    codec._remember(old, Raw(data))
+    codec._roots.append((old, Raw(data)))
+    return codec.splice(new, old)
 
 
 class Codec:

@@ -41,6 +41,8 @@ _ONE = ("items", "not", "if", "then", "else", "contains", "propertyNames")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 #: Keywords whose value is a list of subschemas.
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+#: Every keyword above: a node holding none of them is passed over in one C call.
+_KEYWORDS = frozenset((*_ONE, *_MAP, *_LIST))
 
 
 def _spelled(value: bool) -> JSONObject:
@@ -58,6 +60,8 @@ class _Objects:
         self.kept: dict[str, JSON] = {}
 
     def fix(self, node: JSONObject, path: Path) -> JSON:
+        if _KEYWORDS.isdisjoint(node):
+            return node
         out: JSONObject | None = None
         for key in _ONE:
             value = node.get(key)
@@ -145,18 +149,18 @@ def _fix_tuples(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite
 
 
 def _boolean_at(node: JSONObject) -> bool:
-    """True when :meth:`_Objects.fix` would replace something in ``node`` itself."""
-    for key in _ONE:
-        value = node.get(key)
-        if isinstance(value, bool) and not (key == "items" and "prefixItems" in node):
-            return True
-    for key in _MAP:
-        members = node.get(key)
-        if isinstance(members, dict) and any(isinstance(v, bool) for v in members.values()):
-            return True
-    for key in _LIST:
-        entries = node.get(key)
-        if isinstance(entries, list) and any(isinstance(v, bool) for v in entries):
+    """True when :meth:`_Objects.fix` may replace something in ``node`` itself (an int ``1`` or
+    ``0`` among a map's or list's subschemas counts too: it equals a boolean; the rule then
+    finds nothing, which a gate may allow)."""
+    for key in _KEYWORDS.intersection(node):
+        value = node[key]
+        if value is True or value is False:
+            if key in _ONE and not (key == "items" and "prefixItems" in node):
+                return True
+        elif isinstance(value, dict):
+            if key in _MAP and (True in value.values() or False in value.values()):
+                return True
+        elif isinstance(value, list) and key in _LIST and (True in value or False in value):
             return True
     return False
 

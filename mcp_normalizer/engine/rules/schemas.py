@@ -233,10 +233,25 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
         that are reachable through ``properties``/``items``/``additionalProperties``, and how many
         keywords were converted. ``nullable: false`` is left alone (it means nothing in JSON Schema).
     """
+    global _last_converted
+    last = _last_converted
+    if last is not None and last[0] is root:
+        result, places, converted = last[1]
+        return result, list(places), converted
     converter = _NullableConverter()
     result = converter.walk(root, ())
     converted = converter.converted
-    return (result if converted else root), converter.places, converted
+    answer = (result if converted else root), converter.places, converted
+    _last_converted = (root, answer)
+    return answer[0], list(answer[1]), converted
+
+
+#: The last schema :func:`convert_openapi_nullable` converted, and its answer: listing a tool asks
+#: twice for the same schema object (the rule ``nullable`` advertises, the catalog entry takes the
+#: places), and the walk is the cost of listing such a tool. Keyed by identity, the schema held so
+#: that its id stays its own; nothing mutates a schema, and the answer's new schema is never
+#: changed in place either (rules make copies).
+_last_converted: tuple[JSON, tuple[JSON, list[Path], int]] | None = None
 
 
 #: Keywords whose value is one subschema / a map of subschemas / a list of subschemas (2020-12 and draft-07).
