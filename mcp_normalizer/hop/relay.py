@@ -4,9 +4,11 @@ out, rewritten where the transformer says)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import anyio
+import sniffio
 
 from ..engine.transform import ResponseTransformer
 from ..errors import ResponseRefused
@@ -38,7 +40,18 @@ class TransformingSend:
     :class:`~mcp_normalizer.errors.ResponseRefused`, now and on every later call.
     """
 
-    __slots__ = ("_counted", "_fetched", "_on_status", "_oversize", "_send", "_start", "_t", "refused", "started")
+    __slots__ = (
+        "_asyncio",
+        "_counted",
+        "_fetched",
+        "_on_status",
+        "_oversize",
+        "_send",
+        "_start",
+        "_t",
+        "refused",
+        "started",
+    )
 
     def __init__(
         self,
@@ -50,6 +63,10 @@ class TransformingSend:
     ) -> None:
         self._send = send
         self._t = transformer
+        try:
+            self._asyncio = sniffio.current_async_library() == "asyncio"
+        except sniffio.AsyncLibraryNotFoundError:
+            self._asyncio = False
         self._fetched = fetched
         self._on_status = on_status
         self._oversize = oversize
@@ -57,6 +74,19 @@ class TransformingSend:
         self._start: Message | None = None
         self.started = False  # has the response start gone to the client?
         self.refused: str | None = None  # why the rest of the response was refused, once it was
+
+    async def _between_slices(self) -> None:
+        """Let every other task run twice before the next slice of a long message: a call of
+        another session needs several turns of the loop (its request read, sent upstream, the
+        answer read, written), and gets two turns a slice instead of one (measured: a small call
+        during a 50,000-tool list, 11 -> 6 ms typical). Under asyncio, its own ``sleep(0)``
+        (anyio's checkpoint looks up the running library at every call)."""
+        if self._asyncio:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        else:
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
 
     async def __call__(self, message: Message) -> None:
         if self.refused is not None:
@@ -83,7 +113,7 @@ class TransformingSend:
                 if self._fetched is not None:  # else no fetch runs: nothing to wait for
                     await self._fetched.wait()
             else:
-                await anyio.lowlevel.checkpoint()  # a long message: let other sessions run between slices
+                await self._between_slices()
             out += t.resume()
         if t.foreign is not None:
             await self._refuse(out, t.foreign)
