@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Literal
@@ -151,6 +152,9 @@ class ResponseTransformer:
         self._job: Steps[bytes | None] | None = None
         self.stalled = False
         self.busy = False  # a message is half done: let the loop run, then call resume()
+        #: Seconds the last slice took (while :attr:`busy`): a slice holding one pass over a huge
+        #: text runs past ``slice_seconds``, and the caller lets the loop run longer after it.
+        self.spent = 0.0
         self.oversize = False  # a body or event was too large to rewrite and passed through
         self._answered = False  # the POST's one request has had its response
         self._announce = False  # a result taught the scope something: list_changed goes before it (SSE)
@@ -288,10 +292,12 @@ class ResponseTransformer:
         try:
             # The collector rests while this slice builds and frees its values, never across a
             # pause: other sessions run then, and a transformer dropped mid-job cannot leave it off.
+            began = time.perf_counter()
             with quiet_gc(size):
                 done = run_slice(job, self._slice)
         except Unfinished:
             self.busy = True
+            self.spent = time.perf_counter() - began
             raise
         except _Stall:
             self._job = None

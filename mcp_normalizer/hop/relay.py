@@ -10,6 +10,7 @@ from collections.abc import Callable
 import anyio
 import sniffio
 
+from ..engine.steps import SLICE_SECONDS
 from ..engine.transform import ResponseTransformer
 from ..errors import ResponseRefused
 from ..types import Message, Send
@@ -17,6 +18,8 @@ from ..wire.responses import error_body, respond
 
 #: The largest body piece sent at once.
 _PIECE = 256 * 1024
+#: The most turns of the loop added after one long slice (:meth:`TransformingSend._between_slices`).
+_MAX_TURNS = 16
 
 
 class TransformingSend:
@@ -76,17 +79,19 @@ class TransformingSend:
         self.refused: str | None = None  # why the rest of the response was refused, once it was
 
     async def _between_slices(self) -> None:
-        """Let every other task run twice before the next slice of a long message: a call of
-        another session needs several turns of the loop (its request read, sent upstream, the
-        answer read, written), and gets two turns a slice instead of one (measured: a small call
-        during a 50,000-tool list, 11 -> 6 ms typical). Under asyncio, its own ``sleep(0)``
-        (anyio's checkpoint looks up the running library at every call)."""
-        if self._asyncio:
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-        else:
-            await anyio.lowlevel.checkpoint()
-            await anyio.lowlevel.checkpoint()
+        """Let every other task run before the next slice of a long message: twice, and once
+        more for every slice's worth of time the last one ran over (a pass over a huge text is
+        one uninterruptible step). A call of another session needs several turns of the loop
+        (its request read, sent upstream, the answer read, written): it gets them between two
+        long steps, not one turn after each (measured: a small call during a 50,000-tool list,
+        11 -> 6 ms typical). Under asyncio, its own ``sleep(0)`` (anyio's checkpoint looks up
+        the running library at every call)."""
+        turns = 2 + min(int(self._t.spent / SLICE_SECONDS), _MAX_TURNS)
+        for _ in range(turns):
+            if self._asyncio:
+                await asyncio.sleep(0)
+            else:
+                await anyio.lowlevel.checkpoint()
 
     async def __call__(self, message: Message) -> None:
         if self.refused is not None:
