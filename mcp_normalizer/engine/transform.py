@@ -53,7 +53,6 @@ from ..wire.jsonrpc import (
     Envelope,
     IdKey,
     PendingRequest,
-    envelope_of,
     header,
     id_key,
     object_only,
@@ -456,19 +455,9 @@ class ResponseTransformer:
             yield  # each pass over a huge message in a slice of its own
         try:
             batch = read_batch(data)
-            # A huge message is split into its members once: they are read, and written again.
-            split = split_object(data) if batch is None and large else None
+            messages = [(raw, read_envelope(raw)) for raw in (batch if batch is not None else [data])]
         except DecodeError:
             return None  # not JSON: not the proxy's to judge
-        if split is not None:
-            yield
-        try:
-            messages = [
-                (raw, envelope_of(split) if split is not None else read_envelope(raw))
-                for raw in (batch if batch is not None else [data])
-            ]
-        except DecodeError:
-            return None
         sole = self.exchange.sole
         self._answered_by_id = sole is not None and any(
             envelope.response and id_key(envelope.id) == sole for _, envelope in messages
@@ -486,7 +475,7 @@ class ResponseTransformer:
                     raise _Stall
         out = []
         for raw, envelope in messages:  # (_message may raise _Hold: before anything is done)
-            out.append((yield from self._message(raw, envelope, len(data), split)))
+            out.append((yield from self._message(raw, envelope, len(data))))
         # Logged once the messages are through: a held event is read again, and logs once.
         if repaired is not None:
             self._log(repaired[1], self._method_of(sole), sole[1] if sole is not None else None)
@@ -556,10 +545,8 @@ class ResponseTransformer:
             request = self.exchange.pending.get(sole)
         return request
 
-    def _message(
-        self, raw: bytes | Raw, envelope: Envelope, size: int, split: dict[str, Raw] | None = None
-    ) -> Steps[bytes | None]:
-        """The new text of one message, or ``None`` to keep it (``split``: its members, when at hand)."""
+    def _message(self, raw: bytes | Raw, envelope: Envelope, size: int) -> Steps[bytes | None]:
+        """The new text of one message, or ``None`` to keep it."""
         if envelope.id is UNSET and isinstance(envelope.method, str):
             return (yield from self._notification(raw, envelope, size))
         if self.exchange.own_stream and envelope.response:
@@ -594,7 +581,7 @@ class ResponseTransformer:
         records: list[Record] = []
         try:
             if not by_id or _suspect(envelope, request):
-                members = split if split is not None else _members(raw)
+                members = _members(raw)
                 if members is None:
                     return None
                 context = ResponseContext(request.method, sole, exchange.era, request.cursor)
@@ -616,7 +603,7 @@ class ResponseTransformer:
         elif result is not None and result is not envelope.result:
             changes["result"] = dict(result)
         records += done[1] if done is not None else []
-        return (yield from self._emit(raw, members, changes, records, request.method, jsonrpc_id, split))
+        return (yield from self._emit(raw, members, changes, records, request.method, jsonrpc_id))
 
     def _result(
         self, request: PendingRequest, members: dict[str, Raw], codec: Codec, size: int
@@ -753,21 +740,17 @@ class ResponseTransformer:
         records: list[Record],
         method: str,
         jsonrpc_id: JSON,
-        split: dict[str, Raw] | None = None,
     ) -> Steps[bytes | None]:
         """The message ``raw`` with the members in ``changes`` replaced (``members``: its members
-        already split, and changed, if any; ``split``: its members as they came, when at hand),
-        logging ``records`` (a pause after each); a change that cannot be written goes out as
-        neither bytes nor records."""
+        already split, and changed, if any), logging ``records`` (a pause after each); a change
+        that cannot be written goes out as neither bytes nor records."""
         out: bytes | None = None
         if changes or members is not None:
             large = any(not isinstance(text, bytes) or len(text) > LARGE_TEXT for text in changes.values())
-            if members is None and split is None:
-                if large:
-                    yield  # each pass over a huge message in a slice of its own
+            if large:
+                yield  # each pass over a huge message in a slice of its own
+            if members is None:
                 members = _members(raw)
-            elif members is None:
-                members = split
             if large:
                 yield
             out = _with_members(members, changes) if members is not None else None
