@@ -26,9 +26,9 @@ from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads, spliced
 from ..wire.jsonrpc import IdKey, object_only
 from ..wire.pointer import PointerPattern
 from . import interventions, suggest
+from .bounded import SizedLRU
 from .catalog import ToolEntry, build_entry
 from .lessons import LessonBook, definition_digest
-from .lru import SizedLRU
 from .rules import (
     RESPONSE_RULES,
     RESULT_RULES,

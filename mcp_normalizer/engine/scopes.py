@@ -30,9 +30,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 
 from ..wire.jsonrpc import IdKey, PendingRequest
+from .bounded import ExpiringMap
 from .catalog import CatalogPool, ToolCatalog, ToolEntry, ToolSet
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .rules.learned import Learned, LearnedTools
@@ -46,11 +47,11 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-def bounded(max_entries: int, ttl: float) -> TTLCache[K, V]:
+def bounded(max_entries: int, ttl: float) -> ExpiringMap[K, V]:
     """A map of at most ``max_entries`` entries, each kept ``ttl`` seconds (monotonic clock): past
-    the bound the least recently used entry goes, and an expired entry reads as absent
-    (``cachetools.TTLCache``)."""
-    return TTLCache(max_entries, ttl)
+    the bound the entry written longest ago goes, and an expired entry reads as absent
+    (:class:`~mcp_normalizer.engine.bounded.ExpiringMap`)."""
+    return ExpiringMap(max_entries, ttl)
 
 
 @dataclass(slots=True)
@@ -173,8 +174,8 @@ class ScopeState:
     """
 
     catalog: ToolCatalog
-    pending: TTLCache[IdKey, PendingRequest]
-    tasks: TTLCache[str, str]
+    pending: ExpiringMap[IdKey, PendingRequest]
+    tasks: ExpiringMap[str, str]
     #: The client of a legacy session, named by its ``initialize`` (2026-07-28 names it per request).
     client: ClientProfile = UNKNOWN
     #: What the tools' results taught of their schemas (:mod:`mcp_normalizer.engine.rules.learned`), by tool name.
