@@ -58,6 +58,8 @@ def test_quick_benchmark_compares_every_target_with_the_floor_and_prints_the_rat
     assert re.search(r"^(PASS|MISS) normalizer throughput >= 0\.9x pass-through \(small\)", out, re.M), out
     assert re.search(r"^(PASS|MISS) normalizer p99 <= 1\.2x pass-through p99 \(small\)", out, re.M), out
     assert re.search(r"^(PASS|MISS) SSE progress delay p99 through the normalizer", out, re.M), out
+    assert re.search(r"^(PASS|MISS) normalizer: a small call's p99 added delay <= 20 ms while a [\d,]+-tool", out, re.M)
+    assert re.search(r"^(PASS|MISS) normalizer proxy CPU <= [\d.]+ s for a cold [\d,]+-tool list: [\d.]+ s", out, re.M)
     assert re.search(r"^machine: \d+ CPUs .*Python \d", out, re.M), out
     for workload in ("small", "1mib", "progress"):  # the stdio paths: directly, the wrapper, served over HTTP
         for target in ("direct", "wrapper", "upstream-cmd"):
