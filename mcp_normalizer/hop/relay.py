@@ -97,7 +97,8 @@ class TransformingSend:
             else:
                 await anyio.lowlevel.checkpoint()
         if spent > 2 * SLICE_SECONDS:
-            await anyio.sleep(min(spent / 4, _MAX_PAUSE))
+            pause = min(spent / 4, _MAX_PAUSE)
+            await (asyncio.sleep(pause) if self._asyncio else anyio.sleep(pause))
 
     async def __call__(self, message: Message) -> None:
         if self.refused is not None:
