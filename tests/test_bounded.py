@@ -111,3 +111,36 @@ def test_it_holds_what_a_plain_model_of_deadlines_holds(ops: list[tuple[str, str
             clock.now += 1.5
         live = {k: v for k, (v, deadline) in model.items() if deadline > clock.now}
         assert dict(pending.items()) == live and len(pending) == len(live)
+
+
+class _Ticking(_Clock):
+    """A clock that moves on at every read (an entry may expire between two reads of one call)."""
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_a_view_is_read_at_one_instant_and_never_raises_for_an_entry_expiring_meanwhile() -> None:
+    clock = _Ticking()
+    pending: ExpiringMap[str, int] = ExpiringMap(10, 2.5, clock)
+    pending["a"], pending["b"] = 1, 2  # written at 101 and 102: deadlines 103.5 and 104.5
+    assert list(pending.items()) == [("a", 1), ("b", 2)]  # read at 103
+    assert list(pending.values()) == [2]  # read at 104: a has expired, b has not
+    with pytest.raises(KeyError):
+        pending.popitem()  # read at 105: nothing is live
+
+
+def test_length_and_truth_drop_the_expired_without_walking_the_live() -> None:
+    clock = _Clock()
+    pending: ExpiringMap[int, int] = ExpiringMap(1000, 1000.5, clock)
+    for i in range(1000):
+        clock.now = float(i)
+        pending[i] = i  # deadline i + 1000.5
+    assert len(pending) == 1000 and bool(pending)
+    clock.now = 1500.0  # the first 500 have expired
+    assert len(pending) == 500 and len(pending._data) == 500 and bool(pending)
+    clock.now = 5000.0
+    assert not pending and len(pending) == 0
+    with pytest.raises(KeyError):
+        pending.popitem()

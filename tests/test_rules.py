@@ -129,6 +129,22 @@ def test_openapi_nullable_becomes_json_schema_and_data_keywords_are_untouched() 
     assert convert_openapi_nullable(equal)[0]["properties"]["price"] == {"type": ["number", "null"]}
 
 
+def test_a_schema_changed_in_place_is_listed_as_it_is_now_and_member_order_is_its_own() -> None:
+    """The conversion's answer is kept for the same text only: a caller's schema changed in place
+    between two listings is converted again, and an equal schema in another member order keeps
+    its own order."""
+    n = Normalizer(NormalizerConfig())
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "string", "nullable": True}}}
+    listed = {"name": "t", "inputSchema": {"type": "object"}, "outputSchema": schema}
+    n.tools_list({"tools": [listed]}, "2025-06-18")
+    schema["properties"]["b"] = {"type": "integer", "nullable": True}
+    again = n.tools_list({"tools": [listed]}, "2025-06-18").result["tools"][0]["outputSchema"]
+    assert again["properties"] == {"a": {"type": ["string", "null"]}, "b": {"type": ["integer", "null"]}}
+    reordered = {"properties": {"a": {"nullable": True, "type": "string"}}, "type": "object"}
+    out = n.tools_list({"tools": [{**listed, "outputSchema": reordered}]}, "2025-06-18").result["tools"][0]
+    assert list(out["outputSchema"]) == ["properties", "type"]
+
+
 @pytest.mark.parametrize(
     ("node", "widened"),
     [

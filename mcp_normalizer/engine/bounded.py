@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, ItemsView, Iterator, MutableMapping, ValuesView
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -118,10 +118,43 @@ class ExpiringMap(MutableMapping[K, V]):
     def __delitem__(self, key: K) -> None:
         del self._data[key]
 
-    def __iter__(self) -> Iterator[K]:
+    def _live(self) -> dict[K, tuple[V, float]]:
+        """The values held, the expired ones dropped first (they are the oldest: from the front)."""
+        data = self._data
         now = self._clock()
-        return iter([key for key, (_, deadline) in self._data.items() if deadline > now])  # (a copy)
+        while data:
+            oldest = next(iter(data))
+            if data[oldest][1] > now:
+                break
+            del data[oldest]
+        return data
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(list(self._live()))  # (a copy: the map may change while its keys are read)
 
     def __len__(self) -> int:
-        now = self._clock()
-        return sum(deadline > now for _, deadline in self._data.values())
+        return len(self._live())
+
+    def __bool__(self) -> bool:
+        data = self._data  # (the newest is the last to expire)
+        return bool(data) and next(reversed(data.values()))[1] > self._clock()
+
+    def items(self) -> ItemsView[K, V]:
+        """The live ``(key, value)`` pairs, oldest written first, read at one instant (a copy)."""
+        return {key: value for key, (value, _) in self._live().items()}.items()
+
+    def values(self) -> ValuesView[V]:
+        """The live values, oldest written first, read at one instant (a copy)."""
+        return {key: value for key, (value, _) in self._live().items()}.values()
+
+    def popitem(self) -> tuple[K, V]:
+        """Remove and return the newest live ``(key, value)``.
+
+        Raises:
+            KeyError: nothing live is held.
+        """
+        data = self._live()
+        if not data:
+            raise KeyError("popitem(): the map is empty")
+        key, (value, _) = data.popitem()
+        return key, value

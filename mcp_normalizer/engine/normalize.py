@@ -262,8 +262,8 @@ class Normalizer:
         except DecodeError:
             return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
         try:
-            # compact JSON holds no raw line break: the key is unambiguous; its first byte, never
-            # in UTF-8, tells it from the keys of the tools listed as they came (:meth:`_unchanged`)
+            # compact JSON holds no raw line break: the key is unambiguous; its first byte, 0xff,
+            # tells it from the keys of the tools listed as they came (JSON texts: :meth:`_unchanged`)
             key = b"\xff" + text + b"\n" + dumps([place.text for place in places]) if places else b"\xff" + text
         except DecodeError:
             return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
@@ -476,7 +476,7 @@ class Normalizer:
             schema = loads(inputs)
             if any(map(misshapen_input, subschemas(schema))):
                 return None  # (schema_shape's: an input array without items)
-        key = data  # (UTF-8: never equal to a key of :meth:`_entry`)
+        key = data  # (a JSON object: it begins with "{" or a space, never 0xff as the keys of :meth:`_entry` do)
         entry = self._entries.get(key)
         if entry is None:
             schema_text = None if isinstance(outputs, UnsetType) else bytes(outputs)

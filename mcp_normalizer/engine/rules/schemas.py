@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from urllib.parse import unquote
 
+from ...errors import DecodeError
 from ...types import JSON, JSONObject
+from ...wire.jsoncodec import dumps
 from ...wire.pointer import WILDCARD, Path, format_pointer
 
 #: Keywords whose presence means null may be rejected by something other than ``type``/``enum``.
@@ -234,24 +236,28 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
         keywords were converted. ``nullable: false`` is left alone (it means nothing in JSON Schema).
     """
     global _last_converted
+    try:
+        text: bytes | None = dumps(root)
+    except DecodeError:
+        text = None
     last = _last_converted
-    if last is not None and last[0] is root:
+    if text is not None and last is not None and last[0] == text:
         result, places, converted = last[1]
-        return result, list(places), converted
+        return (result if converted else root), list(places), converted
     converter = _NullableConverter()
     result = converter.walk(root, ())
     converted = converter.converted
-    answer = (result if converted else root), converter.places, converted
-    _last_converted = (root, answer)
-    return answer[0], list(answer[1]), converted
+    if text is not None:
+        _last_converted = (text, (result, tuple(converter.places), converted))
+    return (result if converted else root), converter.places, converted
 
 
-#: The last schema :func:`convert_openapi_nullable` converted, and its answer: listing a tool asks
-#: twice for the same schema object (the rule ``nullable`` advertises, the catalog entry takes the
-#: places), and the walk is the cost of listing such a tool. Keyed by identity, the schema held so
-#: that its id stays its own; nothing mutates a schema, and the answer's new schema is never
-#: changed in place either (rules make copies).
-_last_converted: tuple[JSON, tuple[JSON, list[Path], int]] | None = None
+#: The text of the last schema :func:`convert_openapi_nullable` converted (in its own member
+#: order, so an equal text is an equal schema), and the answer: listing a tool asks twice for the
+#: same schema (the rule ``nullable`` advertises, the catalog entry takes the places), and the walk
+#: is the cost of listing such a tool. Keyed by content, so a schema changed in place between two
+#: calls is converted again; the new schema it holds is never changed in place (rules make copies).
+_last_converted: tuple[bytes, tuple[JSON, tuple[Path, ...], int]] | None = None
 
 
 #: Keywords whose value is one subschema / a map of subschemas / a list of subschemas (2020-12 and draft-07).
