@@ -241,23 +241,25 @@ def convert_openapi_nullable(root: JSON) -> tuple[JSON, list[Path], int]:
     except DecodeError:
         text = None
     last = _last_converted
-    if text is not None and last is not None and last[0] == text:
-        result, places, converted = last[1]
-        return (result if converted else root), list(places), converted
+    if text is not None and last is not None and last[0] is root and last[1] == text:
+        result, places, converted = last[2]
+        return result, list(places), converted
     converter = _NullableConverter()
     result = converter.walk(root, ())
     converted = converter.converted
+    answer = result if converted else root
     if text is not None:
-        _last_converted = (text, (result, tuple(converter.places), converted))
-    return (result if converted else root), converter.places, converted
+        _last_converted = (root, text, (answer, tuple(converter.places), converted))
+    return answer, converter.places, converted
 
 
-#: The text of the last schema :func:`convert_openapi_nullable` converted (in its own member
-#: order, so an equal text is an equal schema), and the answer: listing a tool asks twice for the
-#: same schema (the rule ``nullable`` advertises, the catalog entry takes the places), and the walk
-#: is the cost of listing such a tool. Keyed by content, so a schema changed in place between two
-#: calls is converted again; the new schema it holds is never changed in place (rules make copies).
-_last_converted: tuple[bytes, tuple[JSON, tuple[Path, ...], int]] | None = None
+#: The last schema :func:`convert_openapi_nullable` converted, its text and the answer: listing a
+#: tool asks twice for the same schema (the rule ``nullable`` advertises, the catalog entry takes
+#: the places), and the walk is the cost of listing such a tool. Kept for that object with that
+#: text only: the answer holds the object's own parts (a writer copies their bytes by identity),
+#: and a schema changed in place between two calls is converted again. Nothing changes the
+#: answer's new schema in place (rules make copies).
+_last_converted: tuple[JSON, bytes, tuple[JSON, tuple[Path, ...], int]] | None = None
 
 
 #: Keywords whose value is one subschema / a map of subschemas / a list of subschemas (2020-12 and draft-07).
