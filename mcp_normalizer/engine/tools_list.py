@@ -101,8 +101,10 @@ def tools_list_page(
     tailored = result.get("cacheScope") == "public" and (exchange.client is not UNKNOWN or exchange.state.learned)
     if new_tools is None and not tailored:
         return None, records
-    # Every byte copied is UTF-8: each tool was decoded (or is the text of one that was), and
-    # so were the other members, but for those kept undecoded: they are checked here.
+    # The bytes copied are the server's: a rewritten tool was decoded, a tool listed as it came was
+    # searched and its roots decoded (a member the decoder skips is not checked for UTF-8), a tool
+    # that cannot be read goes as it came, as through a plain proxy. The other members were
+    # decoded, but for those kept undecoded: they are checked here.
     unread = [text for key, text in members.items() if key != "tools" and result[key] is text]
     if not all(is_utf8(bytes(text)) for text in unread):
         return None, []  # the message cannot be rewritten: nor is anything logged
