@@ -421,7 +421,7 @@ def _messages(draw: st.DrawFn) -> bytes:
 
 @PROPERTY
 @given(raw=_messages())
-def test_a_message_split_first_reads_as_the_one_pass_reader_reads_it(raw: bytes) -> None:
-    """A huge message is split into its members once (kept to write it again) and its envelope
-    read from them (:func:`envelope_of`): the same envelope :func:`read_envelope` reads in one pass."""
+def test_a_message_read_member_by_member_reads_as_the_one_pass_reader_reads_it(raw: bytes) -> None:
+    """The member-by-member reader (:func:`envelope_of`, what a message nested too deep for the
+    one-pass decoder is read with) gives the envelope :func:`read_envelope` reads in one pass."""
     assert envelope_of(split_object(raw)) == read_envelope(raw)

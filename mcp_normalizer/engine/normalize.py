@@ -247,7 +247,7 @@ class Normalizer:
             _MAX_LISTED_BYTES, lambda listed: _ITEM_BYTES + len(listed.text or b"")
         )
         self._inert: dict[str | None, bool] = {}
-        self._last_digest: tuple[tuple[str | None, bytes, bytes, int], Any] | None = None
+        self._last_digest: tuple[tuple[str | None, bytes, bytes, int], hashlib.blake2b] | None = None
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
@@ -421,7 +421,7 @@ class Normalizer:
             self._listed[key] = found  # a fault names its index: not reused
         return found
 
-    def _listing_digest(self, era: str | None, client: ClientProfile, learned: LearnedTools) -> Any:
+    def _listing_digest(self, era: str | None, client: ClientProfile, learned: LearnedTools) -> hashlib.blake2b:
         """The digest of what a tool's listing depends on besides its text (copied per tool, then
         fed the text: the key of :attr:`_listed`); the last one is kept, so a page costs one."""
         context = (era, client.key, learned.key, self.lessons.generation)

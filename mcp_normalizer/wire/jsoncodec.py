@@ -288,8 +288,7 @@ def spliced(new: JSON, old: JSON, text: bytes | Raw) -> bytes:
     if _encode(old) == data:
         return dumps(new)
     codec = Codec()
-    codec._remember(old, Raw(data))
-    codec._roots.append((old, Raw(data)))
+    codec.decoded(old, Raw(data))
     return codec.splice(new, old)
 
 
@@ -333,9 +332,14 @@ class Codec:
                 raise DecodeError("not JSON: a lone surrogate") from None
         raw = data if isinstance(data, Raw) else Raw(bytes(data))
         value = loads(raw)
-        self._remember(value, raw)
-        self._roots.append((value, raw))
+        self.decoded(value, raw)
         return value
+
+    def decoded(self, value: JSON, text: Raw) -> None:
+        """Record that ``value`` was decoded from ``text`` (as :meth:`loads` does), so that
+        :meth:`splice` copies the bytes of whatever a changed copy keeps of it."""
+        self._remember(value, text)
+        self._roots.append((value, text))
 
     def adopt(self, value: dict[str, Any] | list[Any], parts: dict[str, Raw] | list[Raw]) -> None:
         """Record that container ``value`` holds the values of ``parts`` (member texts from

@@ -298,8 +298,8 @@ def _deep_envelope(raw: bytes | Raw) -> Envelope:
 
 def envelope_of(members: dict[str, Raw]) -> Envelope:
     """:func:`read_envelope` of a message already split into its members
-    (:func:`~mcp_normalizer.wire.jsoncodec.split_object`): a huge message is split once, its
-    members kept to write it again, and only its ``result`` is read a second time.
+    (:func:`~mcp_normalizer.wire.jsoncodec.split_object`), each read on its own: how a message
+    holding something nested too deep for the one-pass decoder is read.
 
     Raises:
         DecodeError: the ``id`` or ``method`` is not JSON the proxy reads.
