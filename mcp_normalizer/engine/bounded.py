@@ -61,11 +61,16 @@ class SizedLRU(Generic[K, V]):
         if size > self.max_size:
             return
         data = self._data
-        old = data.pop(key, None)
-        if old is not None:
-            self.size -= self._sizeof(old)
+        if key in data:  # (rare: a test for it costs less than a pop on every insert)
+            self.size -= self._sizeof(data.pop(key))
         data[key] = value
         self.size += size
+        if self.size > self.max_size:
+            self._shrink()
+
+    def _shrink(self) -> None:
+        """Drop the least recently used values until the sizes are within the bound."""
+        data = self._data
         while self.size > self.max_size:
             _, gone = data.popitem(last=False)
             self.size -= self._sizeof(gone)

@@ -453,9 +453,11 @@ class Normalizer:
         ``tests/test_tool_gates.py`` holds this and :meth:`list_tool` to the same answers.
         """
         data = text if isinstance(text, bytes) else bytes(text)
-        if client.host_faults or _KEYS.search(data) is not None or b"true" in data or b"false" in data:
+        # the cheapest refusals first: a boolean (zod's additionalProperties: false, OpenAPI's
+        # nullable: true) is common and a substring search; the key pattern costs the most
+        if client.host_faults or b"true" in data or b"false" in data or b"\\u00" in data:
             return None
-        if b"\\u00" in data or data.count(b"{") + data.count(b"[") > WALK_DEPTH:
+        if _KEYS.search(data) is not None or data.count(b"{") + data.count(b"[") > WALK_DEPTH:
             return None
         try:
             listed = _LISTED.decode(data)
@@ -470,7 +472,7 @@ class Normalizer:
             return None
         if learned.get(name) is not None or self.lessons.knows(name):
             return None
-        if output is not None and object_only(era) and output.type != "object":
+        if output is not None and output.type != "object" and object_only(era):
             return None  # (object_root's)
         if b'"array"' in bytes(inputs):
             schema = loads(inputs)
