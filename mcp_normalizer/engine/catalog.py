@@ -15,8 +15,9 @@ import sys
 import time
 import weakref
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import msgspec
 import orjson
@@ -184,14 +185,20 @@ class ToolSet(dict[str, ToolEntry]):
         self.key = b""
         self.size = 0
         self.names: Mapping[str, str] = names or {}
-        for entry in entries:
-            self.add(entry)
+        self.extend(list(entries))
 
     def add(self, entry: ToolEntry) -> None:
         """Add (or replace, by name) one tool, in list order."""
         self[entry.name] = entry
         self._ids.append(id(entry))
         self._entry_bytes += entry.size + _PER_NAME
+
+    def extend(self, entries: Sequence[ToolEntry]) -> None:
+        """:meth:`add` each of ``entries``, in order: a page of 50,000 tools in a few C passes
+        instead of a Python call per tool."""
+        self.update(zip(map(_NAME, entries), entries, strict=True))
+        self._ids.extend(map(id, entries))
+        self._entry_bytes += sum(map(_SIZE, entries)) + _PER_NAME * len(entries)
 
     def sealed(self) -> ToolSet:
         """This set, its :attr:`key` and :attr:`size` computed (once); add nothing after."""
@@ -217,12 +224,13 @@ class ToolSet(dict[str, ToolEntry]):
     def merged(self, later: ToolSet) -> ToolSet:
         """A new set: these tools and names, then ``later``'s (a listing's next page), not sealed."""
         merged = ToolSet(self.values(), {**self.names, **later.names})
-        for entry in later.values():
-            merged.add(entry)
+        merged.extend(list(later.values()))
         return merged
 
 
 _PER_NAME = 120  # a name string and its slot, about
+_NAME = attrgetter("name")
+_SIZE = attrgetter("size")
 
 
 class CatalogPool:

@@ -10,12 +10,13 @@ others are copied as they came.
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 
 from ..errors import DecodeError
 from ..types import JSONObject
 from ..wire.jsoncodec import Codec, Raw, is_utf8, join_object, split_array, split_object
 from ..wire.jsonrpc import PendingRequest
-from .catalog import ToolSet
+from .catalog import ToolEntry, ToolSet
 from .exchange import Exchange
 from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
@@ -29,6 +30,8 @@ from .rules.tool_names import SPEC as SPEC_NAME
 from .rules.tool_names import VALID as VALID_NAME
 from .rules.tool_names import rewrite as name_rewrite
 from .steps import LARGE_TEXT, Steps
+
+_NAME = attrgetter("name")
 
 
 def tools_list_page(
@@ -65,9 +68,7 @@ def tools_list_page(
         if len(text) > LARGE_TEXT:
             yield  # the first pass over a huge page in a slice of its own
         texts: list[Raw] = []
-        named: list[tuple[int, str]] = []
-        odd = False  # a name tool_names renames is on this page
-        kept = names_kept(exchange.client)
+        found: list[ToolEntry | None] = []  # each tool's entry, by index (None: not learned)
         changed = False
         before = exchange.state.catalog.tools if request.cursor is not None else None
         for index, part in enumerate(parts):
@@ -78,17 +79,20 @@ def tools_list_page(
                 rewrite = Rewrite("tools_list", "left unchanged", (f"/tools/{index}",), reason)
                 records.append(Record(rewrite, None, False, "fault"))
                 texts.append(part)
+                found.append(None)
                 continue
             records += listed.records
-            if listed.entry is not None:
-                entries.add(listed.entry)
-                named.append((index, listed.entry.name))
-                odd = odd or kept.fullmatch(listed.entry.name) is None
+            found.append(listed.entry)
             if listed.text is not None:
                 changed = True
             texts.append(part if listed.text is None else Raw(listed.text))
             yield
+        # the page's entries learned and its names checked in C passes, not a Python call a tool
+        learned = list(filter(None, found))
+        entries.extend(learned)
+        odd = None in map(names_kept(exchange.client).fullmatch, map(_NAME, learned))  # a name tool_names renames
         if odd or (before is not None and before.names):  # (only when a name may change)
+            named = [(index, entry.name) for index, entry in enumerate(found) if entry is not None]
             entries.names = yield from _rename(normalizer, exchange.client, texts, named, records, codec, before)
             changed = changed or bool(entries.names)
         if changed:
