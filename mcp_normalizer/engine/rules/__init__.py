@@ -10,6 +10,7 @@ conform), then the last resort, then presentation.
 from __future__ import annotations
 
 from . import (
+    apps_result_meta,
     block_members,
     content_blocks,
     empty_structured,
@@ -85,6 +86,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     empty_structured.RULE,
     last_resort.RULE,
     text_mirror.RULE,
+    apps_result_meta.RULE,  # presentation: reads the catalog entry only, after the value rules
 )
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
 RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR, CURSOR_LOOP)
