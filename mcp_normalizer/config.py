@@ -451,7 +451,8 @@ class NormalizerConfig:
 
 
 _PROXY_KEYS = spec(ProxyConfig)
-_NORMALIZER_KEYS = {**spec(RuleSettings), **spec(NormalizerConfig)}
+_RULE_SETTINGS_KEYS = spec(RuleSettings)
+_NORMALIZER_KEYS = {**_RULE_SETTINGS_KEYS, **spec(NormalizerConfig)}
 #: The ``[normalizer]`` keys a ``MCP_NORMALIZER_<KEY>`` variable sets (``path`` is the upstream
 #: URL's; ``report_only`` is also a process setting, read there).
 _NORMALIZER_ENV_KEYS = {
@@ -605,6 +606,12 @@ def rule_config(config_file: str | None, environ: Mapping[str, str] | None = Non
     config = NormalizerConfig.from_file(config_file) if config_file else NormalizerConfig.shipped()
     env = os.environ if environ is None else environ
     config = replace(config, **from_env(env, _NORMALIZER_ENV_KEYS))  # [normalizer] keys, checked the same
+    knobs = from_env(env, _RULE_SETTINGS_KEYS)  # the [normalizer] keys rules read
+    key = knobs.get("problem_meta_key")
+    if key is not None and not is_meta_key(key):
+        raise ConfigError(f"environment: MCP_NORMALIZER_PROBLEM_META_KEY {key!r} is not a valid _meta key")
+    if knobs:
+        config = replace(config, settings=replace(config.settings, **knobs))
     return config.with_proxy(from_env(env, _PROXY_KEYS), "environment:")
 
 

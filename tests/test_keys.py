@@ -61,6 +61,12 @@ def test_one_set_of_boolean_words_for_settings_and_proxy_keys(word: str, meant: 
         ("MCP_NORMALIZER_MAX_CONNECTIONS", "1_000", "MCP_NORMALIZER_MAX_CONNECTIONS='1_000' must be an integer"),
         ("MCP_NORMALIZER_WORKERS", "\uff12", "MCP_NORMALIZER_WORKERS='\uff12' must be an integer"),  # a fullwidth 2
         ("MCP_NORMALIZER_HEAD_TIMEOUT", "3_0", "MCP_NORMALIZER_HEAD_TIMEOUT='3_0' must be a number"),
+        ("MCP_NORMALIZER_MIRROR_MAX_BYTES", "abc", "MCP_NORMALIZER_MIRROR_MAX_BYTES='abc' must be an integer"),
+        (
+            "MCP_NORMALIZER_PROBLEM_META_KEY",
+            "not a key!",
+            "environment: MCP_NORMALIZER_PROBLEM_META_KEY 'not a key!' is not a valid _meta key",
+        ),
     ],
 )
 def test_a_bad_variable_is_named_with_what_it_must_be(variable: str, value: str, message: str) -> None:
@@ -85,3 +91,14 @@ def test_the_variables_are_the_declared_keys() -> None:
     assert "MCP_NORMALIZER_CONFIG" in found and "MCP_NORMALIZER_CONFIG_FILE" not in found
     assert {"MCP_NORMALIZER_UPSTREAM", "MCP_NORMALIZER_MAX_REQUEST_BYTES", "MCP_NORMALIZER_PUBLIC_URL"} <= found
     assert len(found) == len(spec(Settings)) + len(spec(ProxyConfig))
+
+
+def test_every_normalizer_key_is_read_from_its_variable_too() -> None:
+    """Every ``[normalizer]`` key (the rules' knobs included) has its ``MCP_NORMALIZER_<KEY>``."""
+    env = {"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp"}
+    env |= {"MCP_NORMALIZER_MIRROR_MAX_BYTES": "100", "MCP_NORMALIZER_PROBLEM_META_KEY": "example.com/problem"}
+    config = Settings.from_env(env).load_config()
+    assert config.settings == RuleSettings(problem_meta_key="example.com/problem", mirror_max_bytes=100)
+    assert Settings.from_env({"MCP_NORMALIZER_UPSTREAM": "http://127.0.0.1:9/mcp"}).load_config().settings == (
+        RuleSettings()
+    )
