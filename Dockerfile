@@ -4,7 +4,7 @@
 #   docker run --rm -p 8765:8765 --stop-timeout 15 \
 #       -e MCP_NORMALIZER_UPSTREAM=http://mcp-server:3001/mcp mcp-normalizer
 #
-# Configured by MCP_NORMALIZER_* environment variables (README "Flags and environment"; every [proxy]
+# Configured by MCP_NORMALIZER_* environment variables (docs/running.md, "Flags and environment"; every [proxy]
 # key is also MCP_NORMALIZER_<KEY>) and optionally a rule file: mount it read-only at
 # /etc/mcp-normalizer/normalizer.toml and set MCP_NORMALIZER_CONFIG=/etc/mcp-normalizer/normalizer.toml.
 # Arguments after the image name are flags appended to the entrypoint (flags win over the environment);
