@@ -19,7 +19,7 @@ import yaml
 from mcp_normalizer.check.command import _parser as check_parser
 from mcp_normalizer.cli import _demo_parser, _proxy_parser, _stdio_parser
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
-from mcp_normalizer.engine.rules import RULES
+from mcp_normalizer.engine.rules import RULES, RuleSettings
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.keys import variables
 from mcp_normalizer.ops.refusals import CAUSES
@@ -116,10 +116,11 @@ def test_every_command_in_the_docs_parses() -> None:
 
 @pytest.mark.pure
 def test_every_variable_the_docs_name_is_one_the_proxy_reads() -> None:
-    known = variables(Settings, ProxyConfig, NormalizerConfig)  # [normalizer] keys are variables too
+    known = variables(Settings, ProxyConfig, NormalizerConfig, RuleSettings)  # [normalizer] keys are variables too
     for path in [README, *pages()]:
         named = set(re.findall(r"MCP_NORMALIZER_[A-Z_]*[A-Z]", path.read_text(encoding="utf-8")))
-        extra = {"MCP_NORMALIZER_SHARED", "MCP_NORMALIZER_REQUIRE_SHARED"}  # the tests' own (tests/support.py)
+        # the tests' own (tests/support.py), and where the demo and the tests find the Node clients
+        extra = {"MCP_NORMALIZER_SHARED", "MCP_NORMALIZER_REQUIRE_SHARED", "MCP_NORMALIZER_NODE_DIR"}
         assert named - known - extra == set(), path.name
 
 

@@ -87,7 +87,8 @@ def test_the_entry_is_logged_by_id_and_source_and_turning_the_table_off_leaves_t
     on = Normalizer(NormalizerConfig.shipped()).list_tool(tool, 0, "2025-11-25")
     assert scope_schema(on.tool)["type"] == ["string", "null"]
     (record,) = (r for r in on.records if r.rewrite.rule == "nullable")
-    assert record.rewrite.reason.startswith(f"intervention {ENTRY} (the Protean contract: a runtime's scope may be null")
+    source = "the Protean contract: a runtime's scope may be null"
+    assert record.rewrite.reason.startswith(f"intervention {ENTRY} ({source}")
     off_config = dataclasses.replace(NormalizerConfig.shipped(), interventions=False)
     off = Normalizer(off_config).list_tool(tool, 0, "2025-11-25")
     assert off.tool == tool and not [r for r in off.records if r.rewrite.rule == "nullable"]
