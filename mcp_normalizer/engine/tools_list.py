@@ -88,9 +88,9 @@ def tools_list_page(
             texts.append(part if listed.text is None else Raw(listed.text))
             yield
         # the page's entries learned and its names checked in C passes, not a Python call a tool
-        learned = list(filter(None, found))
-        entries.extend(learned)
-        odd = None in map(names_kept(exchange.client).fullmatch, map(_NAME, learned))  # a name tool_names renames
+        page_entries = list(filter(None, found))
+        entries.extend(page_entries)
+        odd = None in map(names_kept(exchange.client).fullmatch, map(_NAME, page_entries))  # a name tool_names renames
         if odd or (before is not None and before.names):  # (only when a name may change)
             named = [(index, entry.name) for index, entry in enumerate(found) if entry is not None]
             entries.names = yield from _rename(normalizer, exchange.client, texts, named, records, codec, before)
