@@ -189,3 +189,18 @@ async def test_a_stdio_servers_apps_tool_through_the_wrapper(tmp_path: Path) -> 
         chart, plain = record["steps"][1], record["steps"][2]
         assert chart["ok"] and chart["value"]["_meta"] == {"ui": {"resourceUri": URI}}, (client, chart)
         assert plain["ok"] and "_meta" not in plain["value"], (client, plain)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("rules", "meta"),
+    [('meta_keys = "report"', [1]), ('null_members = "report"', None), ('meta_keys = "report"', "x")],
+)
+def test_a_pointer_only_the_preview_gets_is_recorded_as_previewed(rules: str, meta: Any) -> None:
+    """With the rule that makes ``_meta`` an object in report mode, the result sent keeps the
+    server's ``_meta`` and no pointer: the log must not say the pointer was added."""
+    n = normalizer(ON + rules + "\n")
+    outcome = call(n, CHART, {"content": [], "_meta": meta})
+    assert outcome.result["_meta"] == meta  # what the client gets
+    (record,) = (r for r in outcome.records if r.rewrite.rule == "apps_result_meta")
+    assert record.applied is False

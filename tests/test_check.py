@@ -379,3 +379,26 @@ async def test_a_capture_file_that_blocks_never_stalls_the_traffic(tmp_path: Pat
         with anyio.fail_after(60):  # a hang guard, not a speed assertion
             session = (await run_node("v1", [{"url": px + "/mcp", "steps": steps}]))[0]
     assert all(step["ok"] for step in session["steps"])
+
+
+def test_check_reads_the_rule_settings_the_proxy_reads_from_the_environment(tmp_path: Path) -> None:
+    tool = {"name": "t", "inputSchema": {"type": "object"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}},
+        {"jsonrpc": "2.0", "id": 2, "result": {"content": [], "structuredContent": {"n": 12.50}}},
+    ]
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(b"\n".join(map(orjson.dumps, lines)))
+
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        argv = [EXE, "check", "--capture", str(path), "--format", "json"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+
+    mirrored = orjson.loads(run().stdout)
+    assert "text_mirror" in {f["rule"] for f in mirrored["findings"]}
+    small = orjson.loads(run(MCP_NORMALIZER_MIRROR_MAX_BYTES="5").stdout)  # the value is 8 bytes: not mirrored
+    assert "text_mirror" not in {f["rule"] for f in small["findings"]}
+    bad = run(MCP_NORMALIZER_PROBLEM_META_KEY="not a key!")
+    assert bad.returncode == 2 and "MCP_NORMALIZER_PROBLEM_META_KEY" in bad.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ import anyio
 import httpx
 
 from ..arguments import Parser
-from ..config import NormalizerConfig, redact_url
+from ..config import NormalizerConfig, redact_url, rule_config
 from ..engine.rules.clients import UNKNOWN, profile_for
 from ..engine.rules.host_profiles import PROFILES, Host
 from ..errors import CheckError, ConfigError, DecodeError
@@ -68,7 +69,11 @@ def _parser() -> Parser:
     )
     parser.add_argument("--calls", help='file of calls: a JSON array (or JSON lines) of {"name", "arguments"}')
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--config", help="rule file (default: the shipped config/normalizer.toml)")
+    parser.add_argument(
+        "--config",
+        help="rule file (env MCP_NORMALIZER_CONFIG; default: the shipped config/normalizer.toml); the"
+        " MCP_NORMALIZER_* variables of its keys apply, as for the proxy",
+    )
     parser.add_argument(
         "--era",
         default="auto",
@@ -263,7 +268,8 @@ def main(argv: Sequence[str]) -> int:
     if not 0 < args.timeout < math.inf:
         return _fail(f"--timeout must be a positive number of seconds, not {args.timeout}")
     try:
-        config = NormalizerConfig.from_file(args.config) if args.config else NormalizerConfig.shipped()
+        config_file = args.config or os.environ.get("MCP_NORMALIZER_CONFIG") or None
+        config = rule_config(config_file)  # as the proxy reads it: the file, then the MCP_NORMALIZER_* keys
         if args.capture is not None:
             if args.host is not None:
                 return _fail("--host audits a live server (its clientInfo is sent), not a capture")
@@ -278,7 +284,7 @@ def main(argv: Sequence[str]) -> int:
             audit, era = anyio.run(run, url, calls, config, headers)
             source = redact_url(url)
         if args.write_config is not None:
-            base = Path(args.config).read_text(encoding="utf-8") if args.config else ""
+            base = Path(config_file).read_text(encoding="utf-8") if config_file else ""
             _write(args.write_config, rule_file(audit.findings, source, base))
     except (CheckError, ConfigError) as exc:
         return _fail(str(exc))

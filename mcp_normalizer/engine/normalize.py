@@ -163,19 +163,25 @@ class _Track:
                 self.step(hook, mode, ctx, tool)
 
     def step(self, hook: Hook, mode: Mode, ctx: Any, tool: str | None) -> None:
-        """Run one rule's ``hook`` in ``mode`` (not ``off``)."""
+        """Run one rule's ``hook`` in ``mode`` (not ``off``). Its record says ``applied`` only when
+        the emitted version changed: a rule ``on`` whose change only the preview needs (an
+        earlier rule in ``report`` mode made the place it reacts to) is recorded as previewed."""
         done = hook(self.would, ctx)
         if done is None:
             return
-        self.records.append(Record(done[1], tool, applied=mode is Mode.ON))
         in_step = self.real is self.would
         self.would = done[0]
-        if mode is Mode.ON:
+        applied = mode is Mode.ON
+        if applied:
             if in_step:
                 self.real = self.would
             else:
                 again = hook(self.real, ctx)
-                self.real = again[0] if again is not None else self.real
+                if again is None:
+                    applied = False
+                else:
+                    self.real = again[0]
+        self.records.append(Record(done[1], tool, applied=applied))
 
 
 Hook = Callable[[JSONObject, Any], "tuple[JSONObject, Rewrite] | None"]

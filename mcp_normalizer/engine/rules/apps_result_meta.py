@@ -6,12 +6,13 @@ DESIGN section 3, rule 6. An MCP Apps tool names the UI that renders its results
 some hosts and SDKs read it there (mastra, assistant-ui: a de-facto convention, not spec). With this
 rule on, a result of such a tool that names no UI of its own (in neither spelling) gets
 ``_meta.ui.resourceUri`` set to the tool's. The result's other ``_meta`` members, and those of its
-``_meta.ui``, are kept. A result whose ``_meta`` or ``_meta.ui`` is not an object is left alone.
-Nothing the server set is overwritten.
+``_meta.ui``, are kept. A result whose ``_meta.ui`` is not an object is left alone (a ``_meta``
+that is not one is made one first by ``null_members`` or ``meta_keys``, the original kept; with
+those off, left alone). Error results get the pointer too. Nothing the server set is overwritten.
 
 Off by default: it adds a member the spec does not define, for the hosts that read it. The
-proxy knows a tool's pointer from the tools it listed, or fetched when a call named an unknown
-tool. A result of a tool it does not know, or of a tool without a pointer, passes as it came.
+proxy knows a tool's pointer from the tools it listed, or (over HTTP) fetched when a call named an
+unknown tool. A result of a tool it does not know, or of a tool without a pointer, passes as it came.
 """
 
 from __future__ import annotations
