@@ -330,6 +330,19 @@ async def test_a_scope_with_no_map_lists_the_tools_before_it_forwards_an_invente
 
 
 @pytest.mark.pure
+@pytest.mark.parametrize("where", [0, 4095, 4096, 9000])
+def test_a_page_past_one_chunk_renames_its_one_odd_name_wherever_it_stands(where: int) -> None:
+    """The page's names are checked a chunk at a time: the one a client refuses is renamed on
+    the first chunk, on its edges and on a later one alike."""
+    names = [f"tool_{i}" for i in range(9001)]
+    names[where] = "get data"
+    store = ScopeStore()
+    seen = list_all(store.state("s"), store, [names])
+    assert [tool["name"] for tool in seen if tool["name"] != original(tool)] == [renames(["get data"])["get data"]]
+    assert [original(tool) for tool in seen] == names
+
+
+@pytest.mark.pure
 def test_renaming_a_huge_list_keeps_nothing_for_the_collector_between_slices() -> None:
     """50,000 renamed tools held every session 0.6 s: each renamed tool was decoded whole and its
     tree stayed alive across the pauses, for the collector to walk at each. Now only its name and
