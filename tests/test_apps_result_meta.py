@@ -52,8 +52,13 @@ def call(n: Normalizer, tool: dict[str, Any], result: dict[str, Any]) -> Any:
         (CHART, OWN_META, {**OWN_META, "ui": {"resourceUri": URI}}),
         (CHART, {"ui": {"visibility": ["app"]}}, {"ui": {"visibility": ["app"], "resourceUri": URI}}),
         (FLAT, {}, {"ui": {"resourceUri": "ui://flat"}}),
+        (
+            {**FLAT, "_meta": {"ui": {"resourceUri": 5}, "ui/resourceUri": "ui://flat"}},
+            {},
+            {"ui": {"resourceUri": "ui://flat"}},
+        ),
     ],
-    ids=["no-meta", "own-meta", "own-ui", "flat-tool"],
+    ids=["no-meta", "own-meta", "own-ui", "flat-tool", "flat-string-beside-a-number"],
 )
 def test_a_result_that_names_no_ui_gets_the_tools(tool: dict[str, Any], meta: Any, expected: Any) -> None:
     result: dict[str, Any] = {"content": [{"type": "text", "text": "ok"}]}

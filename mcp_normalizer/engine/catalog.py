@@ -146,8 +146,8 @@ def build_entry(
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, dict) else None
     uri = ui.get("resourceUri") if isinstance(ui, dict) else None
-    if uri is None and isinstance(meta, dict):
-        uri = meta.get("ui/resourceUri")  # deprecated flat key of MCP Apps drafts
+    if not isinstance(uri, str) and isinstance(meta, dict):
+        uri = meta.get("ui/resourceUri")  # deprecated flat key of MCP Apps drafts (or the one that is a string)
     return ToolEntry(
         str(tool.get("name")),
         tool.get("outputSchema"),
