@@ -398,9 +398,9 @@ class NormalizerConfig:
         """
         only(data, {"normalizer", "rules", "tools", "proxy"}, source)
         values = read(_table(data, "normalizer", source), _NORMALIZER_KEYS, f"{source} [normalizer]")
-        problem_key = values.pop("problem_meta_key", _DEFAULTS.problem_meta_key)
-        if not is_meta_key(problem_key):
-            raise ConfigError(f"{source}: [normalizer] problem_meta_key {problem_key!r} is not a valid _meta key")
+        problem_key = _meta_key(
+            values.pop("problem_meta_key", _DEFAULTS.problem_meta_key), f"{source}: [normalizer] problem_meta_key"
+        )
         mirror = values.pop("mirror_max_bytes", _DEFAULTS.mirror_max_bytes)
         tools: dict[str, ToolConfig] = {}
         for name, table in _table(data, "tools", source).items():
@@ -461,6 +461,17 @@ _NORMALIZER_ENV_KEYS = {
 
 
 _NO_TOOL = ToolConfig()
+
+
+def _meta_key(key: str, where: str) -> str:
+    """``key``, a ``problem_meta_key`` value, from ``where`` (a rule file's key, a variable).
+
+    Raises:
+        ConfigError: it is not a valid ``_meta`` key.
+    """
+    if not is_meta_key(key):
+        raise ConfigError(f"{where} {key!r} is not a valid _meta key")
+    return key
 
 
 def _table(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
@@ -607,9 +618,8 @@ def rule_config(config_file: str | None, environ: Mapping[str, str] | None = Non
     env = os.environ if environ is None else environ
     config = replace(config, **from_env(env, _NORMALIZER_ENV_KEYS))  # [normalizer] keys, checked the same
     knobs = from_env(env, _RULE_SETTINGS_KEYS)  # the [normalizer] keys rules read
-    key = knobs.get("problem_meta_key")
-    if key is not None and not is_meta_key(key):
-        raise ConfigError(f"environment: MCP_NORMALIZER_PROBLEM_META_KEY {key!r} is not a valid _meta key")
+    if "problem_meta_key" in knobs:
+        _meta_key(knobs["problem_meta_key"], "environment: MCP_NORMALIZER_PROBLEM_META_KEY")
     if knobs:
         config = replace(config, settings=replace(config.settings, **knobs))
     return config.with_proxy(from_env(env, _PROXY_KEYS), "environment:")
