@@ -32,7 +32,16 @@ import pytest
 from mcp_normalizer.app import create_app
 from mcp_normalizer.config import NormalizerConfig, Settings
 from mcp_normalizer.demo.clients import run_node, run_python
-from mcp_normalizer.engine.lessons import MAX_LESSONS, Lesson, LessonBook, definition_digest, taught_now
+from mcp_normalizer.engine.lessons import (
+    MAX_LESSONS,
+    MAX_PENDING,
+    MAX_PENDING_BYTES,
+    Evidence,
+    Lesson,
+    LessonBook,
+    definition_digest,
+    taught_now,
+)
 from mcp_normalizer.engine.rules.learned import LIST_CHANGED, Learned
 from mcp_normalizer.hop.announcer import LIST_CHANGED_EVENT
 from mcp_normalizer.ops.lesson_store import LessonStore, upstream_digest
@@ -436,3 +445,89 @@ def test_a_state_file_that_is_not_lessons_is_ignored_and_two_workers_keep_each_o
     fresh = LessonBook()
     assert LessonStore(fresh, "u", str(state), None).load() == 2 and not fresh.dirty
     assert {x.tool for x in fresh.lessons()} == {"a", "b"}
+
+
+@pytest.mark.pure
+def test_a_lesson_waits_for_a_second_witness_place_by_place_and_no_witness_counts_for_nothing() -> None:
+    book = LessonBook()
+    assert not book.witnessed(lesson(places=("/a", "/b")), "w1") and len(book) == 0
+    assert not book.witnessed(lesson(places=("/a", "/b")), "w1")  # the same witness again
+    assert not book.witnessed(lesson(places=("/a",)), None) and len(book) == 0  # no witness
+    assert book.witnessed(lesson(places=("/a", "/c")), "w2")  # /a confirmed; /c waits
+    (kept,) = book.lessons()
+    assert [p.text for p in kept.learned.relax] == ["/a"] and kept.pointers == ("/a",)
+    assert {(e.item, e.witness) for e in book.evidence()} == {("/b", "w1"), ("/c", "w2")}
+    assert book.witnessed(lesson(places=("/c",)), "w3") and book.get("t", "0" * 32) == Learned(
+        relax=(PointerPattern.parse("/a"), PointerPattern.parse("/c"))
+    )
+    assert not book.witnessed(lesson(places=("/a",)), "w4")  # known: no evidence kept for it
+    assert {e.item for e in book.evidence()} == {"/b"}
+    drop = taught_now("t", "0" * 32, Learned(drop_output_schema=True), 1, ("/structuredContent",))
+    assert not book.witnessed(drop, "w1") and book.witnessed(drop, "w2")
+    assert book.get("t", "0" * 32).drop_output_schema  # type: ignore[union-attr]
+
+
+@pytest.mark.pure
+def test_the_pending_evidence_is_bounded_the_oldest_going_first() -> None:
+    book = LessonBook()
+    for i in range(MAX_PENDING + 10):
+        book.witnessed(lesson(f"tool-{i}"), "w1")
+    assert len(book.evidence()) == MAX_PENDING and book.evidence()[0].tool == "tool-10"
+    assert not book.witnessed(lesson("tool-0"), "w2")  # its first witness was forgotten: w2 is first now
+    long = "n" * 1000
+    for i in range(MAX_PENDING):
+        book.witnessed(lesson(f"{long}-{i}"), "w1")
+    assert (
+        sum(e.size for e in book.evidence()) <= MAX_PENDING_BYTES < sum(len(f"{long}-{i}") for i in range(MAX_PENDING))
+    )
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        {"tool": "t", "definition": "0" * 32, "item": "a", "witness": "w", "id": "1", "at": 1},  # not a place
+        {"tool": "t", "definition": "0" * 32, "item": "", "witness": "w", "id": "1", "at": 1},  # the root
+        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "", "id": "1", "at": 1},
+        {"tool": "t", "definition": "short", "item": "/a", "witness": "w", "id": "1", "at": 1},
+        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "w" * 65, "id": "1", "at": 1},
+    ],
+)
+def test_stored_evidence_of_another_shape_is_never_trusted(stored: Any) -> None:
+    assert Evidence.from_json(stored) is None
+
+
+@pytest.mark.pure
+def test_two_workers_evidence_meets_in_the_state_file_and_restarts_keep_it(tmp_path: Path) -> None:
+    """Worker one saw a fault from w1, worker two from w2 (each its own book, one directory): the
+    second's save reads the first's evidence and confirms the lesson; a restart reads it, and
+    evidence still pending, from the file."""
+    state = tmp_path / "state"
+    state.mkdir()
+    one, two = LessonBook(), LessonBook()
+    one.witnessed(lesson("a"), "w1")
+    one.witnessed(lesson("b"), "w1")
+    anyio.run(LessonStore(one, "u", str(state), None).save)
+    two.witnessed(lesson("a"), "w2")
+    anyio.run(LessonStore(two, "u", str(state), None).save)
+    assert [x.tool for x in two.lessons()] == ["a"] and not two.dirty
+    fresh = LessonBook()
+    assert LessonStore(fresh, "u", str(state), None).load() == 1
+    assert [x.tool for x in fresh.lessons()] == ["a"] and [(e.tool, e.witness) for e in fresh.evidence()] == [
+        ("b", "w1")
+    ]
+    assert fresh.witnessed(lesson("b"), "w3") and not fresh.witnessed(lesson("c"), "w1")
+
+
+@pytest.mark.pure
+def test_a_witness_is_the_authorization_else_the_session_and_stable_with_the_state_directory(tmp_path: Path) -> None:
+    store = LessonStore(LessonBook(), "u", str(tmp_path), None)
+    same = store.witness("Bearer a", None, "s1")
+    assert same == store.witness("Bearer a", None, "s2") != store.witness("Bearer b", None, "s1")
+    assert store.witness(None, None, "s1") != store.witness(None, None, "s2")
+    assert store.witness(None, "c=1", None) is not None and store.witness(None, None, None) is None
+    restarted = LessonStore(LessonBook(), "u", str(tmp_path), None)
+    assert restarted.witness("Bearer a", None, "s9") == same  # the key file: the same witness after a restart
+    alone = LessonStore(LessonBook(), "u", None, None)
+    assert alone.witness("Bearer a", None, None) != same
