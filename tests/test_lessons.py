@@ -294,6 +294,29 @@ async def test_one_tenants_results_teach_nobody_else_until_another_authorization
 
 @pytest.mark.wire
 @pytest.mark.anyio
+async def test_the_unauthenticated_lessons_endpoint_lists_names_and_places_but_no_ids_or_times(tmp_path: Path) -> None:
+    """No admin authentication exists: ``/.mcp-normalizer/lessons`` never says which response
+    taught a lesson nor when (the state file, the owner's alone, keeps both)."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up, config(state_dir=str(tmp_path))) as px:
+        for authorization in ("tenant-a", "tenant-b"):
+            await python_session(px + "/mcp", case, authorization)
+        async with httpx.AsyncClient() as http:
+            response = await http.get(px + "/.mcp-normalizer/lessons")
+    (listed,) = response.json()["lessons"]
+    assert listed == {
+        "tool": "ASK_PERPLEXITY",
+        "definition": definition_digest(case["tool"]),
+        "drop_output_schema": False,
+        "relax": ["/raw/object"],
+        "first": {"pointers": ["/raw/object"]},
+    }
+    (stored,) = orjson.loads((tmp_path / f"lessons-{upstream_digest(up)}.json").read_bytes())["lessons"]
+    assert set(stored["first"]) == {"id", "at", "pointers"}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
 async def test_upstreams_differing_only_in_their_query_string_keep_lessons_apart(tmp_path: Path) -> None:
     """One server behind two upstream URLs that differ only in their query: what one learned
     (written to the shared state directory) is not the other's; the first, restarted, keeps it."""
