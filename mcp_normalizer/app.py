@@ -21,6 +21,7 @@ from .hop.server import upstream_connection_limit
 from .hop.stdio_upstream import Command, StdioUpstream
 from .middleware import NormalizerMiddleware
 from .ops.admin import Admin
+from .ops.lesson_store import command_identity, http_identity
 from .ops.logs import configure_logging
 from .ops.metrics import Metrics
 from .ops.observe import RequestRecord
@@ -72,6 +73,8 @@ def create_app(
     if limits.upstream_cmd:
         inner = stdio_upstream(config, metrics, refusals)
         label = f"stdio:{inner.label}"
+        command = inner.command
+        identity = command_identity(command.argv, command.env, command.cwd)
     else:
         inner = Forwarder(
             settings.upstream,
@@ -87,10 +90,12 @@ def create_app(
             refusals=refusals,
         )
         label = settings.upstream_label
+        identity = http_identity(settings.upstream)
     middleware = NormalizerMiddleware(
         inner,
         config,
         upstream=label,
+        identity=identity,
         metrics=metrics,
         tracer_provider=tracer_provider,
         shutdown_tracer_provider=owned and tracer_provider is not None,

@@ -64,14 +64,14 @@ def _unwritable(path: str) -> str | None:
 
 
 def _unusable_dir(path: str) -> str | None:
-    """Why ``path`` cannot be the state directory (it is made when missing and its parent is
-    writable), ``None`` when it can."""
+    """Why ``path`` cannot be the state directory (it is made ``0700`` when missing and its parent
+    is writable), ``None`` when it can."""
     target = os.path.abspath(path)
     if os.path.exists(target) and not os.path.isdir(target):
         return "is not a directory"
     if not os.path.isdir(target):
         try:
-            os.makedirs(target, exist_ok=True)
+            os.makedirs(target, mode=0o700, exist_ok=True)
         except OSError as exc:
             return f"cannot be created ({exc.strerror or exc})"
     return None if os.access(target, os.W_OK | os.X_OK) else "is not writable"

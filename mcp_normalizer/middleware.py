@@ -74,6 +74,9 @@ class NormalizerMiddleware:
         app: the inner ASGI app (an MCP server app, or the proxy's forwarder).
         config: rule configuration; ``None`` uses the shipped ``config/normalizer.toml``.
         upstream: a label for the upstream in log lines, and part of every scope key.
+        identity: the whole upstream (:func:`mcp_normalizer.ops.lesson_store.http_identity`,
+            :func:`~mcp_normalizer.ops.lesson_store.command_identity`), what its lessons are
+            named by; ``None``: the label.
         max_body_bytes: largest request body read for inspection; a larger POST passes through
             untouched (MCP requests are small; the forwarder has its own limit).
         metrics: count rewrites and oversize pass-throughs there.
@@ -89,6 +92,7 @@ class NormalizerMiddleware:
         config: NormalizerConfig | None = None,
         *,
         upstream: str = "in-process",
+        identity: str | None = None,
         max_body_bytes: int = 4 * 1024 * 1024,
         metrics: Metrics | None = None,
         tracer_provider: TracerProvider | None = None,
@@ -127,7 +131,14 @@ class NormalizerMiddleware:
                 ) from None
             logger.info("sharing scope state in %s (state_url)", redact_url(config.proxy.state_url))
         self.scopes = ScopeStore(limits, shared=shared)
-        self.lesson_store = LessonStore(self.lessons, upstream, config.proxy.state_dir or None, shared)
+        self.lesson_store = LessonStore(
+            self.lessons,
+            upstream,
+            config.proxy.state_dir or None,
+            shared,
+            identity=identity,
+            secret=config.proxy.state_secret,
+        )
         self.lesson_store.load()
         #: The open GET streams of this upstream's sessions, told when a lesson lands.
         self.announcer = Announcer()
@@ -231,6 +242,7 @@ class NormalizerMiddleware:
             client=client,
             private=private,
             own_stream=True,
+            witness=self._witness(headers),
         )
         names = await self._names(scope, info, exchange, body)
         renamed = rename_calls(body, info.pending, names, argument_keys(exchange, info.pending, names))
@@ -298,7 +310,9 @@ class NormalizerMiddleware:
             await self.app(scope, receive, self._watch_session(scope, send))
             return
         era = header(headers, b"mcp-protocol-version")
-        exchange = Exchange(state.pending, era, key, state, self.scopes.public, client=state.client)
+        exchange = Exchange(
+            state.pending, era, key, state, self.scopes.public, client=state.client, witness=self._witness(headers)
+        )
         unknown: set[str] = set()
         fetch_info = None
         if shared is not None:  # a replica that did not see the calls fetches their tools' list
@@ -366,7 +380,7 @@ class NormalizerMiddleware:
                 self.metrics.upstream_errors.labels("foreign_response").inc()
         if state.changes:
             await self.scopes.flush(state)  # learned after the last byte went out
-        if self.lessons.dirty:
+        if self.lessons.dirty or self.lessons.dirty_evidence:
             await self.lesson_store.save()
         if transformer.taught:  # the other sessions listing those tools hear it now
             await self.announcer.tools_changed(transformer.taught, state if transformer.announced else None)
@@ -416,6 +430,14 @@ class NormalizerMiddleware:
             header(headers, b"mcp-session-id"),
             header(headers, b"authorization"),
             header(headers, b"cookie"),
+        )
+
+    def _witness(self, headers: RawHeaders) -> str | None:
+        """Who the request comes from, as lessons count witnesses (``None`` while learning is off)."""
+        if not self.lessons.enabled:
+            return None
+        return self.lesson_store.witness(
+            header(headers, b"authorization"), header(headers, b"cookie"), header(headers, b"mcp-session-id")
         )
 
     def _scope_key(self, headers: RawHeaders) -> str:

@@ -145,7 +145,8 @@ async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_m
     """Rule ``learn_schema``: the first result is rejected as the server sent it; the upstream's lesson
     book learns the declaration an operator would write (said in the log), announces ``list_changed``
     on an SSE stream, and the session's next ``tools/list`` advertises the tool so that the same result
-    is accepted. Every session opened after, by another client, gets the tool so on its first list:
+    is accepted. Once a second session (a second witness: these clients send no credentials) met the
+    fault too, every session opened after, by another client, gets the tool so on its first list:
     its first call is accepted."""
     cases = [case for case in load_cases() if case["id"] in UNREPAIRABLE]
 
@@ -157,13 +158,13 @@ async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_m
         sessions = [{"url": url, "headers": {"x-case": c["id"]}, "steps": twice(c)} for c in cases]
         proxied = {
             "ts-sdk-1": await run_node("v1", sessions),  # the first sessions: they meet the faults
-            "ts-client-2": await run_node("v2", sessions),
+            "ts-client-2": await run_node("v2", sessions),  # second witnesses: they meet them too
             "python": [await run_python(url, twice(c), {"x-case": c["id"]}) for c in cases],
         }
     for client, records in proxied.items():
         for case, record in zip(cases, records, strict=True):
             first, relisted, second = record["steps"][1], record["steps"][2], record["steps"][3]
-            if client == "ts-sdk-1":
+            if client != "python":
                 assert not first["ok"], (client, case["id"], first)  # as the server sent it: still rejected
             else:
                 assert first["ok"], (client, case["id"], first)  # learned before this session began
@@ -177,14 +178,25 @@ async def test_by_default_the_unrepairable_cases_are_learned_and_the_next_list_m
                 assert conforms(second["value"]["structuredContent"], tool["outputSchema"])
                 assert tool["outputSchema"]["properties"]["raw"]["properties"]["object"] == {}
             assert_values_kept(case["result"], second["value"], f"{case['id']} via {client}")
-    learned = sorted((line["tool"], line["action"]) for line in log.lines if line["rule"] == "learn_schema")
+    learned = [(line["tool"], line["action"], line["reason"]) for line in log.lines if line["rule"] == "learn_schema"]
     sent = "; sent notifications/tools/list_changed" if mode == "sse" else ""  # a JSON body has no room
-    # once for the upstream, by the session that met it, and (SSE) announced to it
-    assert learned == sorted(
-        [("Bash", "learned drop_output_schema" + sent), ("ASK_PERPLEXITY", "learned relax /raw/object" + sent)]
+    # for its scope by the first session that met it, then for the upstream by the second; (SSE)
+    # announced to each
+    scope = "later tools/list of this scope say so; every session's once a result seen from another"
+    upstream = "later tools/list of every session of this upstream say so"
+    assert sorted((tool, action, scope in reason, upstream in reason) for tool, action, reason in learned) == sorted(
+        [
+            ("Bash", "learned drop_output_schema" + sent, True, False),
+            ("Bash", "learned drop_output_schema" + sent, False, True),
+            ("ASK_PERPLEXITY", "learned relax /raw/object" + sent, True, False),
+            ("ASK_PERPLEXITY", "learned relax /raw/object" + sent, False, True),
+        ]
     )
     reasons = {line["reason"] for line in log.lines if line["rule"] in ("relax", "drop_output_schema")}
-    assert reasons == {"learned from this tool's results of this upstream (rule learn_schema)"}
+    assert reasons == {
+        "learned from this tool's results in this scope (rule learn_schema)",  # the first sessions' relists
+        "learned from this tool's results of this upstream (rule learn_schema)",
+    }
 
 
 @pytest.mark.anyio

@@ -148,9 +148,14 @@ def test_what_one_scope_may_learn_is_bounded() -> None:
         exchange = Exchange({("n", 2): call}, "2025-11-25", "s", state, store.public)
         t = ResponseTransformer(exchange, Normalizer(NormalizerConfig()), AuditLog("test"))
         t.start(200, [(b"content-type", b"application/json")])
-        feed_all(t, answer({"k" * 250: 2}))
+        with capture_rewrites() as log:
+            feed_all(t, answer({"k" * 250: 2}))
         learned = len(state.learned)
     assert 0 < learned < 100 and state.learned.size <= 8192
+    # the last was not learned: the log says why (the scope is private: not "no session")
+    assert [line["reason"] for line in log.lines if line["rule"] == "learn_schema"] == [
+        "not learned: what this scope learned is at its bound"
+    ]
 
 
 def test_a_public_page_made_for_one_client_or_scope_goes_out_private() -> None:

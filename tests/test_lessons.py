@@ -1,16 +1,23 @@
-"""Learning that lasts (issue 23, section 2): what one session's result teaches applies to every
-session of the same upstream whose tool has the same definition, across restarts (a state
-directory) and replicas (Redis); never across upstreams or definitions.
+"""Learning that lasts (issue 23, section 2; issue 37): what results taught applies to every session
+of the same upstream whose tool has the same definition, across restarts (a state directory) and
+replicas (Redis); never across upstreams (all of the upstream: its URL's query, a command's every
+argument, its environment and directory) or definitions; and only once results seen from two
+witnesses (authorizations, or sessions without credentials) taught it: one tenant's results teach
+nobody else.
 
 The fault is the corpus's ``decocms-const-mismatch`` (``ASK_PERPLEXITY``: a ``const`` the upstream
 API outgrew): no rule repairs the result, rule ``learn_schema`` learns ``relax`` at the place. On the
-wire with real clients: session A (the Python SDK) meets the fault; session B (the TS SDK 1.x, opened
-after) lists the tool relaxed and its first call is accepted.
+wire with real clients: sessions A and A' (the Python SDK, then the TS SDK 1.x) meet the fault;
+session B (the TS SDK 1.x, opened after) lists the tool relaxed and its first call is accepted.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import stat
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +29,19 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.app import create_app
+from mcp_normalizer.config import NormalizerConfig, Settings
 from mcp_normalizer.demo.clients import run_node, run_python
-from mcp_normalizer.engine.lessons import MAX_LESSONS, Lesson, LessonBook, definition_digest, taught_now
+from mcp_normalizer.engine.lessons import (
+    MAX_LESSONS,
+    MAX_PENDING,
+    MAX_PENDING_BYTES,
+    Evidence,
+    Lesson,
+    LessonBook,
+    definition_digest,
+    taught_now,
+)
 from mcp_normalizer.engine.rules.learned import LIST_CHANGED, Learned
 from mcp_normalizer.hop.announcer import LIST_CHANGED_EVENT
 from mcp_normalizer.ops.lesson_store import LessonStore, upstream_digest
@@ -52,14 +69,24 @@ def config(**proxy: Any) -> NormalizerConfig:
     return NormalizerConfig.shipped().with_proxy(proxy) if proxy else NormalizerConfig.shipped()
 
 
-async def python_session(url: str, case: dict[str, Any]) -> dict[str, Any]:
-    record: dict[str, Any] = await run_python(url, steps(case), {"x-case": case["id"]})
+async def python_session(url: str, case: dict[str, Any], authorization: str | None = None) -> dict[str, Any]:
+    """A Python SDK session of ``case`` (list, call), with ``Authorization: Bearer <authorization>`` if given."""
+    auth = {"authorization": f"Bearer {authorization}"} if authorization is not None else {}
+    record: dict[str, Any] = await run_python(url, steps(case), {"x-case": case["id"], **auth})
     return record
 
 
-async def ts_session(url: str, case: dict[str, Any]) -> dict[str, Any]:
-    records = await run_node("v1", [{"url": url, "headers": {"x-case": case["id"]}, "steps": steps(case)}])
+async def ts_session(url: str, case: dict[str, Any], authorization: str | None = None) -> dict[str, Any]:
+    """A TS SDK 1.x session of ``case`` (list, call), with ``Authorization: Bearer <authorization>`` if given."""
+    auth = {"authorization": f"Bearer {authorization}"} if authorization is not None else {}
+    records = await run_node("v1", [{"url": url, "headers": {"x-case": case["id"], **auth}, "steps": steps(case)}])
     return records[0]
+
+
+async def met_twice(url: str, case: dict[str, Any]) -> None:
+    """Two sessions without credentials (two witnesses) meet the case's fault."""
+    assert not (await python_session(url, case))["steps"][1]["ok"]
+    assert not (await ts_session(url, case))["steps"][1]["ok"]
 
 
 def listed_object(record: dict[str, Any]) -> Any:
@@ -84,22 +111,26 @@ async def test_a_session_opened_after_gets_the_relaxed_schema_on_its_first_list_
 ):
     case = the_case()
     with upstream(case, other_definition(case)) as up, proxy_for(up) as px:
-        a = await python_session(px + "/mcp", case)
-        b = await ts_session(px + "/mcp", case)
-        other = await ts_session(px + "/mcp", other_definition(case))
+        a = await python_session(px + "/mcp", case, "tenant-a")
+        a2 = await ts_session(px + "/mcp", case, "tenant-a2")  # another authorization meets it too
+        b = await ts_session(px + "/mcp", case, "tenant-b")
+        other = await ts_session(px + "/mcp", other_definition(case), "tenant-a")
+        other2 = await python_session(px + "/mcp", other_definition(case), "tenant-b")
         async with httpx.AsyncClient() as http:
             listed = (await http.get(px + "/.mcp-normalizer/lessons")).json()
-    assert not a["steps"][1]["ok"]  # A met the fault: its result passes as the server sent it
+    assert not a["steps"][1]["ok"] and not a2["steps"][1]["ok"]  # they met the fault: results as sent
+    assert listed_object(a2) == {"const": "chat.completion"}  # one authorization taught A' nothing
     assert listed_object(b) == {} and b["steps"][1]["ok"], b  # B: relaxed from its first list
     assert b["steps"][1]["value"]["structuredContent"] == RELAXED
     assert listed_object(other) == {"const": "chat.completion"} and not other["steps"][1]["ok"]
-    # the other definition's session met the fault itself: a lesson of its own, beside A's
+    assert listed_object(other2) == {"const": "chat.completion"} and not other2["steps"][1]["ok"]
+    # the other definition's sessions met the fault themselves: a lesson of its own, beside A's
     by_definition = {lesson["definition"]: lesson for lesson in listed["lessons"]}
     assert set(by_definition) == {definition_digest(case["tool"]), definition_digest(other_definition(case)["tool"])}
     lesson = by_definition[definition_digest(case["tool"])]
     assert lesson["tool"] == "ASK_PERPLEXITY" and lesson["relax"] == ["/raw/object"]
-    assert lesson["first"]["pointers"] == ["/raw/object"] and isinstance(lesson["first"]["at"], float)
-    assert json.loads(lesson["first"]["id"]) is not None  # the id of A's tools/call response
+    # the places, not which tool others called nor when (the admin endpoint has no authentication)
+    assert lesson["first"] == {"pointers": ["/raw/object"]}
 
 
 @pytest.mark.wire
@@ -111,10 +142,12 @@ async def test_a_restarted_proxy_keeps_what_it_learned_in_its_state_directory_an
     state = config(state_dir=str(tmp_path / "state"))
     with upstream(case) as up:
         with proxy_for(up, state) as px:
-            assert not (await python_session(px + "/mcp", case))["steps"][1]["ok"]
-        (written,) = (tmp_path / "state").iterdir()
-        assert written.name == f"lessons-{upstream_digest(up)}.json"
-        assert [x["tool"] for x in orjson.loads(written.read_bytes())["lessons"]] == ["ASK_PERPLEXITY"]
+            await met_twice(px + "/mcp", case)
+        written = tmp_path / "state" / f"lessons-{upstream_digest(up)}.json"
+        assert {path.name for path in (tmp_path / "state").iterdir()} == {written.name, "witness.key"}
+        (kept,) = orjson.loads(written.read_bytes())["lessons"]
+        assert kept["tool"] == "ASK_PERPLEXITY" and kept["relax"] == ["/raw/object"]
+        assert json.loads(kept["first"]["id"]) is not None and isinstance(kept["first"]["at"], float)  # 0600: kept
         with proxy_for(up, state) as px:  # a new process: only the directory remembers
             again = await ts_session(px + "/mcp", case)
         with upstream(case) as elsewhere, proxy_for(elsewhere, state) as px:
@@ -131,10 +164,13 @@ async def test_a_second_replica_sharing_redis_lists_the_tool_relaxed() -> None:
         shared = config(state_url=store.url, state_secret="s")
         with proxy_for(up, shared) as first, proxy_for(up, shared) as second:
             assert not (await python_session(first + "/mcp", case))["steps"][1]["ok"]
-            b = await ts_session(second + "/mcp", case)
+            # the second replica reads the first's evidence: its own witness confirms it
+            assert not (await ts_session(second + "/mcp", case))["steps"][1]["ok"]
+            with proxy_for(up, shared) as third:
+                b = await ts_session(third + "/mcp", case)
         dumped = store.dump()
     assert listed_object(b) == {} and b["steps"][1]["ok"], b
-    assert any(key.startswith(b"mcp-normalizer:k:") for key in dumped)
+    assert any(key.startswith(b"mcp-normalizer:k:") and not key.endswith(b":e") for key in dumped)
 
 
 @pytest.mark.wire
@@ -193,8 +229,8 @@ async def listening_session(
 @pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_lesson_is_announced_on_the_open_get_streams_of_the_sessions_listing_that_definition() -> None:
-    """Session B (a raw client) listed the tool and holds its GET stream open; session A (the
-    Python SDK) then meets the fault: B's stream carries ``list_changed`` as a whole SSE event
+    """Session B (a raw client) listed the tool and holds its GET stream open; sessions A and A' (the
+    Python SDK) then meet the fault: once the second did, B's stream carries ``list_changed`` as a whole SSE event
     before the upstream's own (whose byte order mark, now not first, is dropped), and B's next
     list is relaxed. Session C, listing another definition of the tool, is told nothing."""
     case = the_case()
@@ -212,17 +248,160 @@ async def test_a_lesson_is_announced_on_the_open_get_streams_of_the_sessions_lis
                 await b_open.wait()
                 await c_open.wait()
                 a = await python_session(url, case)
+                assert LIST_CHANGED not in b"".join(b_got)  # one witness: nothing for other sessions yet
+                a2 = await python_session(url, case)  # another session (no credentials): a second witness
                 with anyio.fail_after(30):
                     while LIST_CHANGED not in b"".join(b_got):
                         await anyio.sleep(0.05)
                 release.set()  # now the upstream's own event goes out on both streams
             session = await initialize(http, url, **{"x-case": case["id"]})
             relisted = await rpc(http, url, "tools/list", {}, 1, **session)
-    assert not a["steps"][1]["ok"]  # A met the fault
+    assert not a["steps"][1]["ok"] and not a2["steps"][1]["ok"]  # A and A' met the fault
     assert b"".join(b_got) == LIST_CHANGED_EVENT + UPSTREAM_NOTE.removeprefix(b"\xef\xbb\xbf")
     assert b"".join(c_got) == UPSTREAM_NOTE  # nothing for another definition; its stream as it came
     relaxed = relisted["result"]["tools"][0]["outputSchema"]["properties"]["raw"]["properties"]["object"]
     assert relaxed == {}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_one_tenants_results_teach_nobody_else_until_another_authorization_meets_the_same_fault() -> None:
+    """Tenant A's results (two sessions of one authorization) would relax the tool: tenant B still
+    gets the schema as the server listed it, and the admin endpoint lists nothing. Once B's own
+    result shows the same fault (a second authorization), a new session of another client (tenant
+    C, the Python SDK) lists the tool relaxed from its first list; the endpoint lists the place,
+    not the JSON-RPC id nor the time."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up) as px:
+        url = px + "/mcp"
+        a = await python_session(url, case, "tenant-a")
+        a_again = await python_session(url, case, "tenant-a")  # the same authorization: one witness
+        async with httpx.AsyncClient() as http:
+            before = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+        b = await ts_session(url, case, "tenant-b")
+        c = await python_session(url, case, "tenant-c")
+        async with httpx.AsyncClient() as http:
+            after = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert not a["steps"][1]["ok"] and not a_again["steps"][1]["ok"]
+    assert listed_object(a_again) == {"const": "chat.completion"}  # another session: another scope
+    assert before == {"lessons": []}
+    assert listed_object(b) == {"const": "chat.completion"} and not b["steps"][1]["ok"], b  # A taught B nothing
+    assert listed_object(c) == {} and c["steps"][1]["ok"], c
+    (lesson,) = after["lessons"]
+    assert lesson["tool"] == "ASK_PERPLEXITY" and lesson["relax"] == ["/raw/object"]
+    assert lesson["first"] == {"pointers": ["/raw/object"]}  # neither "id" nor "at"
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_the_unauthenticated_lessons_endpoint_lists_names_and_places_but_no_ids_or_times(tmp_path: Path) -> None:
+    """No admin authentication exists: ``/.mcp-normalizer/lessons`` never says which response
+    taught a lesson nor when (the state file, the owner's alone, keeps both)."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up, config(state_dir=str(tmp_path))) as px:
+        for authorization in ("tenant-a", "tenant-b"):
+            await python_session(px + "/mcp", case, authorization)
+        async with httpx.AsyncClient() as http:
+            response = await http.get(px + "/.mcp-normalizer/lessons")
+    (listed,) = response.json()["lessons"]
+    assert listed == {
+        "tool": "ASK_PERPLEXITY",
+        "definition": definition_digest(case["tool"]),
+        "drop_output_schema": False,
+        "relax": ["/raw/object"],
+        "first": {"pointers": ["/raw/object"]},
+    }
+    (stored,) = orjson.loads((tmp_path / f"lessons-{upstream_digest(up)}.json").read_bytes())["lessons"]
+    assert set(stored["first"]) == {"id", "at", "pointers"}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_upstreams_differing_only_in_their_query_string_keep_lessons_apart(tmp_path: Path) -> None:
+    """One server behind two upstream URLs that differ only in their query: what one learned
+    (written to the shared state directory) is not the other's; the first, restarted, keeps it."""
+    case = the_case()
+    state = config(state_dir=str(tmp_path / "state"))
+    with upstream(case) as up:
+        with proxy_for(up + "?tenant=1", state) as px:
+            await met_twice(px + "/mcp", case)
+        with proxy_for(up + "?tenant=2", state) as px:
+            other = await ts_session(px + "/mcp", case)
+        with proxy_for(up + "?tenant=1", state) as px:
+            again = await ts_session(px + "/mcp", case)
+    assert listed_object(other) == {"const": "chat.completion"} and not other["steps"][1]["ok"], other
+    assert listed_object(again) == {} and again["steps"][1]["ok"], again
+    # one file each: the second's holds only the evidence its session saw, pending
+    assert len(list((tmp_path / "state").glob("lessons-*.json"))) == 2
+
+
+STDIO_SERVER = str(Path(__file__).with_name("stdio_server.py"))
+
+
+@contextmanager
+def stdio_proxy(argv: list[str], state_dir: Path, **proxy: Any) -> Iterator[str]:
+    """The proxy serving the stdio server ``argv`` with the state directory (``[proxy]`` keys
+    ``proxy`` set); its MCP endpoint URL."""
+    settings = Settings()
+    config = settings.load_config({"upstream_cmd": shlex.join(argv), "state_dir": str(state_dir), **proxy})
+    with serve(create_app(settings, config=config), proxy=config.proxy) as url:
+        yield url + "/mcp"
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_stdio_commands_differing_after_200_characters_or_by_env_or_cwd_keep_lessons_apart(
+    tmp_path: Path,
+) -> None:
+    """A stdio server whose command line is longer than 200 characters learns (two sessions); the
+    same command with another last argument, or with an ``--env`` item, or a ``--cwd``, is another
+    upstream: its first list is the server's. The first command, restarted, lists it relaxed."""
+    case = the_case()
+    plan = json.dumps({"tools": [case["tool"]], "results": {case["tool"]["name"]: case["result"]}})
+    argv = [sys.executable, STDIO_SERVER, plan, "--variant=1"]
+    assert len(shlex.join(argv)) > 200
+    state = tmp_path / "state"
+    with stdio_proxy(argv, state) as url:
+        await met_twice(url, case)
+    others = [
+        stdio_proxy([*argv[:-1], "--variant=2"], state),
+        stdio_proxy(argv, state, upstream_env=("FIXTURE_NOTE=x",)),
+        stdio_proxy(argv, state, upstream_cwd=str(tmp_path)),
+    ]
+    seen = []
+    for proxy in others:
+        with proxy as url:
+            seen.append(await ts_session(url, case))
+    with stdio_proxy(argv, state) as url:
+        again = await ts_session(url, case)
+    for other in seen:
+        assert listed_object(other) == {"const": "chat.completion"} and not other["steps"][1]["ok"], other
+    assert listed_object(again) == {} and again["steps"][1]["ok"], again
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_state_files_are_the_owners_alone_also_when_one_is_replaced(tmp_path: Path) -> None:
+    """The state directory the proxy makes is ``0700``; the lessons file (which was there,
+    world-readable) and the witness key are ``0600`` after the proxy wrote them."""
+    case = the_case()
+    directory = tmp_path / "state"
+    with upstream(case) as up:
+        directory.mkdir(mode=0o755)
+        old = directory / f"lessons-{upstream_digest(up)}.json"
+        old.write_bytes(b'{"upstream": "u", "lessons": []}')
+        old.chmod(0o644)
+        with proxy_for(up, config(state_dir=str(directory))) as px:
+            await met_twice(px + "/mcp", case)
+        made = tmp_path / "made" / "state"
+        with proxy_for(up, config(state_dir=str(made))) as px:
+            await met_twice(px + "/mcp", case)
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o700
+    written = [old, directory / "witness.key", *made.iterdir()]
+    assert len(written) == 4 and all(stat.S_IMODE(os.stat(path).st_mode) == 0o600 for path in written), [
+        (path.name, oct(os.stat(path).st_mode)) for path in written
+    ]
+    assert orjson.loads(old.read_bytes())["lessons"]  # replaced: it holds the lesson now
 
 
 # -- the book and its store (pure) ------------------------------------------------------------------
@@ -284,8 +463,94 @@ def test_a_state_file_that_is_not_lessons_is_ignored_and_two_workers_keep_each_o
     assert LessonStore(one, "u", str(state), None).load() == 0
     one.add(lesson("a"))
     two.add(lesson("b"))
-    LessonStore(one, "u", str(state), None)._write([x.as_json() for x in one.lessons()])
-    LessonStore(two, "u", str(state), None)._write([x.as_json() for x in two.lessons()])
+    LessonStore(one, "u", str(state), None)._write([x.as_json() for x in one.lessons()], [])
+    LessonStore(two, "u", str(state), None)._write([x.as_json() for x in two.lessons()], [])
     fresh = LessonBook()
     assert LessonStore(fresh, "u", str(state), None).load() == 2 and not fresh.dirty
     assert {x.tool for x in fresh.lessons()} == {"a", "b"}
+
+
+@pytest.mark.pure
+def test_a_lesson_waits_for_a_second_witness_place_by_place_and_no_witness_counts_for_nothing() -> None:
+    book = LessonBook()
+    assert not book.witnessed(lesson(places=("/a", "/b")), "w1") and len(book) == 0
+    assert not book.witnessed(lesson(places=("/a", "/b")), "w1")  # the same witness again
+    assert not book.witnessed(lesson(places=("/a",)), None) and len(book) == 0  # no witness
+    assert book.witnessed(lesson(places=("/a", "/c")), "w2")  # /a confirmed; /c waits
+    (kept,) = book.lessons()
+    assert [p.text for p in kept.learned.relax] == ["/a"] and kept.pointers == ("/a",)
+    assert {(e.item, e.witness) for e in book.evidence()} == {("/b", "w1"), ("/c", "w2")}
+    assert book.witnessed(lesson(places=("/c",)), "w3") and book.get("t", "0" * 32) == Learned(
+        relax=(PointerPattern.parse("/a"), PointerPattern.parse("/c"))
+    )
+    assert not book.witnessed(lesson(places=("/a",)), "w4")  # known: no evidence kept for it
+    assert {e.item for e in book.evidence()} == {"/b"}
+    drop = taught_now("t", "0" * 32, Learned(drop_output_schema=True), 1, ("/structuredContent",))
+    assert not book.witnessed(drop, "w1") and book.witnessed(drop, "w2")
+    assert book.get("t", "0" * 32).drop_output_schema  # type: ignore[union-attr]
+
+
+@pytest.mark.pure
+def test_the_pending_evidence_is_bounded_the_oldest_going_first() -> None:
+    book = LessonBook()
+    for i in range(MAX_PENDING + 10):
+        book.witnessed(lesson(f"tool-{i}"), "w1")
+    assert len(book.evidence()) == MAX_PENDING and book.evidence()[0].tool == "tool-10"
+    assert not book.witnessed(lesson("tool-0"), "w2")  # its first witness was forgotten: w2 is first now
+    long = "n" * 1000
+    for i in range(MAX_PENDING):
+        book.witnessed(lesson(f"{long}-{i}"), "w1")
+    assert (
+        sum(e.size for e in book.evidence()) <= MAX_PENDING_BYTES < sum(len(f"{long}-{i}") for i in range(MAX_PENDING))
+    )
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        {"tool": "t", "definition": "0" * 32, "item": "a", "witness": "w", "id": "1", "at": 1},  # not a place
+        {"tool": "t", "definition": "0" * 32, "item": "", "witness": "w", "id": "1", "at": 1},  # the root
+        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "", "id": "1", "at": 1},
+        {"tool": "t", "definition": "short", "item": "/a", "witness": "w", "id": "1", "at": 1},
+        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "w" * 65, "id": "1", "at": 1},
+    ],
+)
+def test_stored_evidence_of_another_shape_is_never_trusted(stored: Any) -> None:
+    assert Evidence.from_json(stored) is None
+
+
+@pytest.mark.pure
+def test_two_workers_evidence_meets_in_the_state_file_and_restarts_keep_it(tmp_path: Path) -> None:
+    """Worker one saw a fault from w1, worker two from w2 (each its own book, one directory): the
+    second's save reads the first's evidence and confirms the lesson; a restart reads it, and
+    evidence still pending, from the file."""
+    state = tmp_path / "state"
+    state.mkdir()
+    one, two = LessonBook(), LessonBook()
+    one.witnessed(lesson("a"), "w1")
+    one.witnessed(lesson("b"), "w1")
+    anyio.run(LessonStore(one, "u", str(state), None).save)
+    two.witnessed(lesson("a"), "w2")
+    anyio.run(LessonStore(two, "u", str(state), None).save)
+    assert [x.tool for x in two.lessons()] == ["a"] and not two.dirty
+    fresh = LessonBook()
+    assert LessonStore(fresh, "u", str(state), None).load() == 1
+    assert [x.tool for x in fresh.lessons()] == ["a"] and [(e.tool, e.witness) for e in fresh.evidence()] == [
+        ("b", "w1")
+    ]
+    assert fresh.witnessed(lesson("b"), "w3") and not fresh.witnessed(lesson("c"), "w1")
+
+
+@pytest.mark.pure
+def test_a_witness_is_the_authorization_else_the_session_and_stable_with_the_state_directory(tmp_path: Path) -> None:
+    store = LessonStore(LessonBook(), "u", str(tmp_path), None)
+    same = store.witness("Bearer a", None, "s1")
+    assert same == store.witness("Bearer a", None, "s2") != store.witness("Bearer b", None, "s1")
+    assert store.witness(None, None, "s1") != store.witness(None, None, "s2")
+    assert store.witness(None, "c=1", None) is not None and store.witness(None, None, None) is None
+    restarted = LessonStore(LessonBook(), "u", str(tmp_path), None)
+    assert restarted.witness("Bearer a", None, "s9") == same  # the key file: the same witness after a restart
+    alone = LessonStore(LessonBook(), "u", None, None)
+    assert alone.witness("Bearer a", None, None) != same

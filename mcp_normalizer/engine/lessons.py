@@ -10,9 +10,19 @@ the tool relaxed from its first ``tools/list``. A tool listed with another defin
 schema, another description) is another key: nothing learned carries over, nor across upstreams
 (one book per upstream).
 
+A lesson reaches other tenants only once results seen from two witnesses taught it: a witness is a
+hashed authorization (the ``Authorization`` and ``Cookie`` headers), or the session where a request
+carries no credential; a request with neither is no witness. Until a second witness meets the
+same fault at the same place, what the first saw stays *pending* (:meth:`LessonBook.witnessed`):
+the scope that met it lists the tool relaxed (its own learned state), nobody else does. So a
+result that merely echoes one client's own argument teaches nobody else. Each place (and
+``drop_output_schema``) is counted on its own; the pending evidence is bounded
+(:data:`MAX_PENDING` entries, :data:`MAX_PENDING_BYTES`; the oldest goes first).
+
 Only relaxations are learned, each keeping every value a result holds; what would turn a success
 into an error stays opt-in (``last_resort``). Each lesson keeps the first result that taught it
-(its JSON-RPC id, the time, the places): ``GET {admin_prefix}/lessons`` lists them. The book is
+(its JSON-RPC id, the time, the places): ``GET {admin_prefix}/lessons`` lists the places, never the
+ids nor the times (the endpoint has no authentication: any local client could read them). The book is
 bounded (:data:`MAX_LESSONS` lessons, :data:`MAX_BYTES` of names and places); past that nothing
 more is learned (logged). One owner: the middleware makes the book, the normalizer reads it when it
 lists tools, the transformer adds to it, the store persists what is :attr:`LessonBook.dirty`.
@@ -30,7 +40,7 @@ from ..wire.pointer import PointerPattern
 from .catalog import definition_digest
 from .rules.learned import MAX_PLACES, MAX_POINTER, Learned
 
-__all__ = ["Lesson", "LessonBook", "definition_digest"]
+__all__ = ["Evidence", "Lesson", "LessonBook", "definition_digest"]
 
 #: Lessons one book holds at most (tools of one upstream that taught something).
 MAX_LESSONS = 1000
@@ -38,6 +48,14 @@ MAX_LESSONS = 1000
 MAX_BYTES = 256 * 1024
 #: Longest tool name a lesson is kept for.
 MAX_NAME = 1024
+#: Pending evidence entries one book keeps at most (a place of a tool seen from one witness).
+MAX_PENDING = 4000
+#: Bytes of tool names, digests, places and witnesses the pending evidence holds at most.
+MAX_PENDING_BYTES = 256 * 1024
+#: The item of a pending entry for ``drop_output_schema`` (a place is a pointer: it begins with ``/``).
+DROP = "drop_output_schema"
+#: Longest witness digest kept (:meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness` makes 16 hex digits).
+MAX_WITNESS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +83,20 @@ class Lesson:
         """Bytes it holds in the book's bound."""
         return len(self.tool) + len(self.definition) + sum(len(p) for p in self.pointers)
 
-    def as_json(self) -> JSONObject:
-        """The lesson as stored and listed: ``{"tool", "definition", "drop_output_schema", "relax",
-        "first": {"id", "at", "pointers"}}`` (``at`` as Unix seconds)."""
+    def as_json(self, *, listed: bool = False) -> JSONObject:
+        """The lesson as stored: ``{"tool", "definition", "drop_output_schema", "relax",
+        "first": {"id", "at", "pointers"}}`` (``at`` as Unix seconds); ``listed``: as the admin
+        endpoint lists it, ``first`` holding only the ``pointers`` (which tools others called, and
+        when, is not any local client's business)."""
+        first: JSONObject = {"pointers": list(self.pointers)}
+        if not listed:
+            first = {"id": self.jsonrpc_id, "at": round(self.at, 3), **first}
         return {
             "tool": self.tool,
             "definition": self.definition,
             "drop_output_schema": self.learned.drop_output_schema,
             "relax": [place.text for place in self.learned.relax],
-            "first": {"id": self.jsonrpc_id, "at": round(self.at, 3), "pointers": list(self.pointers)},
+            "first": first,
         }
 
     @classmethod
@@ -103,6 +126,81 @@ class Lesson:
         return cls(tool, definition, Learned(drop, places), jsonrpc_id[:128], float(at), kept)
 
 
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One place of a tool's definition that a result seen from one witness taught, pending until
+    another witness's result teaches it too.
+
+    Attributes:
+        tool: the tool's name.
+        definition: :func:`definition_digest` of the tool as listed.
+        item: the place relaxed (a pointer), or :data:`DROP`.
+        witness: who saw it: a keyed digest of the authorization, or of the session without one.
+        jsonrpc_id: the id of the response that taught it, as JSON text.
+        at: when, in Unix seconds.
+    """
+
+    tool: str
+    definition: str
+    item: str
+    witness: str
+    jsonrpc_id: str
+    at: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What two witnesses must both have seen: the tool, its definition and the item."""
+        return (self.tool, self.definition, self.item)
+
+    @property
+    def size(self) -> int:
+        """Bytes it holds in the pending bound."""
+        return len(self.tool) + len(self.definition) + len(self.item) + len(self.witness) + len(self.jsonrpc_id)
+
+    def as_json(self) -> JSONObject:
+        """As stored: ``{"tool", "definition", "item", "witness", "id", "at"}``."""
+        return {
+            "tool": self.tool,
+            "definition": self.definition,
+            "item": self.item,
+            "witness": self.witness,
+            "id": self.jsonrpc_id,
+            "at": round(self.at, 3),
+        }
+
+    @classmethod
+    def from_json(cls, value: JSON) -> Evidence | None:
+        """Evidence from :meth:`as_json`'s shape; ``None`` for anything else."""
+        if not isinstance(value, dict):
+            return None
+        tool, definition, item = value.get("tool"), value.get("definition"), value.get("item")
+        witness, jsonrpc_id, at = value.get("witness"), value.get("id"), value.get("at")
+        if not isinstance(tool, str) or not isinstance(definition, str) or not isinstance(item, str):
+            return None
+        if not isinstance(witness, str) or not isinstance(jsonrpc_id, str) or not isinstance(at, int | float):
+            return None
+        if len(tool) > MAX_NAME or len(definition) != 32 or not witness or len(witness) > MAX_WITNESS:
+            return None
+        if item != DROP:
+            try:
+                if not item.startswith("/") or len(item) > MAX_POINTER or PointerPattern.parse(item).text != item:
+                    return None
+            except ValueError:
+                return None
+        return cls(tool, definition, item, witness, jsonrpc_id[:128], float(at))
+
+
+def _items(learned: Learned) -> list[str]:
+    """What ``learned`` declares, item by item (:attr:`Evidence.item`)."""
+    return ([DROP] if learned.drop_output_schema else []) + [place.text for place in learned.relax]
+
+
+def _declared(items: list[str]) -> Learned:
+    """The declaration of ``items`` (the inverse of :func:`_items`)."""
+    places = tuple(PointerPattern.parse(item) for item in items if item != DROP)
+    return Learned(DROP in items, places[:MAX_PLACES])
+
+
 class LessonBook:
     """The lessons of one upstream, by (tool name, definition digest).
 
@@ -112,6 +210,7 @@ class LessonBook:
     Attributes:
         generation: bumped at every change (part of a listed tool's cache key).
         dirty: lessons added or changed since the store last wrote them (the store clears it).
+        dirty_evidence: pending evidence added since the store last wrote it (the store clears it).
     """
 
     def __init__(self, *, enabled: bool = True) -> None:
@@ -122,6 +221,9 @@ class LessonBook:
         self._names: set[str] = set()
         self._bytes = 0
         self.refused = 0  # lessons not kept: the book was full
+        self.dirty_evidence: dict[tuple[str, str, str, str], Evidence] = {}
+        self._pending: dict[tuple[str, str, str], Evidence] = {}  # the first witness of each, oldest first
+        self._pending_bytes = 0
 
     def __len__(self) -> int:
         return len(self._lessons)
@@ -172,9 +274,86 @@ class LessonBook:
         """Take lessons read from a store (kept as they are: not :attr:`dirty`); how many were new."""
         return sum(self.add(lesson, stored=True) for lesson in lessons)
 
+    def witnessed(self, lesson: Lesson, witness: str | None) -> bool:
+        """What a result seen from ``witness`` taught (``lesson``): each of its items another
+        witness saw before goes into the book (:meth:`add`, as the first witness's result taught
+        it); the others wait, pending, for another witness. ``witness`` ``None`` (a request with
+        neither credential nor session): it counts for nothing.
+
+        Returns:
+            True when the book changed.
+        """
+        if not self.enabled or witness is None or not lesson.definition or len(lesson.tool) > MAX_NAME:
+            return False
+        known = self.get(lesson.tool, lesson.definition)
+        have = set(_items(known)) if known is not None else set()
+        firsts: list[Evidence] = []
+        for item in _items(lesson.learned):
+            if item in have:
+                continue
+            seen = Evidence(lesson.tool, lesson.definition, item, witness, lesson.jsonrpc_id, lesson.at)
+            first = self._seen(seen)
+            if first is not None:
+                firsts.append(first)
+        return self._confirmed(firsts, stored=False)
+
+    def adopt_evidence(self, entries: list[Evidence]) -> int:
+        """Take pending evidence read from a store (not :attr:`dirty_evidence`): an entry whose
+        item another witness saw here confirms it (the lesson is then :attr:`dirty`, to be
+        written); how many lessons changed."""
+        if not self.enabled:
+            return 0
+        changed = 0
+        for entry in entries:
+            known = self.get(entry.tool, entry.definition)
+            if known is not None and entry.item in _items(known):
+                continue
+            first = self._seen(entry, stored=True)
+            changed += first is not None and self._confirmed([first], stored=False)
+        return changed
+
+    def evidence(self) -> list[Evidence]:
+        """The pending evidence, oldest first."""
+        return list(self._pending.values())
+
+    def _seen(self, seen: Evidence, *, stored: bool = False) -> Evidence | None:
+        """Note ``seen``; the first witness's evidence when ``seen`` is another's (it is then
+        pending no more), else ``None`` (it is kept, pending, if there is room: the oldest goes)."""
+        first = self._pending.get(seen.key)
+        if first is not None:
+            if first.witness == seen.witness:
+                return None
+            del self._pending[seen.key]
+            self._pending_bytes -= first.size
+            return first
+        if seen.size > MAX_PENDING_BYTES:
+            return None
+        while self._pending and (
+            len(self._pending) >= MAX_PENDING or self._pending_bytes + seen.size > MAX_PENDING_BYTES
+        ):
+            oldest = self._pending.pop(next(iter(self._pending)))
+            self._pending_bytes -= oldest.size
+        self._pending[seen.key] = seen
+        self._pending_bytes += seen.size
+        if not stored:
+            self.dirty_evidence[(*seen.key, seen.witness)] = seen
+        return None
+
+    def _confirmed(self, firsts: list[Evidence], *, stored: bool) -> bool:
+        """Add the lesson of the items ``firsts`` (one tool, one definition) confirmed."""
+        if not firsts:
+            return False
+        head = firsts[0]
+        items = [first.item for first in firsts]
+        learned = _declared(items)
+        pointers = ("/structuredContent",) if learned.drop_output_schema else tuple(p.text for p in learned.relax)
+        lesson = Lesson(head.tool, head.definition, learned, head.jsonrpc_id, head.at, pointers)
+        return self.add(lesson, stored=stored)
+
     def as_json(self) -> bytes:
-        """The book as JSON bytes (``{"lessons": [...]}``), for the admin endpoint and the state directory."""
-        return dumps({"lessons": [lesson.as_json() for lesson in self._lessons.values()]})
+        """The book as the admin endpoint lists it (``{"lessons": [...]}``: places and names, no
+        ids nor times, :meth:`Lesson.as_json`)."""
+        return dumps({"lessons": [lesson.as_json(listed=True) for lesson in self._lessons.values()]})
 
 
 def taught_now(tool: str, definition: str, learned: Learned, jsonrpc_id: JSON, pointers: tuple[str, ...]) -> Lesson:

@@ -100,6 +100,10 @@ class _Foreign(Exception):
     """Internal: the message is a reply to no request of the POST (see :attr:`ResponseTransformer.foreign`)."""
 
 
+#: What a learned record adds while the lesson waits for a second witness (:mod:`mcp_normalizer.engine.lessons`).
+_PENDING = "every session's once a result seen from another authorization (or session) shows it too"
+
+
 class ResponseTransformer:
     """Normalizes the JSON-RPC responses of one HTTP response, streaming.
 
@@ -652,20 +656,22 @@ class ResponseTransformer:
         return (codec.splice(outcome.result, result) if outcome.changed else None), outcome.records
 
     def _learned(self, tool: str, found: Learned) -> Record:
-        """Keep what a result of ``tool`` taught (rule ``learn_schema``) and say so: for the whole
-        upstream, in the lesson book (:mod:`mcp_normalizer.engine.lessons`: every later ``tools/list`` of
-        any session lists the tool so, while its definition is the same), and for the scope. A
-        scope many clients share (no session, no credential) keeps nothing of its own. The notice
-        goes before the result on a legacy SSE stream only (on 2026-07-28 ``list_changed``
-        belongs to ``subscriptions/listen`` streams; a JSON body has no room for it): elsewhere the
-        next ``tools/list`` shows it."""
+        """Keep what a result of ``tool`` taught (rule ``learn_schema``) and say so: for the scope,
+        and as evidence in the lesson book (:mod:`mcp_normalizer.engine.lessons`): once results seen
+        from two witnesses (authorizations, or sessions without one) taught it, for the whole
+        upstream (every later ``tools/list`` of any session lists the tool so, while its
+        definition is the same). A scope many clients share (no session, no credential) keeps
+        nothing of its own and is no witness. The notice goes before the result on a legacy SSE
+        stream only (on 2026-07-28 ``list_changed`` belongs to ``subscriptions/listen`` streams; a
+        JSON body has no room for it): elsewhere the next ``tools/list`` shows it."""
         exchange = self.exchange
         what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
         entry = exchange.tool(tool)
         definition = entry.digest() if entry is not None else ""
         places = ("/structuredContent",) if found.drop_output_schema else tuple(p.text for p in found.relax)
         book = self.normalizer.lessons
-        lasting = bool(definition) and book.add(taught_now(tool, definition, found, self._answering, places))
+        seen = taught_now(tool, definition, found, self._answering, places)
+        lasting = bool(definition) and book.witnessed(seen, exchange.witness)
         scoped = exchange.private and exchange.state.learn(tool, found)
         if not lasting and not scoped:
             in_book = book.enabled and bool(definition) and book.get(tool, definition) is not None
@@ -674,6 +680,10 @@ class ResponseTransformer:
                 action = f"already learned {what}"
             elif book.enabled and book.refused:
                 reason, action = f"not learned: the lesson book is full ({len(book)} lessons)", "left unchanged"
+            elif exchange.private:
+                reason, action = "not learned: what this scope learned is at its bound", "left unchanged"
+                if book.enabled and definition and exchange.witness is not None:
+                    reason += f"; {_PENDING}"
             else:
                 reason = "not learned: the scope has no session and no credential, so every client shares it"
                 action = "left unchanged"
@@ -683,7 +693,10 @@ class ResponseTransformer:
         self._announce = self.mode == "sse" and object_only(exchange.era)
         sent = "; sent notifications/tools/list_changed" if self._announce else ""
         where = "every session of this upstream" if lasting else "this scope"
+        pending = not lasting and book.enabled and bool(definition) and exchange.witness is not None
         reason = f"the tool's results do not meet its outputSchema; later tools/list of {where} say so"
+        if pending:
+            reason += f"; {_PENDING}"
         return Record(Rewrite(LEARN_RULE.name, f"learned {what}{sent}", (), reason), tool, True)
 
     def _completed_task(

@@ -5,8 +5,10 @@
   check is cached for a second so probes cannot load the upstream).
 - ``{prefix}/metrics``: the Prometheus metrics (:mod:`mcp_normalizer.ops.metrics`).
 - ``{prefix}/lessons``: what results taught of their tools' schemas (:mod:`mcp_normalizer.engine.lessons`),
-  as JSON ``{"lessons": [{"tool", "definition", "drop_output_schema", "relax", "first": {"id",
-  "at", "pointers"}}]}``: names, places and ids, never a value.
+  as JSON ``{"lessons": [{"tool", "definition", "drop_output_schema", "relax", "first":
+  {"pointers"}}]}``: names and places, never a value, nor the JSON-RPC id and time of the result
+  that taught it (these endpoints have no authentication: any client that reaches them would
+  learn which tools others called, and when; the state file keeps them, ``0600``).
 
 The prefix is ``/.mcp-normalizer`` by default (``[proxy] admin_prefix``).
 :class:`~mcp_normalizer.hop.front.FrontDoor` routes the prefix here, after its ``Host``/``Origin`` check.
