@@ -500,7 +500,7 @@ def test_a_dripping_pager_is_ended_by_the_deadline_and_the_report_says_so() -> N
         and "tools/list  deadline" in table[1]
         and "fault:    audit_cut: the run met --deadline" in table[1]
     )
-    assert "0 of 1 calls made; 1 not made" in table[1]
+    assert "; 0 of 1 calls done, 1 not" in table[1]
 
 
 def test_the_listing_is_bounded_across_pages_and_a_result_by_bytes(tmp_path: Path) -> None:

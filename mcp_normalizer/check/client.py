@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ class McpClient:
     ) -> None:
         self.url = url
         self.max_message_bytes = max_message_bytes
+        #: When the run must end (:func:`anyio.current_time` clock; the caller sets it): ending the
+        #: session (``DELETE``) takes no longer than what is left of it, or a second.
+        self.ends_at = math.inf
         self.client_info: JSONObject = {**_CLIENT_INFO, "name": client_name}
         self.label = redact_url(url)
         self.headers = dict(headers or {})
@@ -127,7 +131,8 @@ class McpClient:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         if self.session is not None:
-            with anyio.move_on_after(self.timeout):
+            left = self.ends_at - anyio.current_time()  # the run's deadline, a second's grace to end the session
+            with anyio.move_on_after(min(self.timeout, max(left, 1.0))):
                 try:
                     await self._http.delete(self.url, headers=self._headers("DELETE"))
                 except httpx.HTTPError:

@@ -252,7 +252,7 @@ async def audit_server(
     auditor = Auditor(config, profile_for({"name": name}) if host is not None else UNKNOWN)
     used: str | None = None
     doing = "connecting"
-    pages = made = 0
+    pages = done = 0
 
     def page(result: JSONObject) -> None:
         nonlocal pages
@@ -260,6 +260,7 @@ async def audit_server(
         pages += 1
 
     async with McpClient(url, headers, timeout, client_name=name, max_message_bytes=max_message_bytes) as client:
+        client.ends_at = anyio.current_time() + deadline
         with anyio.move_on_after(deadline) as run:
             used = await client.connect(era)
             legacy = [version for version in client.supported if version < MODERN_ERA]
@@ -280,20 +281,19 @@ async def audit_server(
                     if listing_cut:
                         why = "not in the tools/list pages read (the listing was cut)"
                     auditor.unlisted(tool, why)
+                    done += 1
                     continue
                 try:
                     answer = await client.call_tool(tool, arguments)
                 except TooLarge as exc:
                     what = f"the result of {tool} is larger than --max-message-bytes ({exc.limit} bytes): cut after"
                     auditor.bound("tools/call", "max_message_bytes", f"{what} {exc.read} bytes read; not audited")
-                    continue
-                finally:
-                    made += 1
-                _audit_answer(auditor, tool, answer, used)
+                else:
+                    _audit_answer(auditor, tool, answer, used)
+                done += 1
         if run.cancelled_caught:
-            left = len(calls) - made
             what = f"the run met --deadline ({deadline:g} s) while {doing}: {pages} tools/list pages read"
-            what += f", {made} of {len(calls)} calls made" + (f"; {left} not made" if left else "")
+            what += f"; {done} of {len(calls)} calls done" + (f", {len(calls) - done} not" if done < len(calls) else "")
             auditor.bound("tools/call" if doing.startswith("calling") else "tools/list", "deadline", what)
     return auditor.audit, used
 
