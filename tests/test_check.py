@@ -192,6 +192,9 @@ def test_bare_json_rpc_lines_are_paired_by_id_and_garbage_is_counted(tmp_path: P
         ["http://127.0.0.1:9/mcp", "--header", "no colon"],
         ["http://127.0.0.1:9/mcp", "--calls", "/nonexistent/calls.json"],
         ["http://127.0.0.1:9/mcp", "--format", "yaml"],
+        ["http://127.0.0.1:9/mcp", "--deadline", "0"],
+        ["http://127.0.0.1:9/mcp", "--max-message-bytes", "0"],
+        ["http://127.0.0.1:9/mcp", "--max-listing-bytes", "-1"],
     ],
 )
 def test_usage_and_connection_errors_are_one_line_and_exit_2(args: list[str]) -> None:
@@ -526,6 +529,14 @@ def test_the_listing_is_bounded_across_pages_and_a_result_by_bytes(tmp_path: Pat
     assert (result["where"], result["rule"], result["kind"]) == ("tools/call", "max_message_bytes", "oversized_message")
     assert "the result of t0 is larger than --max-message-bytes (1048576 bytes)" in result["reason"]
     assert report["calls"] == 0
+
+
+def test_a_handshake_above_the_bound_is_a_one_line_error() -> None:
+    tools = answering(lambda m: {"tools": []})
+    with serve(legacy_server(tools)) as up:
+        code, out, err = check(up + "/mcp", "--max-message-bytes", "10")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "server/discover: the answer is larger than 10 bytes" in err
 
 
 # -- severities: what the named clients and hosts do --------------------------------------------------

@@ -54,8 +54,10 @@ def header_value(text: str) -> str:
     return text if safe else "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 
 
-class TooLarge(Exception):
+class TooLarge(CheckError):
     """An answer above the byte bound: reading stopped once ``read`` bytes had come (the rest unread).
+    A ``tools/list`` page or a ``tools/call`` result past it is a finding; any other answer (the
+    handshake) an error, as a :class:`~mcp_normalizer.errors.CheckError`.
 
     Attributes:
         method: the request it answers.
