@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,9 @@ def test_bare_json_rpc_lines_are_paired_by_id_and_garbage_is_counted(tmp_path: P
         ["http://127.0.0.1:9/mcp", "--header", "no colon"],
         ["http://127.0.0.1:9/mcp", "--calls", "/nonexistent/calls.json"],
         ["http://127.0.0.1:9/mcp", "--format", "yaml"],
+        ["http://127.0.0.1:9/mcp", "--deadline", "0"],
+        ["http://127.0.0.1:9/mcp", "--max-message-bytes", "0"],
+        ["http://127.0.0.1:9/mcp", "--max-listing-bytes", "-1"],
     ],
 )
 def test_usage_and_connection_errors_are_one_line_and_exit_2(args: list[str]) -> None:
@@ -214,9 +218,9 @@ def test_calls_come_from_a_file_too(tmp_path: Path) -> None:
 # -- hostile servers and inputs --------------------------------------------------------------------
 
 
-def legacy_server(tools_list: Any) -> Any:
+def legacy_server(tools_list: Any, tools_call: Any = None) -> Any:
     """A legacy-only server: ``initialize`` answered, ``server/discover`` refused, and ``tools/list``
-    answered by ``tools_list(request, send)``."""
+    answered by ``tools_list(request, send)`` (``tools/call`` by ``tools_call``, if given)."""
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -228,6 +232,9 @@ def legacy_server(tools_list: Any) -> Any:
         if "id" not in message:
             await send({"type": "http.response.start", "status": 202, "headers": []})
             await send({"type": "http.response.body", "body": b""})
+            return
+        if message["method"] == "tools/call" and tools_call is not None:
+            await tools_call(message, send)
             return
         if message["method"] != "tools/list":
             init = {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "x", "version": "1"}}
@@ -402,3 +409,194 @@ def test_check_reads_the_rule_settings_the_proxy_reads_from_the_environment(tmp_
     assert "text_mirror" not in {f["rule"] for f in small["findings"]}
     bad = run(MCP_NORMALIZER_PROBLEM_META_KEY="not a key!")
     assert bad.returncode == 2 and "MCP_NORMALIZER_PROBLEM_META_KEY" in bad.stderr
+
+
+# -- bounds: a page, a result, the listing and the run ------------------------------------------------
+
+MiB = 1024 * 1024
+
+
+def check_measured(tmp_path: Path, *args: str) -> tuple[int, str, int]:
+    """Run ``check`` with ``args``; its exit code, its stdout and its peak RSS in bytes (``wait4``: this
+    child alone, not the largest of every child the test run waited for)."""
+    out = tmp_path / "check.out"
+    with out.open("wb") as stdout:
+        child = subprocess.Popen([EXE, "check", *args], stdout=stdout, stderr=subprocess.DEVNULL)
+    waited = 0.0
+    while True:  # a hang guard, not a speed assertion
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if waited > 120:
+            child.kill()
+        time.sleep(0.05)
+        waited += 0.05
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, out.read_text(), usage.ru_maxrss * 1024  # Linux: KiB
+
+
+def streamed_page(size: int) -> Any:
+    """``tools/list`` answered with one page of ``size`` bytes of JSON, written 1 MiB at a time from one
+    chunk (the test holds 1 MiB, never the page)."""
+    tool = b'{"name":"t","description":"' + b"x" * (64 * 1024) + b'","inputSchema":{"type":"object"}},'
+    chunk = tool * (MiB // len(tool))
+
+    async def tools_list(message: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        head = b'{"jsonrpc":"2.0","id":%d,"result":{"tools":[' % message["id"]
+        await send({"type": "http.response.body", "body": head, "more_body": True})
+        for _ in range(size // len(chunk)):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b'{"name":"u","inputSchema":{"type":"object"}}]}}'})
+
+    return tools_list
+
+
+def test_a_200_mib_page_is_cut_at_the_bound_as_it_streams_and_the_report_says_so(tmp_path: Path) -> None:
+    page = 200 * MiB
+    with serve(legacy_server(streamed_page(page))) as up:
+        code, out, peak = check_measured(tmp_path, up + "/mcp", "--format", "json")
+    small = answering(lambda m: {"tools": [{"name": "a", "inputSchema": {"type": "object"}}]})
+    with serve(legacy_server(small)) as up:
+        _, _, baseline = check_measured(tmp_path, up + "/mcp", "--format", "json")  # about 95 MiB, imports
+    assert peak < baseline + 2 * 32 * MiB, (peak, baseline)  # the bound (32 MiB) read, never the page
+    report = orjson.loads(out)
+    (finding,) = report["findings"]
+    assert code == 1 and not report["clean"] and report["tools"] == []
+    assert (finding["where"], finding["rule"], finding["kind"]) == (
+        "tools/list",
+        "max_message_bytes",
+        "oversized_message",
+    )
+    assert "page 1 of tools/list is larger than --max-message-bytes (33554432 bytes)" in finding["reason"]
+
+
+def paging_forever(delay: float, size: int = 0) -> Any:
+    """``tools/list`` answered after ``delay`` seconds with one tool (padded to about ``size`` bytes) and a
+    ``nextCursor`` never seen before: the listing never ends."""
+
+    async def tools_list(message: Any, send: Any) -> None:
+        await anyio.sleep(delay)
+        number = int(message["params"].get("cursor", "0"))
+        tool = {"name": f"t{number}", "description": "x" * size, "inputSchema": {"type": "object"}}
+        body = orjson.dumps(
+            {"jsonrpc": "2.0", "id": message["id"], "result": {"tools": [tool], "nextCursor": str(number + 1)}}
+        )
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+    return tools_list
+
+
+def test_a_dripping_pager_is_ended_by_the_deadline_and_the_report_says_so() -> None:
+    with serve(legacy_server(paging_forever(0.5))) as up:
+        code, out, err = check(up + "/mcp", "--deadline", "3", "--format", "json")
+        table = check(up + "/mcp", "--deadline", "3", "--call", "t0")
+    assert code == 1, err
+    report = orjson.loads(out)
+    (finding,) = report["findings"]
+    assert (finding["where"], finding["rule"], finding["kind"]) == ("tools/list", "deadline", "audit_cut")
+    assert finding["reason"].startswith("the run met --deadline (3 s) while listing tools:")
+    assert f": {len(report['tools'])} tools/list pages read; " in finding["reason"]  # each page lists one tool
+    assert (
+        table[0] == 1
+        and "tools/list  deadline" in table[1]
+        and "fault:    audit_cut: the run met --deadline" in table[1]
+    )
+    assert "; 0 of 1 calls done, 1 not" in table[1]
+
+
+def test_the_listing_is_bounded_across_pages_and_a_result_by_bytes(tmp_path: Path) -> None:
+    big = {"content": [{"type": "text", "text": "y" * (2 * MiB)}]}
+
+    async def tools_call(message: Any, send: Any) -> None:  # one SSE event, never ended
+        event = b"event: message\ndata: " + orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": big})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        await anyio.sleep(60)
+
+    with serve(legacy_server(paging_forever(0, 512 * 1024), tools_call)) as up:
+        code, out, err = check(
+            up + "/mcp", "--max-listing-bytes", str(2 * MiB), "--max-message-bytes", str(MiB), "--call", "t0",
+            "--format", "json",
+        )  # fmt: skip
+    assert code == 1, err
+    report = orjson.loads(out)
+    assert report["tools"] == ["t0", "t1", "t2"]  # a fourth page of 512 KiB would pass 2 MiB
+    listing, result = report["findings"]
+    assert (listing["where"], listing["rule"], listing["kind"]) == ("tools/list", "max_listing_bytes", "audit_cut")
+    assert "larger than --max-listing-bytes (2097152 bytes): page 4" in listing["reason"]
+    assert (result["where"], result["rule"], result["kind"]) == ("tools/call", "max_message_bytes", "oversized_message")
+    assert "the result of t0 is larger than --max-message-bytes (1048576 bytes)" in result["reason"]
+    assert report["calls"] == 0
+
+
+def test_a_handshake_above_the_bound_is_a_one_line_error() -> None:
+    tools = answering(lambda m: {"tools": []})
+    with serve(legacy_server(tools)) as up:
+        code, out, err = check(up + "/mcp", "--max-message-bytes", "10")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "server/discover: the answer is larger than 10 bytes" in err
+
+
+# -- severities: what the named clients and hosts do --------------------------------------------------
+
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+
+
+def one_tool(tool: dict[str, Any], result: dict[str, Any]) -> Any:
+    async def tools_call(message: Any, send: Any) -> None:
+        body = orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+    return legacy_server(answering(lambda m: {"tools": [tool]}), tools_call)
+
+
+def test_a_naive_date_time_is_a_fault_for_the_ts_sdk_clients_that_check_formats() -> None:
+    schema = {"type": "object", "properties": {"taken": {"type": "string", "format": "date-time"}}}
+    tool = {"name": "reading", "inputSchema": {"type": "object"}, "outputSchema": schema}
+    taken = {"taken": "2026-04-02T10:15:00"}
+    result = {"content": [{"type": "text", "text": json.dumps(taken)}], "structuredContent": taken}
+    with serve(one_tool(tool, result)) as up:
+        code, out, err = check(up + "/mcp", "--call", "reading", "--format", "json")
+    assert code == 1, out + err
+    (finding,) = orjson.loads(out)["findings"]
+    assert (finding["rule"], finding["pointers"], finding["advisory"]) == (
+        "date_time_format",
+        ["/structuredContent/taken"],
+        False,
+    )
+    assert any("TS SDK Client 1.x and 2.x" in c and 'must match format "date-time"' in c for c in finding["clients"])
+
+
+def test_a_draft_07_output_schema_is_a_fault_for_the_claude_hosts_and_an_advisory_otherwise() -> None:
+    schema = {"$schema": DRAFT_07, "type": "object", "properties": {"n": {"type": "integer"}}}
+    tool = {"name": "count", "inputSchema": {"type": "object"}, "outputSchema": schema}
+    with serve(one_tool(tool, {})) as up:
+        runs = {host: check(up + "/mcp", "--format", "json", *(["--host", host] if host else [])) for host in (
+            "", "claude-code", "claude-desktop", "claude-connectors", "codex",
+        )}  # fmt: skip
+    for host, (code, out, err) in runs.items():
+        (finding,) = orjson.loads(out)["findings"]
+        assert finding["rule"] == "schema_dialect", host
+        refused = host.startswith("claude")
+        assert (code, finding["advisory"]) == ((1, False) if refused else (0, True)), (host, out + err)
+        assert refused == ("refuses every call to a tool whose outputSchema declares draft-07" in finding["clients"][0])
+
+
+def test_a_call_of_a_tool_the_server_does_not_list_is_a_finding_not_a_clean_report() -> None:
+    tool = {"name": "listed", "inputSchema": {"type": "object"}}
+    with serve(one_tool(tool, {"content": [{"type": "text", "text": "ok"}]})) as up:
+        code, out, err = check(up + "/mcp", "--call", "listd", "--call", "listed", "--format", "json")
+        table = check(up + "/mcp", "--call", "listd")
+    assert code == 1, out + err
+    report = orjson.loads(out)
+    (finding,) = report["findings"]
+    assert (finding["tool"], finding["kind"], finding["reason"]) == (
+        "listd",
+        "tool_not_listed",
+        "not listed by the server (tools/list)",
+    )
+    assert report["calls"] == 1  # the listed one; the other was not called
+    assert table[0] == 1 and "fault:    tool_not_listed: not listed by the server" in table[1]

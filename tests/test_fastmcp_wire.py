@@ -180,9 +180,9 @@ def naive_app() -> Any:
 def test_check_reports_a_date_time_without_offset_only_where_a_result_has_one() -> None:
     with serve(naive_app(), lifespan="on") as url:
         code, report = run_check(url + "/mcp", "--call", "reading", "{}", "--call", "aware", "{}")
-    assert code == 0, report  # advisory: no supported client checks formats
+    assert code == 1, report  # a fault: the TS SDK 1.x and 2.x clients check formats (ajv-formats)
     found = [(f["tool"], f["where"], f["rule"], f["pointers"], f["advisory"]) for f in report["findings"]]
-    assert found == [("reading", "tools/call", "date_time_format", ["/structuredContent/taken"], True)]
+    assert found == [("reading", "tools/call", "date_time_format", ["/structuredContent/taken"], False)]
     spec = report["findings"][0]["spec"]["rule"]
     assert "offset" in spec and report["findings"][0]["kind"] == "format_date_time"
 

@@ -23,7 +23,7 @@ from ..wire.jsoncodec import dumps
 from .advisories import advisories
 from .author_fixes import author_fix
 from .date_times import failing_formats
-from .faults import KINDS, FaultKind, kind_of
+from .faults import HOST_REFUSALS, KINDS, FaultKind, kind_of
 
 #: What the proxy does about a finding that no rule repairs.
 NOT_REPAIRED = "none: the proxy passes it through unchanged and logs it (clients still reject it)"
@@ -52,6 +52,8 @@ class Finding:
         fix: for a fault no default repair handles, the TOML that would repair it (else ``""``).
         for_clients: the :data:`~mcp_normalizer.engine.rules.clients.CLIENT_FAULTS` key when only some clients
             reject it (the server's message is valid), else ``""``.
+        host_refusal: what the host audited as (``check --host``) does with it, when that host refuses
+            what no supported client does (:data:`~mcp_normalizer.check.faults.HOST_REFUSALS`), else ``""``.
     """
 
     tool: str | None
@@ -64,11 +66,15 @@ class Finding:
     count: int = 1
     fix: str = ""
     for_clients: str = ""
+    host_refusal: str = ""
 
     @property
     def advisory(self) -> bool:
         """True when no supported client rejects it: a SHOULD-level kind, or a fault only some other
-        clients reject (``check`` exits 0 for those unless ``--strict``)."""
+        clients reject (``check`` exits 0 for those unless ``--strict``); never when the host audited
+        as refuses it."""
+        if self.host_refusal:
+            return False
         return self.kind.advisory or (bool(self.for_clients) and not CLIENT_FAULTS[self.for_clients].supported)
 
     @property
@@ -85,8 +91,10 @@ class Finding:
 
     @property
     def clients(self) -> tuple[str, ...]:
-        """The clients it breaks: the fault kind's, or for a client-specific fault the table's row."""
-        return (CLIENT_FAULTS[self.for_clients].breaks,) if self.for_clients else self.kind.clients
+        """The clients it breaks: the fault kind's, or for a client-specific fault the table's row
+        (after the host audited as, when it refuses it)."""
+        clients = (CLIENT_FAULTS[self.for_clients].breaks,) if self.for_clients else self.kind.clients
+        return (self.host_refusal, *clients) if self.host_refusal else clients
 
     def as_json(self) -> JSONObject:
         """The finding as JSON (the ``--format json`` shape)."""
@@ -197,6 +205,31 @@ class Auditor:
         """Report a ``tools/list`` paging fault (a repeating cursor)."""
         self._list_fault(None, ("/nextCursor",), problem)
 
+    def listed(self, tool: str, scope: str = "") -> bool:
+        """Whether the listing read in ``scope`` names ``tool``."""
+        return tool in self._listing.get(scope, ())
+
+    def unlisted(self, tool: str, why: str) -> None:
+        """Report a call asked for (``check --call``) of a tool the listing does not name (not made)."""
+        kind = KINDS["tool_not_listed"]
+        self._note(
+            tool,
+            "tools/call",
+            "tools_list",
+            (),
+            why,
+            kind,
+            "none: not called (no client calls a tool it was not offered)",
+        )
+
+    def bound(self, where: str, bound: str, what: str) -> None:
+        """Report a bound of the audit that was met (``bound``: the option, ``max_message_bytes``,
+        ``max_listing_bytes``, ``max_pages`` or ``deadline``) and ``what`` was cut: what was not
+        read was not audited, so the audit is not clean."""
+        name = "oversized_message" if bound == "max_message_bytes" else "audit_cut"
+        repair = "none: check stopped reading there, and what it did not read is not audited"
+        self._note(None, where, bound, (), what, KINDS[name], repair)
+
     def tools_call(self, tool: str | None, result: JSONObject, era: str | None, scope: str = "") -> None:
         """Audit one ``CallToolResult`` of ``tool`` (its schema as listed in ``scope``, if it was)."""
         self.era(era)
@@ -224,7 +257,8 @@ class Auditor:
         for pointer, name in failing_formats(result["structuredContent"], schema):
             reason = f"not an RFC 3339 {name}" + (" (no time-zone offset?)" if name != "date" else "")
             where, kind = ("/structuredContent" + pointer,), KINDS["format_date_time"]
-            self._note(tool, "tools/call", "date_time_format", where, reason, kind, DATE_TIME_REPAIR, "", kind.name)
+            # A fault: the TS SDK 1.x and 2.x clients check formats (ajv-formats) and refuse the result.
+            self._note(tool, "tools/call", "date_time_format", where, reason, kind, DATE_TIME_REPAIR)
 
     def add(self, record: Record, where: str) -> None:
         """Report one record of the rule engine (``where``: ``tools/list`` or ``tools/call``)."""
@@ -269,6 +303,10 @@ class Auditor:
         if found is not None:
             found.count += 1
             return
-        finding = Finding(tool, where, rule, pointers, reason, kind, repair, fix=fix, for_clients=for_clients)
+        host = self.client.host
+        refusal = HOST_REFUSALS.get(host.profile, {}).get(for_clients, "") if host and for_clients else ""
+        finding = Finding(
+            tool, where, rule, pointers, reason, kind, repair, fix=fix, for_clients=for_clients, host_refusal=refusal
+        )
         self._index[key] = finding
         self.audit.findings.append(finding)

@@ -85,6 +85,12 @@ AUTHOR_FIXES: dict[str, str] = {
     " request sent",
     "result_output_field": "return the text in content: [{type: 'text', text: ...}], not in an output or result"
     " member of your own",
+    "tool_not_listed": "list every tool a client may call in tools/list (names are case-sensitive); or give"
+    " check --call a name the listing shows",
+    "oversized_message": "page tools/list (a nextCursor every few hundred tools) and keep results small: return a"
+    " resource_link or a page of a large result, not all of it",
+    "audit_cut": "end the listing: omit nextCursor on the last page and answer each page promptly (or run check"
+    " with a longer --deadline or a larger --max-listing-bytes if the listing is that large on purpose)",
     "unrepaired": _CONFORM,
     "unreadable_tool": "publish schemas a JSON Schema 2020-12 validator compiles (test them with `jsonschema"
     " check-schema` or Ajv's strict mode)",

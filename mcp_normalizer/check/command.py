@@ -5,13 +5,16 @@ fault the proxy would repair, changing nothing.
 
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL ['{json args}'] ...]
                              [--calls FILE] [--format table|json] [--config FILE] [--era auto|legacy|VERSION]
-                             [--host PROFILE] [--timeout S] [--write-config FILE] [--strict]
+                             [--host PROFILE] [--timeout S] [--deadline S] [--max-message-bytes N]
+                             [--max-listing-bytes N] [--write-config FILE] [--strict]
     mcp-normalizer check --capture FILE [--format table|json] [--config FILE] [--write-config FILE]
 
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
 effects). ``--host PROFILE`` audits as that host receives the server (``claude-code``, ``codex``...:
 :mod:`mcp_normalizer.engine.rules.host_profiles`): its ``clientInfo`` is sent, and what it refuses is a
-fault; through the proxy, the host's repairs are made for it. Exit codes: 0 clean (advisories
+fault; through the proxy, the host's repairs are made for it. It reads within bounds: each page and
+result up to ``--max-message-bytes``, the listing up to ``--max-listing-bytes`` (and 1,000 pages), the
+whole run up to ``--deadline`` seconds; a bound met is a finding that says what was cut. Exit codes: 0 clean (advisories
 only: SHOULD-level faults no supported client rejects; ``--strict`` makes them 1), 1 faults found,
 2 usage, configuration or connection errors.
 """
@@ -38,12 +41,14 @@ from ..types import JSONObject
 from ..wire.jsoncodec import dumps, loads
 from ..wire.jsonrpc import MODERN_ERA
 from .auditor import Audit, Auditor
-from .client import McpClient
+from .client import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, Cut, McpClient, TooLarge
 from .replay import replay
 from .report import as_json, as_table
 from .write_config import rule_file
 
 Call = tuple[str, JSONObject]
+#: The default ``--deadline``: seconds for the whole run.
+DEADLINE = 120.0
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 section 5.6.2
 _FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 
@@ -86,6 +91,29 @@ def _parser() -> Parser:
         help="audit as this host receives the server: its clientInfo is sent, and what it refuses is a fault",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEADLINE,
+        help=f"seconds the whole run may take (default {DEADLINE:g}); past it what was read is reported, with a"
+        " finding that says what was not",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=MAX_MESSAGE_BYTES,
+        metavar="N",
+        help=f"bytes of one tools/list page or tools/call result read at most (default {MAX_MESSAGE_BYTES}, the"
+        " proxy's max_message_bytes); a larger one is cut, a finding says so",
+    )
+    parser.add_argument(
+        "--max-listing-bytes",
+        type=int,
+        default=MAX_LISTING_BYTES,
+        metavar="N",
+        help=f"bytes of all tools/list pages together read at most (default {MAX_LISTING_BYTES}); paging stops"
+        " there, a finding says so",
+    )
     parser.add_argument(
         "--write-config",
         metavar="FILE",
@@ -204,43 +232,92 @@ async def audit_server(
     era: str = "auto",
     timeout: float = 30.0,
     host: Host | None = None,
-) -> tuple[Audit, str]:
+    deadline: float = DEADLINE,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_listing_bytes: int = MAX_LISTING_BYTES,
+) -> tuple[Audit, str | None]:
     """Connect to ``url`` (``era`` as :meth:`McpClient.connect` takes it), list every tool, make
-    ``calls`` and audit it all.
+    ``calls`` and audit it all, within the bounds: ``max_message_bytes`` per page and per result,
+    ``max_listing_bytes`` for the listing, ``deadline`` seconds for the whole run. A bound met is a
+    finding (:meth:`Auditor.bound`) and the audit goes on with what was read (past the deadline:
+    it ends there). A call of a tool the listing does not name is a finding, and is not made.
 
     Returns:
-        The audit and the era the server speaks.
+        The audit and the era the server speaks (``None`` when the deadline came first).
 
     Raises:
         CheckError: the server cannot be reached or does not answer with JSON-RPC.
     """
     name = host.client_names[0] if host is not None else "mcp-normalizer-check"
     auditor = Auditor(config, profile_for({"name": name}) if host is not None else UNKNOWN)
-    async with McpClient(url, headers, timeout, client_name=name) as client:
-        used = await client.connect(era)
-        legacy = [version for version in client.supported if version < MODERN_ERA]
-        if legacy:
-            auditor.audit.notes.append(
-                f"the server also speaks {', '.join(legacy)}: run with --era legacy to audit what legacy clients"
-                " (TS SDK 1.x, most hosts today) get"
-            )
-        pages, paging = await client.list_tools()
-        for index, page in enumerate(pages):
-            auditor.tools_list(page, used, first_page=index == 0)
-        if paging is not None:
-            auditor.paging(paging)
-        for name, arguments in calls:
-            answer = await client.call_tool(name, arguments)
-            result = answer.get("result")
-            if not isinstance(result, dict):
-                error = answer.get("error")
-                message = error.get("message") if isinstance(error, dict) else None
-                auditor.audit.notes.append(f"call {name}: JSON-RPC error {message!r}; nothing to audit")
-            elif result.get("resultType", "complete") != "complete" or "task" in result:
-                auditor.audit.notes.append(f"call {name}: resultType {result.get('resultType')!r}; not audited")
-            else:
-                auditor.tools_call(name, result, used)
+    used: str | None = None
+    doing = "connecting"
+    pages = done = 0
+
+    def page(result: JSONObject) -> None:
+        nonlocal pages
+        auditor.tools_list(result, used, first_page=pages == 0)
+        pages += 1
+
+    async with McpClient(url, headers, timeout, client_name=name, max_message_bytes=max_message_bytes) as client:
+        client.ends_at = anyio.current_time() + deadline
+        with anyio.move_on_after(deadline) as run:
+            used = await client.connect(era)
+            legacy = [version for version in client.supported if version < MODERN_ERA]
+            if legacy:
+                auditor.audit.notes.append(
+                    f"the server also speaks {', '.join(legacy)}: run with --era legacy to audit what legacy"
+                    " clients (TS SDK 1.x, most hosts today) get"
+                )
+            doing = "listing tools"
+            cut = await client.list_tools(page, listing_bytes=max_listing_bytes)
+            listing_cut = cut is not None and cut.bound != "cursor"
+            if cut is not None:
+                _report_cut(auditor, cut)
+            for tool, arguments in calls:
+                doing = f"calling {tool}"
+                if not auditor.listed(tool):
+                    why = "not listed by the server (tools/list)"
+                    if listing_cut:
+                        why = "not in the tools/list pages read (the listing was cut)"
+                    auditor.unlisted(tool, why)
+                    done += 1
+                    continue
+                try:
+                    answer = await client.call_tool(tool, arguments)
+                except TooLarge as exc:
+                    what = f"the result of {tool} is larger than --max-message-bytes ({exc.limit} bytes): cut after"
+                    auditor.bound("tools/call", "max_message_bytes", f"{what} {exc.read} bytes read; not audited")
+                else:
+                    _audit_answer(auditor, tool, answer, used)
+                done += 1
+        if run.cancelled_caught:
+            what = f"the run met --deadline ({deadline:g} s) while {doing}: {pages} tools/list pages read"
+            what += f"; {done} of {len(calls)} calls done" + (f", {len(calls) - done} not" if done < len(calls) else "")
+            auditor.bound("tools/call" if doing.startswith("calling") else "tools/list", "deadline", what)
     return auditor.audit, used
+
+
+def _report_cut(auditor: Auditor, cut: Cut) -> None:
+    """Report why the listing stopped early: a repeating cursor (the server's fault) or a bound."""
+    if cut.bound == "cursor":
+        auditor.paging(cut.text)
+        return
+    bound = {"message": "max_message_bytes", "listing": "max_listing_bytes", "pages": "max_pages"}[cut.bound]
+    auditor.bound("tools/list", bound, cut.text)
+
+
+def _audit_answer(auditor: Auditor, tool: str, answer: JSONObject, era: str | None) -> None:
+    """Audit the response to a call of ``tool``: its result, or note why not."""
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        error = answer.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        auditor.audit.notes.append(f"call {tool}: JSON-RPC error {message!r}; nothing to audit")
+    elif result.get("resultType", "complete") != "complete" or "task" in result:
+        auditor.audit.notes.append(f"call {tool}: resultType {result.get('resultType')!r}; not audited")
+    else:
+        auditor.tools_call(tool, result, era)
 
 
 def audit_capture(path: str, config: NormalizerConfig) -> Audit:
@@ -267,6 +344,14 @@ def main(argv: Sequence[str]) -> int:
         return _fail("give either a server URL or --capture FILE")
     if not 0 < args.timeout < math.inf:
         return _fail(f"--timeout must be a positive number of seconds, not {args.timeout}")
+    if not 0 < args.deadline < math.inf:
+        return _fail(f"--deadline must be a positive number of seconds, not {args.deadline}")
+    for option, value in (
+        ("--max-message-bytes", args.max_message_bytes),
+        ("--max-listing-bytes", args.max_listing_bytes),
+    ):
+        if value < 1:
+            return _fail(f"{option} must be a positive number of bytes, not {value}")
     try:
         config_file = args.config or os.environ.get("MCP_NORMALIZER_CONFIG") or None
         config = rule_config(config_file)  # as the proxy reads it: the file, then the MCP_NORMALIZER_* keys
@@ -280,7 +365,15 @@ def main(argv: Sequence[str]) -> int:
         else:
             url, calls, headers = _url(args.url), _calls(args.call, args.calls), _headers(args.header)
             host = PROFILES[args.host] if args.host is not None else None
-            run = functools.partial(audit_server, era=args.era, timeout=args.timeout, host=host)
+            run = functools.partial(
+                audit_server,
+                era=args.era,
+                timeout=args.timeout,
+                host=host,
+                deadline=args.deadline,
+                max_message_bytes=args.max_message_bytes,
+                max_listing_bytes=args.max_listing_bytes,
+            )
             audit, era = anyio.run(run, url, calls, config, headers)
             source = redact_url(url)
         if args.write_config is not None:

@@ -134,7 +134,11 @@ KINDS: dict[str, FaultKind] = {
             "format_date_time",
             _CONFORM + " (format: date-time is RFC 3339 date-time, with a time-zone offset)",
             _CONFORM_AT + "; RFC 3339 section 5.6",
-            ("Clients validating formats (Ajv with ajv-formats): -32602",),
+            (
+                "TS SDK Client 1.x and 2.x (Ajv with ajv-formats: -32602 'Structured content does not match the"
+                " tool's output schema: data/taken must match format \"date-time\"')",
+                "Claude Code, Cursor, Gemini CLI, OpenCode, MCP Inspector (all embed the TS SDK Client)",
+            ),
         ),
         FaultKind(
             "missing_text_content",
@@ -323,6 +327,36 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "tool_not_listed",
+            "A client calls the tools tools/list lists (hosts offer their model only those); a name it does not"
+            " list is an unknown tool",
+            "MCP 2025-06-18+ server/tools.mdx, Listing Tools and Calling Tools (Error Handling: unknown tools)",
+            (
+                "every host (its model is never offered the tool, so it is never called)",
+                "check --call (a misspelt name would audit the server's 'not found' answer instead of the tool)",
+            ),
+        ),
+        FaultKind(
+            "oversized_message",
+            "No spec rule bounds a message; check reads at most --max-message-bytes of one tools/list page or"
+            " tools/call result (the proxy's own max_message_bytes default, 32 MiB)",
+            "mcp-normalizer check --max-message-bytes; the proxy's [proxy] max_message_bytes",
+            (
+                "clients that read each message whole: TS SDK Client 1.x and 2.x and the Python SDK client hold"
+                " all of it (a 200 MiB page took 1 GB of memory to read)",
+            ),
+        ),
+        FaultKind(
+            "audit_cut",
+            "No spec rule bounds a listing or a run; check reads at most --max-listing-bytes of all tools/list"
+            " pages, 1,000 pages, and stops the whole run at --deadline",
+            "mcp-normalizer check --max-listing-bytes, --deadline; MCP server/utilities/pagination.mdx",
+            (
+                "clients that list every page before use (TS SDK Client's callers, hosts): a pager without end,"
+                " or one that answers each page just under the timeout, holds them as long",
+            ),
+        ),
+        FaultKind(
             "unrepaired",
             _CONFORM,
             _CONFORM_AT,
@@ -335,6 +369,19 @@ KINDS: dict[str, FaultKind] = {
             ("Any validating client (the tool, or the whole list, is rejected)",),
         ),
     )
+}
+_CLAUDE_DRAFT_07 = (
+    " refuses every call to a tool whose outputSchema declares draft-07 ('supports JSON Schema 2020-12 only';"
+    " anthropics/claude-ai-mcp#1016, anthropics/claude-code#86142, #88882)"
+)
+#: Faults of the client table (:data:`~mcp_normalizer.engine.rules.clients.CLIENT_FAULTS`) that no
+#: supported client rejects but a host refuses: for ``check --host`` of that host they are faults,
+#: not advisories (``reference/hosts.md``, "Where hosts refuse what the spec allows"). Profile ->
+#: client fault -> what that host does with it.
+HOST_REFUSALS: dict[str, dict[str, str]] = {
+    "claude-code": {"schema_dialect_draft": "Claude Code (2.1.2xx)" + _CLAUDE_DRAFT_07},
+    "claude-desktop": {"schema_dialect_draft": "Claude Desktop and Cowork" + _CLAUDE_DRAFT_07},
+    "claude-connectors": {"schema_dialect_draft": "claude.ai connectors" + _CLAUDE_DRAFT_07},
 }
 #: Kinds of the proxy's own findings that are not rules.
 _EVENT_KINDS = {"unrepaired": "unrepaired", "fault": "unreadable_tool"}
