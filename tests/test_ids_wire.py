@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from mcp_normalizer.wire.jsonrpc import answering, id_key, mint_id, same_value
+from mcp_normalizer.wire.jsonrpc import answering, id_key, mint_id, response_to, same_value
 
 from .support import HEADERS
 from .test_stdio_upstream import call, events, open_session, post, stdio_proxy
@@ -194,6 +194,25 @@ def test_a_reply_answers_the_request_it_is_before_one_it_spells() -> None:
     assert answering(1, [("s", "1"), ("n", 1)]) == ("n", 1)
     assert answering(1.0, [("s", "1"), ("n", 1)]) is None  # names both: no one's
     assert answering("2", [("n", 1)]) is None and id_key(1.0) is None
+
+
+@pytest.mark.parametrize(
+    ("rid", "written", "answers"),
+    [
+        (1, b"1", True),
+        ("q\u00e9", b'"q\\u00e9"', True),
+        (2**70, b"1180591620717411303424", True),
+        (1, b"true", False),  # Python's 1 == True: once the check client took it for the answer
+        (1, b"1.0", False),
+        (1, b'"1"', False),
+        ("1", b"1", False),
+    ],
+)
+def test_the_check_client_takes_only_the_reply_under_its_id_as_sent(rid: Any, written: bytes, answers: bool) -> None:
+    """``mcp-normalizer check`` is a strict client: it repairs nothing, so it compares ids as sent."""
+    reply = b'{"jsonrpc":"2.0","id":' + written + b',"result":{"balance":12.50}}'
+    assert (response_to(reply, rid) is not None) is answers
+    assert (response_to(b"[" + reply + b"]", rid) is not None) is answers
 
 
 def spelled(rid: Any, tool: str, *ids: str, **params: Any) -> dict[str, Any]:

@@ -241,7 +241,12 @@ def _client_info(messages: list[JSON]) -> JSON:
 
 def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
     """The response (``result`` or ``error``) to ``request_id`` in a JSON body or SSE event data,
-    a single message or a batch; ``None`` when there is none or ``data`` is not JSON."""
+    a single message or a batch; ``None`` when there is none or ``data`` is not JSON.
+
+    The id is compared as sent, type and all (``basic/index.mdx``): ``true`` or ``1.0`` is no
+    answer to ``1`` (the checking client sees what a strict client sees; it repairs nothing).
+    """
+    wanted = id_key(request_id)
     if not data:
         return None
     try:
@@ -252,7 +257,8 @@ def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
         if (
             isinstance(message, dict)
             and ("result" in message or "error" in message)
-            and message.get("id") == request_id
+            and wanted is not None
+            and id_key(message.get("id")) == wanted
         ):
             return message
     return None
