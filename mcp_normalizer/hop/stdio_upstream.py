@@ -14,10 +14,13 @@ messages:
   child. A session with nothing in flight and no GET stream for ``child_idle_timeout`` seconds is
   ended the same way. At most ``max_children`` children run; past that a new session gets 503.
 - *2026-07-28* (stateless: no ``initialize``, the era in every request's ``_meta``): one shared
-  child serves every such request. Each request's id and ``progressToken`` are replaced by the
-  proxy's own on the way in and restored on the way out, so two clients using the same ids never
-  meet; a client that closes its stream cancels its request (``notifications/cancelled``, the stdio
-  form of ``basic/patterns/cancellation.mdx``).
+  child serves every such request. Each request's id and ``progressToken`` (whatever the token's
+  JSON type: a ``1.0`` a lax server reads as ``1`` too) are replaced by the proxy's own on the way
+  in (unguessable strings, :func:`~mcp_normalizer.wire.jsonrpc.mint_id`) and restored as the
+  client wrote them on the way out, so two clients using the same ids never meet; a client that
+  closes its stream cancels its request (``notifications/cancelled`` naming the proxy's id of that
+  request, the stdio form of ``basic/patterns/cancellation.mdx``), and no other: a stateless
+  client's own notifications reach no one.
 
 **Routing, child to client.** A response goes to the stream of its request; a
 ``notifications/progress`` to the stream whose request carries its ``progressToken``; any other
