@@ -27,6 +27,13 @@ Faults (all optional):
   ``flood_on``: a tool whose call writes ``flood`` progress notifications of ``flood_bytes`` each as
       fast as stdout takes them, then its result, then ``flooded`` on stderr.
 
+  ``js_numbers``: it reads JSON as JavaScript's ``JSON.parse`` (and pydantic's lax mode) do: a number
+      written ``1.0`` is the integer ``1`` (so a progress token ``1.0`` is echoed ``1``);
+  ``answer_ids``: a ``tools/call`` whose arguments hold ``ids`` (a list of spellings) is answered once
+      per spelling, in order, its text ``answered as <spelling>``: ``=`` is the request's id as sent,
+      ``float`` that id as a JSON number with a fraction (``float(id)``), any other spelling a string,
+      ``spelling.format(id)`` (``" {}"`` writes ``" 7"`` for ``7``).
+
 Every ``notifications/cancelled`` it receives is written to stderr (``cancelled: <requestId>``).
 """
 
@@ -73,9 +80,15 @@ def main() -> int:
         else:
             write(message)
 
+    def js_float(text: str) -> float | int:
+        value = float(text)
+        return int(value) if value.is_integer() else value
+
+    parse_float = js_float if faults.get("js_numbers") else float
+
     def incoming() -> Any:
         for raw in sys.stdin.buffer:
-            decoded = json.loads(raw)
+            decoded = json.loads(raw, parse_float=parse_float)
             if not isinstance(decoded, list):
                 yield decoded
                 continue
@@ -117,6 +130,13 @@ def main() -> int:
         elif method == "tools/call":
             name = params.get("name")
             if name == faults.get("silent_on"):
+                continue
+            spellings = (params.get("arguments") or {}).get("ids") if faults.get("answer_ids") else None
+            if spellings:
+                for spelling in spellings:
+                    sid = rid if spelling == "=" else float(rid) if spelling == "float" else spelling.format(rid)
+                    text = {"type": "text", "text": f"answered as {spelling}"}
+                    send({"jsonrpc": "2.0", "id": sid, "result": {"content": [text], **modern(params)}})
                 continue
             if name == faults.get("progress_on"):
                 token = (params.get("_meta") or {}).get("progressToken")

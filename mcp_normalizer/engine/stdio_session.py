@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..errors import DecodeError
 from ..types import JSON
 from ..wire.jsoncodec import loads
-from ..wire.jsonrpc import IdKey, PendingRequest, id_key, inspect_request
+from ..wire.jsonrpc import IdKey, PendingRequest, answering, id_key, inspect_request
 from ..wire.sse import parse_event
 from .audit import AuditLog
 from .exchange import Exchange
@@ -205,12 +205,11 @@ class StdioSession:
                 result = one.get("result")
                 version = result.get("protocolVersion") if isinstance(result, dict) else None
                 self.era = version if isinstance(version, str) else self.era
-            if key is not None and key in self.pending:
+            answers = answering(one["id"], self.pending)
+            if answers is not None and answers == key:
                 found[key] = self.pending.pop(key)
-                continue
-            alike = [k for k in self.pending if _spelled_alike(k, one["id"])]
-            if len(alike) == 1 and not isinstance(message, list):
-                sole = alike[0]
+            elif answers is not None and not isinstance(message, list):
+                sole = answers  # the request's id in another type (one rule: wire.jsonrpc.same_value)
                 found[sole] = self.pending.pop(sole)
         return found, sole
 
@@ -225,13 +224,6 @@ def _is_jsonrpc(message: JSON) -> bool:
     if isinstance(message, dict):
         return "jsonrpc" in message
     return isinstance(message, list) and bool(message) and all(isinstance(m, dict) and "jsonrpc" in m for m in message)
-
-
-def _spelled_alike(key: IdKey, value: JSON) -> bool:
-    """Is ``value`` (a response's id) the request id ``key`` in another JSON type (``"1"``, ``1.0``)?"""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return False
-    return str(key[1]) == (str(int(value)) if isinstance(value, float) and value.is_integer() else str(value))
 
 
 _STRING = rb'"(?:[^"\\]|\\.)*"'

@@ -14,10 +14,13 @@ messages:
   child. A session with nothing in flight and no GET stream for ``child_idle_timeout`` seconds is
   ended the same way. At most ``max_children`` children run; past that a new session gets 503.
 - *2026-07-28* (stateless: no ``initialize``, the era in every request's ``_meta``): one shared
-  child serves every such request. Each request's id and ``progressToken`` are replaced by the
-  proxy's own on the way in and restored on the way out, so two clients using the same ids never
-  meet; a client that closes its stream cancels its request (``notifications/cancelled``, the stdio
-  form of ``basic/patterns/cancellation.mdx``).
+  child serves every such request. Each request's id and ``progressToken`` (whatever the token's
+  JSON type: a ``1.0`` a lax server reads as ``1`` too) are replaced by the proxy's own on the way
+  in (unguessable strings, :func:`~mcp_normalizer.wire.jsonrpc.mint_id`) and restored as the
+  client wrote them on the way out, so two clients using the same ids never meet; a client that
+  closes its stream cancels its request (``notifications/cancelled`` naming the proxy's id of that
+  request, the stdio form of ``basic/patterns/cancellation.mdx``), and no other: a stateless
+  client's own notifications reach no one.
 
 **Routing, child to client.** A response goes to the stream of its request; a
 ``notifications/progress`` to the stream whose request carries its ``progressToken``; any other
@@ -48,7 +51,6 @@ for ``send_timeout`` seconds loses its stream.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
@@ -77,11 +79,12 @@ from ..wire.jsonrpc import (
     PROTOCOL_VERSION_META,
     Envelope,
     IdKey,
+    answering,
     header,
     id_key,
+    mint_id,
     read_envelope,
     refusal_body,
-    same_value,
 )
 from ..wire.lines import LAST, LINE, LineDecoder
 from . import child as children
@@ -235,7 +238,6 @@ class _Child:
         self.done = False  # it has exited (and what it left unanswered was answered)
         self.finished = anyio.Event()  # its pipes are closed
         self.status = 0
-        self.ids = itertools.count(1)
         self._lock = anyio.Lock()
 
     @property
@@ -327,9 +329,7 @@ class _Child:
             return
         self.answered = True
         if envelope.response:
-            key = id_key(envelope.id)
-            if key is None or key not in self.waiting:
-                key = self._spelled_otherwise(envelope.id)
+            key = answering(envelope.id, self.waiting)
             if key is None:
                 if id_key(envelope.id) in self.left:
                     logger.info("%s answered a request whose client left (id %s): not relayed", self.label, envelope.id)
@@ -366,17 +366,15 @@ class _Child:
         await self.answer(key, error_line(waiter.id, f"the MCP server's response ({self.label}) is not valid JSON"))
         return True
 
-    def _spelled_otherwise(self, value: object) -> IdKey | None:
-        """The one request in flight whose id ``value`` spells in another type (``"1"`` for ``1``)."""
-        found = [key for key in self.waiting if same_value(value, key)]
-        return found[0] if len(found) == 1 else None
-
     def _progress_waiter(self, line: bytes) -> _Waiter | None:
+        """The request whose ``progressToken`` a ``notifications/progress`` carries, compared as
+        sent (a progress token is never respelled: the shared child's are the proxy's strings)."""
         try:
             params = split_object(split_object(line)["params"])
-            return self.progress.get(id_key(loads(params["progressToken"])) or ("", ""))
+            token = id_key(loads(params["progressToken"]))
         except (DecodeError, KeyError):
             return None
+        return self.progress.get(token) if token is not None else None
 
     async def answer(self, key: IdKey, line: bytes) -> None:
         """Deliver the response ``line`` to the request ``key`` (child-side) and forget it."""
@@ -841,17 +839,17 @@ class StdioUpstream:
                 raise DecodeError("a batch in the stateless era")
             (message,) = messages
             members = dict(message.members)
-            key: IdKey = ("n", next(child.ids))
+            key: IdKey = ("s", mint_id("request"))
             waiter = _Waiter(stream, bytes(members["id"]))
-            members["id"] = Raw(str(key[1]).encode())
-            if message.token is not None:
-                params_raw = members["params"]
-                meta_raw = split_object(params_raw)["_meta"]
-                waiter.token = bytes(split_object(meta_raw)["progressToken"])
-                waiter.token_key = key
-                own_meta = replace_member(meta_raw, "progressToken", str(key[1]).encode())
+            members["id"] = Raw(dumps(key[1]))
+            found = _token_of(members)
+            if found is not None:  # whatever its JSON type: a float 1.0 a lax server reads as 1 too
+                params_raw, meta_raw, token_raw = found
+                token_key: IdKey = ("s", mint_id("progress"))
+                waiter.token, waiter.token_key = bytes(token_raw), token_key
+                own_meta = replace_member(meta_raw, "progressToken", dumps(token_key[1]))
                 members["params"] = Raw(replace_member(params_raw, "_meta", own_meta))
-                child.progress[key] = waiter
+                child.progress[token_key] = waiter
             child.waiting[key] = waiter
             stream.open.add(key)
             return join_object(members)
@@ -1075,6 +1073,24 @@ def _parse(body: bytes) -> tuple[list[_Incoming], bool] | _Unreadable:
             incoming.version = found if isinstance(found, str) else None
         messages.append(incoming)
     return messages, len(texts) != 1 or body.lstrip()[:1] == b"["
+
+
+def _token_of(members: dict[str, Raw]) -> tuple[Raw, Raw, Raw] | None:
+    """A request's ``params``, its ``_meta`` and its ``_meta.progressToken`` (undecoded, whatever
+    its JSON type), or ``None`` when it carries no token (no ``params`` object, no ``_meta`` object).
+
+    Raises:
+        DecodeError: ``params`` or its ``_meta`` starts as an object but cannot be read (the shared
+            child must not get a token the proxy could not replace).
+    """
+    params_raw = members.get("params")
+    if params_raw is None or memoryview(params_raw)[:1].tobytes() != b"{":
+        return None
+    meta_raw = split_object(params_raw).get("_meta")
+    if meta_raw is None or memoryview(meta_raw)[:1].tobytes() != b"{":
+        return None
+    token_raw = split_object(meta_raw).get("progressToken")
+    return (params_raw, meta_raw, token_raw) if token_raw is not None else None
 
 
 def _meta_of(message: dict[str, Raw]) -> dict[str, object] | None:

@@ -11,7 +11,6 @@ need it while it runs wait for it.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from dataclasses import dataclass, field
 
@@ -26,7 +25,7 @@ from ..engine.transform import ResponseTransformer
 from ..errors import ResponseRefused
 from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Scope
 from ..wire.jsoncodec import dumps
-from ..wire.jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, object_only
+from ..wire.jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, mint_id, object_only
 from .relay import TransformingSend
 
 logger = logging.getLogger(__name__)
@@ -35,7 +34,6 @@ logger = logging.getLogger(__name__)
 _FETCH_HEADERS = frozenset(
     {b"host", b"authorization", b"cookie", b"mcp-session-id", b"mcp-protocol-version", b"origin", b"user-agent"}
 )
-_FETCH_ID = itertools.count(1)
 #: Pages fetched at most (a server whose cursors never end does not keep a fetch running).
 MAX_PAGES = 100
 
@@ -126,7 +124,7 @@ class ToolsFetcher:
                 params["_meta"] = protocol_meta
             if cursor is not None:
                 params["cursor"] = cursor
-            request_id = f"mcp-normalizer-tools-list-{next(_FETCH_ID)}"
+            request_id = mint_id("tools-list")  # no client can write it: never a client's id
             key: IdKey = ("s", request_id)
             page = Exchange(
                 {key: PendingRequest(TOOLS_LIST, cursor=cursor)},

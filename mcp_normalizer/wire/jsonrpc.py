@@ -12,7 +12,11 @@ different ids, so keys carry the type.
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
+import secrets
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,23 +56,52 @@ def id_key(value: object) -> IdKey | None:
 
 
 def same_value(value: object, key: IdKey) -> bool:
-    """True when the id ``value`` is the value of id key ``key`` written in another type (``"1"``
-    for ``1``, ``1`` or ``1.0`` for ``"1"``): the one id fault a proxy may repair, since it names
-    no other request (rule ``jsonrpc_id``)."""
+    """True when the response id ``value`` names the request id key ``key``: the one rule every
+    path that matches a reply to a request uses (the HTTP transformer and rule ``jsonrpc_id``, the
+    stdio upstream, the stdio wrapper).
+
+    MCP ids are strings or integers compared as sent (``basic/index.mdx``), so ``value`` names
+    ``key`` when it is that id; besides, it names it when it is the same value written in the other
+    type, spelled the one way that type spells it: ``"1"`` for ``1``, ``1`` or ``1.0`` for ``"1"``,
+    ``7.0`` for ``7`` (servers that round-trip ids through a number or a string: rule
+    ``jsonrpc_id``, python-sdk#961). Nothing else: ``" 1"``, ``"01"``, ``"+1"``, ``"1.0"`` or
+    ``1.5`` never name ``1``, a boolean names nothing, and neither does ``null``.
+    """
     if isinstance(value, bool):
         return False
     kind, sent = key
     if isinstance(value, str):
-        return kind == "n" and value.strip() == str(sent)
-    if isinstance(value, int | float) and kind == "s":
-        text = str(sent).strip()
-        try:
-            return float(text) == value and (not isinstance(value, float) or value.is_integer())
-        except ValueError:
+        return (kind == "s" and value == sent) or (kind == "n" and value == str(sent))
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
             return False
-    if isinstance(value, float) and kind == "n":
-        return value == sent
+        value = int(value)
+    if isinstance(value, int):
+        return (kind == "n" and value == sent) or (kind == "s" and str(value) == sent)
     return False
+
+
+def answering(value: object, keys: Iterable[IdKey]) -> IdKey | None:
+    """The request among ``keys`` (id keys in flight) that the response id ``value`` answers: the
+    one whose id it is, else the only one it names in another type (:func:`same_value`); ``None``
+    when it answers none, or two could be meant (``"1"`` while ``1`` and ``"1"`` are both in
+    flight is ``"1"``'s; ``1.0`` then is no one's)."""
+    key = id_key(value)
+    pool = keys if isinstance(keys, Collection) else list(keys)
+    if key is not None and key in pool:
+        return key
+    found = [candidate for candidate in pool if same_value(value, candidate)]
+    return found[0] if len(found) == 1 else None
+
+
+def mint_id(purpose: str) -> str:
+    """A JSON-RPC id (or progress token) of the proxy's own: ``mcp-normalizer-<purpose>-`` then 96
+    random bits (``secrets``) and a counter. No client can guess one, so none can write it (to
+    answer, cancel or steer the request it names), and two never collide."""
+    return f"mcp-normalizer-{purpose}-{secrets.token_urlsafe(12)}-{next(_MINTED)}"
+
+
+_MINTED = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +241,12 @@ def _client_info(messages: list[JSON]) -> JSON:
 
 def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
     """The response (``result`` or ``error``) to ``request_id`` in a JSON body or SSE event data,
-    a single message or a batch; ``None`` when there is none or ``data`` is not JSON."""
+    a single message or a batch; ``None`` when there is none or ``data`` is not JSON.
+
+    The id is compared as sent, type and all (``basic/index.mdx``): ``true`` or ``1.0`` is no
+    answer to ``1`` (the checking client sees what a strict client sees; it repairs nothing).
+    """
+    wanted = id_key(request_id)
     if not data:
         return None
     try:
@@ -219,7 +257,8 @@ def response_to(data: bytes | None, request_id: JSON) -> JSONObject | None:
         if (
             isinstance(message, dict)
             and ("result" in message or "error" in message)
-            and message.get("id") == request_id
+            and wanted is not None
+            and id_key(message.get("id")) == wanted
         ):
             return message
     return None
