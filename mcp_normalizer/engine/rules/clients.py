@@ -63,8 +63,10 @@ CLIENT_FAULTS: dict[str, ClientFault] = {
         "code-mode/UTCP (MissingRefError on $defs; tool discovery fails)", frozenset({PYTHON_SDK, CONFORMANCE})
     ),
     "format_date_time": ClientFault(
-        "Cursor and other Ajv clients with formats (-32602 on date-times without an offset)",
+        "TS SDK Client 1.x and 2.x ('must match format \"date-time\"'), Cursor and other Ajv clients with"
+        " formats (-32602 on date-times without an offset)",
         frozenset({PYTHON_SDK}),
+        supported=True,
         spec="format: date-time is an RFC 3339 date-time, which has a time-zone offset (Z or +hh:mm); a value"
         " without one does not conform",
     ),
