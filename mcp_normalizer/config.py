@@ -190,7 +190,8 @@ class ProxyConfig:
     http: str = setting("httptools", "the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).")
     workers: int = setting(
         1,
-        "processes serving the port (``SO_REUSEPORT``); each has its own state, unless ``state_url`` shares it.",
+        "processes serving the port (``SO_REUSEPORT``); more than 1 needs ``state_url``, where they share "
+        "what each session established.",
         minimum=1,
     )
     forwarded_headers: bool = setting(
@@ -581,7 +582,8 @@ class Settings:
 
         Raises:
             ConfigError: the rule file cannot be read or is invalid; there is no upstream (neither
-                ``upstream`` nor ``[proxy] upstream_cmd``), or there are both.
+                ``upstream`` nor ``[proxy] upstream_cmd``), or there are both; ``workers`` above 1
+                without ``state_url``.
         """
         config = rule_config(self.config_file, self.environ).with_proxy(dict(flags or {}))
         command = config.proxy.upstream_cmd
@@ -598,6 +600,16 @@ class Settings:
             problem = _command_problem(config.proxy)
             if problem is not None:
                 raise ConfigError(f"upstream_cmd: {problem}")
+        if config.proxy.workers > 1 and not config.proxy.state_url:
+            # Each worker would keep its own sessions: a session's calls, spread over the workers,
+            # would see the client's host repairs (and its tasks, its resumable requests) on some
+            # calls and not on others.
+            raise ConfigError(
+                f"workers = {config.proxy.workers} needs state_url: each worker would know only the sessions it "
+                "served, so one session's calls would be repaired differently from worker to worker; set "
+                "state_url (MCP_NORMALIZER_STATE_URL, [proxy] state_url) to a Redis the workers share, or keep "
+                "workers at 1"
+            )
         proxy = config.proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):
