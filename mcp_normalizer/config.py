@@ -28,7 +28,7 @@ import os
 import shlex
 import shutil
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -232,7 +232,13 @@ class ProxyConfig:
         "session (:mod:`mcp_normalizer.hop.stdio_upstream`).",
     )
     upstream_env: tuple[str, ...] = setting(
-        (), "``NAME=VALUE`` variables set for that command, on top of the proxy's environment."
+        (),
+        "that command's environment beyond the proxy's: ``NAME=VALUE`` sets a variable, ``NAME`` passes the "
+        "proxy's own through. The command inherits the proxy's environment less the proxy's own variables "
+        "(:data:`OWN_PREFIXES`: ``MCP_NORMALIZER_*``, ``OTEL_*``). In ``MCP_NORMALIZER_UPSTREAM_ENV``: a JSON "
+        'object (``{"NAME": "VALUE"}``, ``null`` passes through), one item per line, or comma-separated '
+        "``NAME=VALUE`` items (no value with a comma).",
+        kind="envlist",
     )
     upstream_cwd: str = setting("", "the working directory of that command (empty: the proxy's).")
     max_children: int = setting(
@@ -295,10 +301,10 @@ class ProxyConfig:
                 shlex.split(command)
             except ValueError as exc:
                 raise ConfigError(f"{where} upstream_cmd {command!r}: {exc}") from None
-        if any(
-            not name or not sep for name, sep, _ in (item.partition("=") for item in values.get("upstream_env", ()))
-        ):
-            raise ConfigError(f"{where} upstream_env items are NAME=VALUE (a name, then =, then the value)")
+        try:
+            env_items(values.get("upstream_env", ()))
+        except ValueError as exc:
+            raise ConfigError(f"{where} upstream_env: {exc}") from None
         cwd = values.get("upstream_cwd", "")
         if cwd and not os.path.isdir(cwd):
             raise ConfigError(f"{where} upstream_cwd {cwd!r} is not a directory")
@@ -642,7 +648,7 @@ def _command_problem(proxy: ProxyConfig) -> str | None:
     (its program not found or not executable, looked up as the child's ``PATH`` and working
     directory would), else ``None``."""
     program = shlex.split(proxy.upstream_cmd)[0]
-    env = dict(item.partition("=")[::2] for item in proxy.upstream_env)
+    env, _ = env_items(proxy.upstream_env)
     cwd = proxy.upstream_cwd or None
     if "/" in program:
         path = os.path.join(cwd, program) if cwd and not os.path.isabs(program) else program
@@ -652,6 +658,32 @@ def _command_problem(proxy: ProxyConfig) -> str | None:
     if shutil.which(program, path=env.get("PATH", os.environ.get("PATH"))) is None:
         return f"{program!r} is not found on PATH"
     return None
+
+
+#: The prefixes of the proxy's own variables, never passed to a stdio server it starts: its settings
+#: (among them ``state_url``, which may carry the store's password, and ``state_secret``) and
+#: OpenTelemetry's (``OTEL_EXPORTER_OTLP_HEADERS`` carries the collector's token), the only ones it reads.
+OWN_PREFIXES = ("MCP_NORMALIZER_", "OTEL_")
+
+
+def env_items(items: Iterable[str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The variables the ``NAME=VALUE`` items of ``items`` set, and the names the ``NAME`` items
+    pass through from the proxy's environment (``upstream_env``, ``stdio --env``).
+
+    Raises:
+        ValueError: an item with no name (``=VALUE``, or empty), or one holding a NUL character.
+    """
+    values: dict[str, str] = {}
+    passed: list[str] = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not name or "\0" in item:
+            raise ValueError(f"{item!r} is not NAME=VALUE or NAME (a name, then = and the value, which may be empty)")
+        if sep:
+            values[name] = value
+        else:
+            passed.append(name)
+    return values, tuple(passed)
 
 
 def redact_url(url: str) -> str:

@@ -18,8 +18,10 @@ Faults (all optional):
       ``progressToken``), then holds its result until the client sends ``notifications/release``.
   ``ask_on``: a tool whose call sends the client a ``roots/list`` request, then answers with the
       roots the client's response names (as text: ``roots: <uri>,<uri>``);
-  ``where_on``: a tool answering with this process's pid, working directory, ``$FIXTURE_NOTE`` and
-      open descriptors (number -> what it links to);
+  ``where_on``: a tool answering with this process's pid, working directory, ``$FIXTURE_NOTE``,
+      open descriptors (number -> what it links to) and ``environ``: the environment it was started
+      with (``/proc/self/environ``: this interpreter's own changes, such as PEP 538's ``LC_CTYPE``,
+      are not in it);
   ``close_stdout_on``: a tool whose call closes stdout and then keeps running, reading stdin;
   ``nan_on``: a tool whose result holds ``NaN`` (Python's ``json.dumps`` default: not JSON);
   a tool named ``release`` answers at once and releases what ``progress_on`` holds (the stateless
@@ -166,7 +168,12 @@ def main() -> int:
                         fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
                     except OSError:
                         continue  # listdir's own, closed by now
-                where = json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "note": note, "fds": fds})
+                with open("/proc/self/environ", "rb") as fh:
+                    pairs = [entry.partition(b"=") for entry in fh.read().split(b"\0") if entry]
+                environ = {os.fsdecode(name): os.fsdecode(value) for name, _, value in pairs}
+                where = json.dumps(
+                    {"pid": os.getpid(), "cwd": os.getcwd(), "note": note, "fds": fds, "environ": environ}
+                )
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": where}]}})
                 continue
             if name == faults.get("crash_on"):

@@ -384,12 +384,43 @@ async def test_lines_that_are_json_but_no_message_or_not_utf8_never_reach_the_ho
     assert [line["stdout"] for line in log_lines(log) if "stdout" in line] == noise * 2
 
 
+@pytest.mark.anyio
+async def test_the_server_gets_the_hosts_environment_less_the_wrappers_own_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: behind the wrapper, the server inherited the wrapper's ``MCP_NORMALIZER_*`` and
+    ``OTEL_*`` variables, and an ``LC_CTYPE=C.UTF-8`` the host never sent (the interpreter's own
+    locale coercion, PEP 538). It gets what the host sent, less those, plus ``--env``."""
+    secrets = {
+        "MCP_NORMALIZER_STATE_SECRET": "s3cret-key",
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer s3cret-token",
+        "OTEL_SERVICE_NAME": "the-server",
+        "FIXTURE_API_KEY": "the server's own key",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    for name in ("LC_ALL", "LC_CTYPE", "LANG"):  # the C locale, as a host may start it
+        monkeypatch.delenv(name, raising=False)
+    log = tmp_path / "log.jsonl"
+    flags = ("--env", "FIXTURE_NOTE=a,b", "--env", "OTEL_SERVICE_NAME", "--env", "EMPTY=")
+    out, status = await raw_session(
+        wrapped(fixture(plan_with(where_on="echo")), log, *flags), INITIALIZE + call(1, "echo")
+    )
+    assert status == 0
+    environ = json.loads(orjson.loads(out[1])["result"]["content"][0]["text"])["environ"]
+    assert "s3cret" not in json.dumps(environ)
+    assert {name for name in environ if name.startswith(("MCP_NORMALIZER_", "OTEL_"))} == {"OTEL_SERVICE_NAME"}
+    assert environ["FIXTURE_NOTE"] == "a,b" and environ["EMPTY"] == "" and environ["OTEL_SERVICE_NAME"] == "the-server"
+    assert environ["FIXTURE_API_KEY"] == "the server's own key"
+    assert not {"LC_CTYPE", "LC_ALL", "LANG"} & set(environ)
+
+
 def test_a_bad_cwd_env_or_log_level_is_named() -> None:
     import subprocess
 
     cases = {
         ("--cwd", "/nonexistent/dir"): "--cwd '/nonexistent/dir' is not a directory",
-        ("--env", "FOO"): "--env takes NAME=VALUE",
+        ("--env", "=FOO"): "--env takes NAME=VALUE or NAME",
         ("--log-level", "loud"): "must be one of critical, error, warning, info, debug",
         ("--log-file", "/nonexistent/dir/x.log"): "cannot open the log file",
     }

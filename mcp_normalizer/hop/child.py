@@ -6,6 +6,11 @@ HTTP session). MCP ``basic/transports.mdx``, stdio: the server reads JSON-RPC me
 writes them to stdout, one per line; it MAY log to stderr. To stop it, the client closes its stdin,
 waits, sends SIGTERM, waits again, then SIGKILL (:func:`stop`).
 
+A child's environment (:func:`server_env`) is the proxy's less the proxy's own variables
+(``MCP_NORMALIZER_*``, ``OTEL_*``: the state store's password, the state secret, a collector's token),
+with the interpreter's own ``LC_CTYPE`` (PEP 538 locale coercion, for the proxy alone) undone, plus
+what ``--env``/``upstream_env`` set or pass through by name.
+
 A child is started in a new session (``start_new_session``): a terminal's Ctrl-C reaches it only
 through its parent, which decides what to pass on; the signals its parent sends go to its whole
 process group. It gets no descriptor but its three pipes (:class:`Process`).
@@ -21,12 +26,13 @@ import signal
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
-from functools import partial
+from collections.abc import Collection, Mapping, Sequence
+from functools import cache, partial
 from typing import IO
 
 import anyio
 
+from ..config import OWN_PREFIXES
 from ..wire.lines import LINE, PART, LineDecoder
 
 logger = logging.getLogger("mcp_normalizer")
@@ -180,6 +186,56 @@ class Process:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+#: The locales CPython sets ``LC_CTYPE`` to when it coerces a C locale (PEP 538), in its order.
+_COERCED = ("C.UTF-8", "C.utf8", "UTF-8")
+
+
+@cache
+def _ctype_at_start() -> tuple[bool, str | None]:
+    """``LC_CTYPE`` as this process was started: (known, value). Read from ``/proc/self/environ``
+    (Linux), which holds the environment the process was given, not what it set since; not known
+    elsewhere."""
+    try:
+        with open("/proc/self/environ", "rb") as fh:
+            entries = fh.read().split(b"\0")
+    except OSError:
+        return False, None
+    for entry in entries:
+        name, sep, value = entry.partition(b"=")
+        if sep and name == b"LC_CTYPE":
+            return True, os.fsdecode(value)
+    return True, None
+
+
+def server_env(
+    extra: Mapping[str, str] | None = None,
+    passed: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of a stdio server started by this process.
+
+    Args:
+        extra: variables set for it (``NAME=VALUE`` items), over everything else.
+        passed: names of this process's variables passed through even when they are its own.
+        environ: this process's environment (``None``: ``os.environ``).
+
+    Everything of ``environ`` goes, but the proxy's own variables (:data:`OWN_PREFIXES`) and the
+    ``LC_CTYPE`` the interpreter set for itself: with a C locale, CPython coerces its own to UTF-8
+    and sets ``LC_CTYPE=C.UTF-8`` in its environment (PEP 538), a variable the host never sent.
+    """
+    source = os.environ if environ is None else environ
+    env = {name: value for name, value in source.items() if not name.startswith(OWN_PREFIXES)}
+    known, ctype = _ctype_at_start() if environ is None else (False, None)
+    if known and env.get("LC_CTYPE") in _COERCED and ctype != env.get("LC_CTYPE"):
+        if ctype is None:
+            del env["LC_CTYPE"]
+        else:
+            env["LC_CTYPE"] = ctype
+    env.update({name: source[name] for name in passed if name in source})
+    env.update(extra or {})
+    return env
 
 
 async def start(command: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> Process:
