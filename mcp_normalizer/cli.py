@@ -153,8 +153,10 @@ def _stdio(args: list[str]) -> int:
         configure_logging(level, ns.log_file, process=True)
     except OSError as exc:
         return _fail(f"cannot open the log file {ns.log_file!r}: {exc.strerror or exc}")
-    from .hop.child import server_env
+    from .hop.child import reap_orphans, server_env
     from .hop.stdio_wrapper import run_stdio
+
+    reap_orphans()  # as a container's PID 1 (docker run -i IMAGE stdio -- CMD), no helper stays a zombie
 
     env = server_env(extra, passed)  # never the proxy's own variables, nor an LC_CTYPE the host did not send
 
@@ -245,9 +247,11 @@ def _main(ns: argparse.Namespace) -> int:
 def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
     """Serve the proxy on ``sock`` (in this process); the exit code."""
     from .app import create_app
+    from .hop.child import reap_orphans
     from .hop.server import HttpParser, serve, uvicorn_config
 
     signal.signal(signal.SIGTERM, _exit_cleanly)
+    reap_orphans()  # as a container's PID 1 with no init: what a stdio server leaves behind is reaped
     try:
         app = create_app(settings, config=config)
     except ConfigError as exc:  # OTEL_* ask for traces that cannot be sent

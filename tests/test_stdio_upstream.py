@@ -8,9 +8,11 @@ import io
 import json
 import os
 import shlex
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,10 +28,10 @@ from mcp_normalizer.config import Settings
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.wire.jsoncodec import dumps, loads
 
-from .support import EXE, HEADERS, each_client, free_port, load_cases, proxy_for, running, serve, steps
+from .support import EXE, HEADERS, each_client, free_port, listening, load_cases, proxy_for, running, serve, steps
 from .test_corpus import UNREPAIRABLE, check, rejected
 from .test_everything_wire import DRAFT_07, EVERYTHING, KEPT, STEPS, answers
-from .test_stdio_wrapper import each_stdio_client, fixture, plan_with, without_times
+from .test_stdio_wrapper import each_stdio_client, fixture, ns_pid, plan_with, without_times
 
 pytestmark = pytest.mark.wire
 
@@ -709,6 +711,54 @@ def test_an_upstream_env_that_cannot_be_read_is_named() -> None:
     ):
         done = run_cli("--", "true", env={"MCP_NORMALIZER_UPSTREAM_ENV": value})
         assert done.returncode == 2 and "UPSTREAM_ENV" in done.stderr.upper() and said in done.stderr, done.stderr
+
+
+def test_as_pid_1_the_proxy_reaps_what_a_server_leaves_behind_and_keeps_its_servers_own_status(
+    tmp_path: Path,
+) -> None:
+    """Issue 37: in a container with no init the proxy is PID 1, the parent of every process a
+    server's helper leaves behind; a helper that exited stayed a zombie. The proxy runs here as PID 1
+    of a new PID namespace, in front of a server whose call leaves a grandchild that exits: it is
+    reaped. The server's own exit status still reaches its waiter (status 3, not a reaper's)."""
+    from .test_image import as_pid_1, wait_until
+
+    prefix = as_pid_1()
+    if not prefix:
+        pytest.skip("unshare cannot make a PID namespace on this machine (no unshare, or not allowed)")
+    plan = plan_with(orphan_on="echo", crash_on="protean.list_runtimes", crash_status=3)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+    with (tmp_path / "log").open("wb") as err:
+        process = subprocess.Popen(
+            [*prefix, EXE, "--port", str(port), "--", *fixture(plan)], stdout=err, stderr=err, env=env
+        )
+    try:
+        wait_until(lambda: listening(port), "the proxy listened", process)
+        (proxy,) = proxy_children(process.pid)  # the namespace's PID 1
+        assert ns_pid(proxy) == 1
+        with httpx.Client(timeout=30) as http:
+            url = f"http://127.0.0.1:{port}/mcp"
+            session = http.post(url, content=orjson.dumps(INIT), headers=HEADERS).headers["mcp-session-id"]
+            headers = {**HEADERS, "mcp-session-id": session}
+            answer = events(http.post(url, content=orjson.dumps(call(1, "echo")), headers=headers))
+            left = int(answer[0]["result"]["content"][0]["text"])  # exited: its end of the pipe is closed
+
+            def reaped() -> bool:
+                return all(ns_pid(pid) != left for pid in proxy_children(proxy))
+
+            wait_until(reaped, "the process the server left behind was reaped (it stayed a zombie)", process)
+            crashed = events(http.post(url, content=orjson.dumps(call(2, "protean.list_runtimes")), headers=headers))
+        assert "status 3" in crashed[0]["error"]["message"], crashed
+    finally:
+        with suppress(ValueError, OSError):
+            (proxy,) = proxy_children(process.pid)
+            os.kill(proxy, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()  # (--kill-child takes the proxy along)
+            process.wait()
+    assert process.returncode == 0, (tmp_path / "log").read_text()
 
 
 def test_the_rule_file_and_the_environment_name_the_command_and_bad_settings_are_named(tmp_path: Path) -> None:
