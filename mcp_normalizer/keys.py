@@ -202,7 +202,7 @@ def env_list(raw: str, variable: str) -> list[str]:
     three forms, told apart by the text itself:
 
     - a JSON object, ``{"NAME": "VALUE", "OTHER": null}`` (``null``: pass ``OTHER`` through);
-    - one item per line (a newline anywhere): ``NAME=VALUE`` or ``NAME``; blank lines are skipped,
+    - one item per line (a newline anywhere, a last one too): ``NAME=VALUE`` or ``NAME``; blank lines are skipped,
       the spaces around a line dropped, a value may hold commas;
     - else comma-separated ``NAME=VALUE`` items (the first form of this variable). An item without
       ``=`` is refused there: it is the tail of a value that held a comma, or a name to pass through,
@@ -219,8 +219,11 @@ def env_list(raw: str, variable: str) -> list[str]:
             raise ConfigError(f"{variable} starts with '{{' but is not a JSON object: {exc}") from None
         if not isinstance(decoded, dict) or not all(v is None or isinstance(v, str) for v in decoded.values()):
             raise ConfigError(f'{variable} must be a JSON object of names and string values: {{"NAME": "VALUE"}}')
+        for name in decoded:
+            if not name or "=" in name:
+                raise ConfigError(f"{variable}: {name!r} is not a variable name (empty, or with '=' in it)")
         return [name if value is None else f"{name}={value}" for name, value in decoded.items()]
-    if "\n" in text:
+    if "\n" in raw:  # (a single item with a trailing newline too)
         return [line.strip() for line in text.split("\n") if line.strip()]
     items = [part.strip() for part in raw.split(",") if part.strip()]
     for item in items:

@@ -700,6 +700,15 @@ def test_mcp_normalizer_upstream_env_carries_a_value_with_a_comma(variable: str)
     assert "s3cret" not in json.dumps(environ) and "MCP_NORMALIZER_UPSTREAM_ENV" not in environ
 
 
+def test_the_three_forms_of_mcp_normalizer_upstream_env() -> None:
+    from mcp_normalizer.keys import env_list
+
+    assert env_list("A=1, B=", "V") == ["A=1", "B="]  # the first form, unchanged
+    assert env_list("A=x,y\n", "V") == ["A=x,y"]  # one line: a trailing newline says so
+    assert env_list("A=x,y\r\n\n  PASSED  \n", "V") == ["A=x,y", "PASSED"]
+    assert env_list('{"A": "x,y", "PASSED": null, "E": ""}', "V") == ["A=x,y", "PASSED", "E="]
+
+
 def test_an_upstream_env_that_cannot_be_read_is_named() -> None:
     from .support import run_cli
 
@@ -708,6 +717,7 @@ def test_an_upstream_env_that_cannot_be_read_is_named() -> None:
         ('{"FIXTURE_NOTE": 1}', "JSON object of names and string values"),
         ('{"FIXTURE_NOTE": ', "not a JSON object"),
         ("=nameless\nA=1", "'=nameless' is not NAME=VALUE or NAME"),
+        ('{"A=B": "x"}', "not a variable name"),
     ):
         done = run_cli("--", "true", env={"MCP_NORMALIZER_UPSTREAM_ENV": value})
         assert done.returncode == 2 and "UPSTREAM_ENV" in done.stderr.upper() and said in done.stderr, done.stderr
