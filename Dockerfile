@@ -57,6 +57,8 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request as r; r.urlopen('http://127.0.0.1:' + (os.environ.get('MCP_NORMALIZER_PORT') or '8765') + (os.environ.get('MCP_NORMALIZER_ADMIN_PREFIX') or '/.mcp-normalizer') + '/livez', timeout=3)"]
 # Exec form: the proxy is PID 1 and gets SIGTERM itself; it stops accepting connections and gives
 # open streams MCP_NORMALIZER_GRACEFUL_SHUTDOWN seconds (default 10) to finish, so give `docker stop`
-# (default 10 s) or the orchestrator a longer grace period.
+# (default 10 s) or the orchestrator a longer grace period. As PID 1 with no init in the image, the
+# proxy also reaps the processes a stdio server leaves behind (no zombies); an init in front is
+# welcome too: `docker run --init`, compose's `init: true` (docs/deployment.md, "Zombies").
 ENTRYPOINT ["mcp-normalizer"]
 CMD []

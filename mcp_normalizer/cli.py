@@ -4,9 +4,9 @@
 
     mcp-normalizer --upstream URL [--host 127.0.0.1] [--port 8765] [--config FILE]
                    [--report-only] [--log-level LEVEL]
-    mcp-normalizer [--upstream-cwd DIR] [--upstream-env NAME=VALUE ...] [flags as above] -- CMD [ARGS...]
+    mcp-normalizer [--upstream-cwd DIR] [--upstream-env NAME[=VALUE] ...] [flags as above] -- CMD [ARGS...]
                    (or --upstream-cmd 'CMD ARGS...': a stdio server, served on /mcp)
-    mcp-normalizer stdio [--config FILE] [--log-file FILE] [--cwd DIR] [--env NAME=VALUE ...] -- CMD [ARGS...]
+    mcp-normalizer stdio [--config FILE] [--log-file FILE] [--cwd DIR] [--env NAME[=VALUE] ...] -- CMD [ARGS...]
     mcp-normalizer demo [--port 8765] [--upstream-port 8766] [--response-mode sse|json] [--once]
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL '{json args}' ...] [--calls FILE]
                              [--format table|json] [--config FILE]     (see mcp_normalizer.check.command)
@@ -32,7 +32,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, cast
 
 from .arguments import Parser
-from .config import LOG_LEVELS, NormalizerConfig, Settings, rule_config
+from .config import LOG_LEVELS, NormalizerConfig, Settings, env_items, rule_config
 from .errors import ConfigError
 from .ops.logs import configure_logging
 from .wire.hosts import is_loopback
@@ -56,8 +56,10 @@ def _proxy_parser() -> Parser:
     parser.add_argument(
         "--upstream-env",
         action="append",
-        metavar="NAME=VALUE",
-        help="a variable for that server (repeatable; env MCP_NORMALIZER_UPSTREAM_ENV, comma-separated)",
+        metavar="NAME[=VALUE]",
+        help="a variable for that server, or NAME alone to pass the proxy's through (repeatable; env"
+        " MCP_NORMALIZER_UPSTREAM_ENV: a JSON object, one item per line, or comma-separated); the server gets the"
+        " proxy's environment less its MCP_NORMALIZER_* and OTEL_* variables",
     )
     parser.add_argument("--host", help="interface to listen on (default 127.0.0.1; env MCP_NORMALIZER_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8765; env MCP_NORMALIZER_PORT)")
@@ -106,7 +108,7 @@ def _stdio_parser() -> Parser:
     parser = Parser(
         prog="mcp-normalizer stdio",
         usage="mcp-normalizer stdio [--config FILE] [--report-only] [--log-level LEVEL] [--log-file FILE]"
-        " [--cwd DIR] [--env NAME=VALUE ...] -- CMD [ARGS...]",
+        " [--cwd DIR] [--env NAME[=VALUE] ...] -- CMD [ARGS...]",
         description="Start a stdio MCP server and relay its messages, repaired, on this process's stdin and "
         "stdout (for a host's config file). The log goes to stderr, or to --log-file.",
     )
@@ -116,7 +118,12 @@ def _stdio_parser() -> Parser:
     parser.add_argument("--log-file", help="append the log to this file instead of stderr")
     parser.add_argument("--cwd", help="the server's working directory (default: this one)")
     parser.add_argument(
-        "--env", action="append", default=[], metavar="NAME=VALUE", help="a variable for the server (repeatable)"
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="a variable for the server, or NAME alone to pass this one's through (repeatable); the server gets"
+        " this process's environment less its own MCP_NORMALIZER_* and OTEL_* variables",
     )
     return parser
 
@@ -134,9 +141,10 @@ def _stdio(args: list[str]) -> int:
         level = ns.log_level or os.environ.get("MCP_NORMALIZER_LOG_LEVEL", "info").lower()
         if level not in LOG_LEVELS:
             raise ConfigError(f"log level {level!r} must be one of {', '.join(LOG_LEVELS)}")
-        if any(not name or not sep for name, sep, _ in (item.partition("=") for item in ns.env)):
-            raise ConfigError("--env takes NAME=VALUE (a name, then =, then the value, which may be empty)")
-        extra = dict(item.partition("=")[::2] for item in ns.env)
+        try:
+            extra, passed = env_items(ns.env)
+        except ValueError as exc:
+            raise ConfigError(f"--env takes NAME=VALUE or NAME: {exc}") from None
         if ns.cwd is not None and not os.path.isdir(ns.cwd):
             raise ConfigError(f"--cwd {ns.cwd!r} is not a directory")
     except ConfigError as exc:
@@ -145,8 +153,12 @@ def _stdio(args: list[str]) -> int:
         configure_logging(level, ns.log_file, process=True)
     except OSError as exc:
         return _fail(f"cannot open the log file {ns.log_file!r}: {exc.strerror or exc}")
-    env = {**os.environ, **extra} if extra else None
+    from .hop.child import reap_orphans, server_env
     from .hop.stdio_wrapper import run_stdio
+
+    reap_orphans()  # as a container's PID 1 (docker run -i IMAGE stdio -- CMD), no helper stays a zombie
+
+    env = server_env(extra, passed)  # never the proxy's own variables, nor an LC_CTYPE the host did not send
 
     return run_stdio(command, config, env=env, cwd=ns.cwd)
 
@@ -235,9 +247,11 @@ def _main(ns: argparse.Namespace) -> int:
 def _run(settings: Settings, config: NormalizerConfig, sock: socket.socket) -> int:
     """Serve the proxy on ``sock`` (in this process); the exit code."""
     from .app import create_app
+    from .hop.child import reap_orphans
     from .hop.server import HttpParser, serve, uvicorn_config
 
     signal.signal(signal.SIGTERM, _exit_cleanly)
+    reap_orphans()  # as a container's PID 1 with no init: what a stdio server leaves behind is reaped
     try:
         app = create_app(settings, config=config)
     except ConfigError as exc:  # OTEL_* ask for traces that cannot be sent

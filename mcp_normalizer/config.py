@@ -28,7 +28,7 @@ import os
 import shlex
 import shutil
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -190,7 +190,8 @@ class ProxyConfig:
     http: str = setting("httptools", "the HTTP/1.1 parser, ``httptools`` (C, the default) or ``h11`` (pure Python).")
     workers: int = setting(
         1,
-        "processes serving the port (``SO_REUSEPORT``); each has its own state, unless ``state_url`` shares it.",
+        "processes serving the port (``SO_REUSEPORT``); more than 1 needs ``state_url``, where they share "
+        "what each session established.",
         minimum=1,
     )
     forwarded_headers: bool = setting(
@@ -231,7 +232,13 @@ class ProxyConfig:
         "session (:mod:`mcp_normalizer.hop.stdio_upstream`).",
     )
     upstream_env: tuple[str, ...] = setting(
-        (), "``NAME=VALUE`` variables set for that command, on top of the proxy's environment."
+        (),
+        "that command's environment beyond the proxy's: ``NAME=VALUE`` sets a variable, ``NAME`` passes the "
+        "proxy's own through. The command inherits the proxy's environment less the proxy's own variables "
+        "(:data:`OWN_PREFIXES`: ``MCP_NORMALIZER_*``, ``OTEL_*``). In ``MCP_NORMALIZER_UPSTREAM_ENV``: a JSON "
+        'object (``{"NAME": "VALUE"}``, ``null`` passes through), one item per line, or comma-separated '
+        "``NAME=VALUE`` items (no value with a comma).",
+        kind="envlist",
     )
     upstream_cwd: str = setting("", "the working directory of that command (empty: the proxy's).")
     max_children: int = setting(
@@ -294,10 +301,10 @@ class ProxyConfig:
                 shlex.split(command)
             except ValueError as exc:
                 raise ConfigError(f"{where} upstream_cmd {command!r}: {exc}") from None
-        if any(
-            not name or not sep for name, sep, _ in (item.partition("=") for item in values.get("upstream_env", ()))
-        ):
-            raise ConfigError(f"{where} upstream_env items are NAME=VALUE (a name, then =, then the value)")
+        try:
+            env_items(values.get("upstream_env", ()))
+        except ValueError as exc:
+            raise ConfigError(f"{where} upstream_env: {exc}") from None
         cwd = values.get("upstream_cwd", "")
         if cwd and not os.path.isdir(cwd):
             raise ConfigError(f"{where} upstream_cwd {cwd!r} is not a directory")
@@ -581,7 +588,8 @@ class Settings:
 
         Raises:
             ConfigError: the rule file cannot be read or is invalid; there is no upstream (neither
-                ``upstream`` nor ``[proxy] upstream_cmd``), or there are both.
+                ``upstream`` nor ``[proxy] upstream_cmd``), or there are both; ``workers`` above 1
+                without ``state_url``.
         """
         config = rule_config(self.config_file, self.environ).with_proxy(dict(flags or {}))
         command = config.proxy.upstream_cmd
@@ -598,6 +606,16 @@ class Settings:
             problem = _command_problem(config.proxy)
             if problem is not None:
                 raise ConfigError(f"upstream_cmd: {problem}")
+        if config.proxy.workers > 1 and not config.proxy.state_url:
+            # Each worker would keep its own sessions: a session's calls, spread over the workers,
+            # would see the client's host repairs (and its tasks, its resumable requests) on some
+            # calls and not on others.
+            raise ConfigError(
+                f"workers = {config.proxy.workers} needs state_url: each worker would know only the sessions it "
+                "served, so one session's calls would be repaired differently from worker to worker; set "
+                "state_url (MCP_NORMALIZER_STATE_URL, [proxy] state_url) to a Redis the workers share, or keep "
+                "workers at 1"
+            )
         proxy = config.proxy
         base, prefix = self.mcp_path.rstrip("/"), proxy.admin_prefix
         if base and (prefix == base or prefix.startswith(base + "/")):
@@ -630,7 +648,7 @@ def _command_problem(proxy: ProxyConfig) -> str | None:
     (its program not found or not executable, looked up as the child's ``PATH`` and working
     directory would), else ``None``."""
     program = shlex.split(proxy.upstream_cmd)[0]
-    env = dict(item.partition("=")[::2] for item in proxy.upstream_env)
+    env, _ = env_items(proxy.upstream_env)
     cwd = proxy.upstream_cwd or None
     if "/" in program:
         path = os.path.join(cwd, program) if cwd and not os.path.isabs(program) else program
@@ -640,6 +658,32 @@ def _command_problem(proxy: ProxyConfig) -> str | None:
     if shutil.which(program, path=env.get("PATH", os.environ.get("PATH"))) is None:
         return f"{program!r} is not found on PATH"
     return None
+
+
+#: The prefixes of the proxy's own variables, never passed to a stdio server it starts: its settings
+#: (among them ``state_url``, which may carry the store's password, and ``state_secret``) and
+#: OpenTelemetry's (``OTEL_EXPORTER_OTLP_HEADERS`` carries the collector's token), the only ones it reads.
+OWN_PREFIXES = ("MCP_NORMALIZER_", "OTEL_")
+
+
+def env_items(items: Iterable[str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The variables the ``NAME=VALUE`` items of ``items`` set, and the names the ``NAME`` items
+    pass through from the proxy's environment (``upstream_env``, ``stdio --env``).
+
+    Raises:
+        ValueError: an item with no name (``=VALUE``, or empty), or one holding a NUL character.
+    """
+    values: dict[str, str] = {}
+    passed: list[str] = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not name or "\0" in item:
+            raise ValueError(f"{item!r} is not NAME=VALUE or NAME (a name, then = and the value, which may be empty)")
+        if sep:
+            values[name] = value
+        else:
+            passed.append(name)
+    return values, tuple(passed)
 
 
 def redact_url(url: str) -> str:

@@ -3,13 +3,15 @@ kind, its lower bound and its one-line doc. From that one declaration come the k
 reader checks (:func:`read`), the ``MCP_NORMALIZER_<KEY>`` reader (:func:`from_env`: one parser for
 every variable, with one set of boolean words) and the class's ``Attributes`` docs (:func:`documented`).
 
-Kinds: ``bool``, ``int``, ``float``, ``str`` and ``strlist`` (a TOML list of strings; in a variable,
-comma-separated).
+Kinds: ``bool``, ``int``, ``float``, ``str``, ``strlist`` (a TOML list of strings; in a variable,
+comma-separated) and ``envlist`` (a TOML list of ``NAME=VALUE`` or ``NAME`` strings; in a variable, see
+:func:`env_list`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -19,7 +21,7 @@ from typing import Any, Literal, TypeVar
 from .errors import ConfigError
 from .wire.pointer import PointerPattern
 
-Kind = Literal["bool", "int", "float", "str", "strlist"]
+Kind = Literal["bool", "int", "float", "str", "strlist", "envlist"]
 #: The ``field`` metadata entry that holds a :class:`Key`.
 KEY = "mcp_normalizer.key"
 ENV_PREFIX = "MCP_NORMALIZER_"
@@ -33,6 +35,7 @@ _KIND_NAMES: dict[Kind, str] = {
     "float": "a number",
     "str": "a string",
     "strlist": "a list of strings",
+    "envlist": "a list of strings",
 }
 _INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
@@ -113,6 +116,7 @@ def checked(value: Any, key: Key, where: str) -> Any:
         "float": isinstance(value, int | float) and not isinstance(value, bool),
         "str": isinstance(value, str),
         "strlist": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value),
+        "envlist": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value),
     }[key.kind]
     if not kind_ok:
         raise ConfigError(f"{where} must be {_KIND_NAMES[key.kind]}")
@@ -124,7 +128,7 @@ def checked(value: Any, key: Key, where: str) -> Any:
         if value < key.minimum or (key.exclusive and value == key.minimum):
             bound = "greater than" if key.exclusive else "at least"
             raise ConfigError(f"{where} must be {bound} {key.minimum:g}")
-    return tuple(value) if key.kind == "strlist" else value
+    return tuple(value) if key.kind in ("strlist", "envlist") else value
 
 
 def only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -186,9 +190,50 @@ def parse_text(raw: str, key: Key, variable: str) -> Any:
             parsed = float(text)
         elif key.kind == "strlist":
             parsed = [part.strip() for part in raw.split(",") if part.strip()]
+        elif key.kind == "envlist":
+            parsed = env_list(raw, variable)
     except ValueError:
         raise ConfigError(f"{variable}={raw!r} must be {_KIND_NAMES[key.kind]}") from None
     return checked(parsed, key, variable)
+
+
+def env_list(raw: str, variable: str) -> list[str]:
+    """The ``NAME=VALUE`` (set) and ``NAME`` (passed through) items of a variable's text, in one of
+    three forms, told apart by the text itself:
+
+    - a JSON object, ``{"NAME": "VALUE", "OTHER": null}`` (``null``: pass ``OTHER`` through);
+    - one item per line (a newline anywhere, a last one too): ``NAME=VALUE`` or ``NAME``; blank lines are skipped,
+      the spaces around a line dropped, a value may hold commas;
+    - else comma-separated ``NAME=VALUE`` items (the first form of this variable). An item without
+      ``=`` is refused there: it is the tail of a value that held a comma, or a name to pass through,
+      which only the two other forms can say.
+
+    Raises:
+        ConfigError: not a JSON object of strings or nulls; a comma-separated item without ``=``.
+    """
+    text = raw.strip()
+    if text.startswith("{"):
+        try:
+            decoded = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{variable} starts with '{{' but is not a JSON object: {exc}") from None
+        if not isinstance(decoded, dict) or not all(v is None or isinstance(v, str) for v in decoded.values()):
+            raise ConfigError(f'{variable} must be a JSON object of names and string values: {{"NAME": "VALUE"}}')
+        for name in decoded:
+            if not name or "=" in name:
+                raise ConfigError(f"{variable}: {name!r} is not a variable name (empty, or with '=' in it)")
+        return [name if value is None else f"{name}={value}" for name, value in decoded.items()]
+    if "\n" in raw:  # (a single item with a trailing newline too)
+        return [line.strip() for line in text.split("\n") if line.strip()]
+    items = [part.strip() for part in raw.split(",") if part.strip()]
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(
+                f"{variable}: {item!r} is not NAME=VALUE; comma-separated items are NAME=VALUE each. For a value "
+                "with a comma, or a variable passed through by NAME, give one item per line or a JSON object "
+                '{"NAME": "VALUE"}'
+            )
+    return items
 
 
 def from_env(env: Mapping[str, str], keys: Mapping[str, Key], skip: frozenset[str] = frozenset()) -> dict[str, Any]:

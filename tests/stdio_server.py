@@ -18,8 +18,14 @@ Faults (all optional):
       ``progressToken``), then holds its result until the client sends ``notifications/release``.
   ``ask_on``: a tool whose call sends the client a ``roots/list`` request, then answers with the
       roots the client's response names (as text: ``roots: <uri>,<uri>``);
-  ``where_on``: a tool answering with this process's pid, working directory, ``$FIXTURE_NOTE`` and
-      open descriptors (number -> what it links to);
+  ``where_on``: a tool answering with this process's pid, working directory, ``$FIXTURE_NOTE``,
+      open descriptors (number -> what it links to) and ``environ``: the environment it was started
+      with (``/proc/self/environ``: this interpreter's own changes, such as PEP 538's ``LC_CTYPE``,
+      are not in it);
+  ``orphan_on``: a tool whose call leaves a process behind that exits: a child that starts a
+      grandchild and exits at once (reaped here), the grandchild writing its pid and exiting; the
+      call answers with that pid once the grandchild has closed its end of the pipe (it exited), an
+      orphan for the proxy's PID namespace's init to reap;
   ``close_stdout_on``: a tool whose call closes stdout and then keeps running, reading stdin;
   ``nan_on``: a tool whose result holds ``NaN`` (Python's ``json.dumps`` default: not JSON);
   a tool named ``release`` answers at once and releases what ``progress_on`` holds (the stateless
@@ -171,6 +177,23 @@ def main() -> int:
                 held.clear()
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [], **modern(params)}})
                 continue
+            if name == faults.get("orphan_on"):
+                read_end, write_end = os.pipe()
+                helper = os.fork()
+                if helper == 0:  # the helper: starts the grandchild and exits without waiting for it
+                    os.close(read_end)
+                    if os.fork() == 0:
+                        os.write(write_end, str(os.getpid()).encode())
+                    os._exit(0)
+                os.close(write_end)
+                os.waitpid(helper, 0)
+                chunks = []
+                while chunk := os.read(read_end, 64):  # to the end: the grandchild has exited
+                    chunks.append(chunk)
+                os.close(read_end)
+                text = {"type": "text", "text": b"".join(chunks).decode()}
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [text]}})
+                continue
             if name == faults.get("close_stdout_on"):
                 os.close(1)
                 continue
@@ -186,7 +209,12 @@ def main() -> int:
                         fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
                     except OSError:
                         continue  # listdir's own, closed by now
-                where = json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "note": note, "fds": fds})
+                with open("/proc/self/environ", "rb") as fh:
+                    pairs = [entry.partition(b"=") for entry in fh.read().split(b"\0") if entry]
+                environ = {os.fsdecode(name): os.fsdecode(value) for name, _, value in pairs}
+                where = json.dumps(
+                    {"pid": os.getpid(), "cwd": os.getcwd(), "note": note, "fds": fds, "environ": environ}
+                )
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": where}]}})
                 continue
             if name == faults.get("crash_on"):

@@ -207,6 +207,37 @@ def test_a_setting_that_cannot_work_is_one_line_and_exit_2(
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "text", "env"),
+    [
+        (["--workers", "2"], "", {}),
+        ([], "", {"MCP_NORMALIZER_WORKERS": "2"}),
+        ([], "[proxy]\nworkers = 2\n", {}),
+        (["--workers", "3"], '[proxy]\nstate_url = ""\n', {"MCP_NORMALIZER_STATE_URL": ""}),
+    ],
+)
+def test_workers_above_1_without_state_url_are_refused_naming_both_settings(
+    tmp_path: Path, flags: list[str], text: str, env: dict[str, str]
+) -> None:
+    """Issue 37: two workers, each with its own sessions, repaired one session's tools/list for its
+    host on some calls and not on others. Without a store they share, more than one is refused."""
+    port = free_port()
+    done = run_cli(
+        "--upstream", "http://127.0.0.1:9/mcp", "--config", write(tmp_path, text), "--port", str(port), *flags, env=env
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "workers" in done.stderr and "needs state_url" in done.stderr and "MCP_NORMALIZER_STATE_URL" in done.stderr
+    assert not listening(port)
+
+
+def test_workers_above_1_with_a_state_url_are_accepted() -> None:
+    from mcp_normalizer.config import Settings
+
+    environ = {"MCP_NORMALIZER_WORKERS": "2", "MCP_NORMALIZER_STATE_URL": "redis://127.0.0.1:1/0"}
+    config = Settings.from_env(environ, upstream="http://127.0.0.1:9/mcp").load_config()
+    assert config.proxy.workers == 2
+
+
 def test_admin_endpoints_beside_a_root_mcp_path_are_accepted() -> None:
     """With the MCP endpoint at ``/``, the default admin prefix does not hide it: the proxy starts."""
     from mcp_normalizer.config import Settings
@@ -337,7 +368,9 @@ async def test_workers_share_one_port_and_stop_together() -> None:
     port = free_port()
     with serve(protean_server("json")) as up:
         argv = [EXE, "--upstream", up + "/mcp", "--port", str(port), "--workers", "2"]
-        process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        # Two workers need a store they share; one that refuses connections is worked around (fail-open).
+        env = {**os.environ, "MCP_NORMALIZER_STATE_URL": f"redis://127.0.0.1:{free_port()}/0"}
+        process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
         try:
             deadline = time.monotonic() + 20
             while not listening(port) or len(_children(process.pid)) < 2:

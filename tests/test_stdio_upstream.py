@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,10 +28,10 @@ from mcp_normalizer.config import Settings
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.wire.jsoncodec import dumps, loads
 
-from .support import EXE, HEADERS, each_client, free_port, load_cases, proxy_for, running, serve, steps
+from .support import EXE, HEADERS, each_client, free_port, listening, load_cases, proxy_for, running, serve, steps
 from .test_corpus import UNREPAIRABLE, check, rejected
 from .test_everything_wire import DRAFT_07, EVERYTHING, KEPT, STEPS, answers
-from .test_stdio_wrapper import each_stdio_client, fixture, plan_with, without_times
+from .test_stdio_wrapper import each_stdio_client, fixture, ns_pid, plan_with, without_times
 
 pytestmark = pytest.mark.wire
 
@@ -631,6 +634,143 @@ def test_sigterm_to_the_proxy_stops_every_child_even_one_that_ignores_sigterm(tm
     assert "SIGTERM" in text and "SIGKILL" in text
 
 
+#: The proxy's own variables with secrets in them (issue 37): none may reach the server it starts.
+SECRETS = {
+    "MCP_NORMALIZER_STATE_URL": "redis://:s3cret-password@127.0.0.1:1/0",
+    "MCP_NORMALIZER_STATE_SECRET": "s3cret-key",
+    "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer s3cret-token",
+    "OTEL_SERVICE_NAME": "the-server",
+    "FIXTURE_API_KEY": "the server's own key",  # (what operators pass through the container's env)
+}
+
+
+def c_locale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's locale variables removed, so the processes it starts run in the C locale:
+    the interpreter then coerces its own to UTF-8 (PEP 538) and sets ``LC_CTYPE`` in its environment."""
+    for name in ("LC_ALL", "LC_CTYPE", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def started_with(port: int) -> dict[str, str]:
+    """The environment the stdio server behind the proxy on ``port`` was started with."""
+    with httpx.Client(timeout=30) as http:
+        url = f"http://127.0.0.1:{port}/mcp"
+        session = http.post(url, content=orjson.dumps(INIT), headers=HEADERS).headers["mcp-session-id"]
+        answer = http.post(url, content=orjson.dumps(call(1, "echo")), headers={**HEADERS, "mcp-session-id": session})
+    environ: dict[str, str] = json.loads(events(answer)[0]["result"]["content"][0]["text"])["environ"]
+    return environ
+
+
+def test_the_server_gets_the_proxys_environment_less_the_proxys_own_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: the stdio server inherited the state store's password, the state secret and the
+    collector's token, and an ``LC_CTYPE`` nobody set. It gets the rest of the environment, what
+    ``--upstream-env`` sets (a value with a comma too) and what it passes through by name."""
+    c_locale(monkeypatch)
+    plan = plan_with(where_on="echo")
+    port = free_port()
+    flags = ["--upstream-env", "FIXTURE_NOTE=a,b", "--upstream-env", "OTEL_SERVICE_NAME"]
+    with running([EXE, "--port", str(port), *flags, "--", *fixture(plan)], port, SECRETS):
+        environ = started_with(port)
+    assert "s3cret" not in json.dumps(environ)
+    assert {name for name in environ if name.startswith(("MCP_NORMALIZER_", "OTEL_"))} == {"OTEL_SERVICE_NAME"}
+    assert environ["OTEL_SERVICE_NAME"] == "the-server" and environ["FIXTURE_NOTE"] == "a,b"
+    assert environ["FIXTURE_API_KEY"] == "the server's own key" and environ["PATH"] == os.environ["PATH"]
+    assert not {"LC_CTYPE", "LC_ALL", "LANG"} & set(environ)  # the proxy's UTF-8 is its own
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        '{"FIXTURE_NOTE": "a,b=c", "OTEL_SERVICE_NAME": null}',
+        "FIXTURE_NOTE=a,b=c\n  OTEL_SERVICE_NAME\n\n",
+    ],
+)
+def test_mcp_normalizer_upstream_env_carries_a_value_with_a_comma(variable: str) -> None:
+    """Issue 37: the variable split every value at its commas. As a JSON object or one item per
+    line, a value keeps them (and a name alone, or ``null``, passes the proxy's variable through)."""
+    plan = plan_with(where_on="echo")
+    port = free_port()
+    with running(
+        [EXE, "--port", str(port), "--", *fixture(plan)], port, {**SECRETS, "MCP_NORMALIZER_UPSTREAM_ENV": variable}
+    ):
+        environ = started_with(port)
+    assert environ["FIXTURE_NOTE"] == "a,b=c" and environ["OTEL_SERVICE_NAME"] == "the-server"
+    assert "s3cret" not in json.dumps(environ) and "MCP_NORMALIZER_UPSTREAM_ENV" not in environ
+
+
+def test_the_three_forms_of_mcp_normalizer_upstream_env() -> None:
+    from mcp_normalizer.keys import env_list
+
+    assert env_list("A=1, B=", "V") == ["A=1", "B="]  # the first form, unchanged
+    assert env_list("A=x,y\n", "V") == ["A=x,y"]  # one line: a trailing newline says so
+    assert env_list("A=x,y\r\n\n  PASSED  \n", "V") == ["A=x,y", "PASSED"]
+    assert env_list('{"A": "x,y", "PASSED": null, "E": ""}', "V") == ["A=x,y", "PASSED", "E="]
+
+
+def test_an_upstream_env_that_cannot_be_read_is_named() -> None:
+    from .support import run_cli
+
+    for value, said in (
+        ("FIXTURE_NOTE=a,b", "'b' is not NAME=VALUE"),  # a comma in a value: the other forms say it
+        ('{"FIXTURE_NOTE": 1}', "JSON object of names and string values"),
+        ('{"FIXTURE_NOTE": ', "not a JSON object"),
+        ("=nameless\nA=1", "'=nameless' is not NAME=VALUE or NAME"),
+        ('{"A=B": "x"}', "not a variable name"),
+    ):
+        done = run_cli("--", "true", env={"MCP_NORMALIZER_UPSTREAM_ENV": value})
+        assert done.returncode == 2 and "UPSTREAM_ENV" in done.stderr.upper() and said in done.stderr, done.stderr
+
+
+def test_as_pid_1_the_proxy_reaps_what_a_server_leaves_behind_and_keeps_its_servers_own_status(
+    tmp_path: Path,
+) -> None:
+    """Issue 37: in a container with no init the proxy is PID 1, the parent of every process a
+    server's helper leaves behind; a helper that exited stayed a zombie. The proxy runs here as PID 1
+    of a new PID namespace, in front of a server whose call leaves a grandchild that exits: it is
+    reaped. The server's own exit status still reaches its waiter (status 3, not a reaper's)."""
+    from .test_image import as_pid_1, wait_until
+
+    prefix = as_pid_1()
+    if not prefix:
+        pytest.skip("unshare cannot make a PID namespace on this machine (no unshare, or not allowed)")
+    plan = plan_with(orphan_on="echo", crash_on="protean.list_runtimes", crash_status=3)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_NORMALIZER_")}
+    with (tmp_path / "log").open("wb") as err:
+        process = subprocess.Popen(
+            [*prefix, EXE, "--port", str(port), "--", *fixture(plan)], stdout=err, stderr=err, env=env
+        )
+    try:
+        wait_until(lambda: listening(port), "the proxy listened", process)
+        (proxy,) = proxy_children(process.pid)  # the namespace's PID 1
+        assert ns_pid(proxy) == 1
+        with httpx.Client(timeout=30) as http:
+            url = f"http://127.0.0.1:{port}/mcp"
+            session = http.post(url, content=orjson.dumps(INIT), headers=HEADERS).headers["mcp-session-id"]
+            headers = {**HEADERS, "mcp-session-id": session}
+            answer = events(http.post(url, content=orjson.dumps(call(1, "echo")), headers=headers))
+            left = int(answer[0]["result"]["content"][0]["text"])  # exited: its end of the pipe is closed
+
+            def reaped() -> bool:
+                return all(ns_pid(pid) != left for pid in proxy_children(proxy))
+
+            wait_until(reaped, "the process the server left behind was reaped (it stayed a zombie)", process)
+            crashed = events(http.post(url, content=orjson.dumps(call(2, "protean.list_runtimes")), headers=headers))
+        assert "status 3" in crashed[0]["error"]["message"], crashed
+    finally:
+        with suppress(ValueError, OSError):
+            (proxy,) = proxy_children(process.pid)
+            os.kill(proxy, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()  # (--kill-child takes the proxy along)
+            process.wait()
+    assert process.returncode == 0, (tmp_path / "log").read_text()
+
+
 def test_the_rule_file_and_the_environment_name_the_command_and_bad_settings_are_named(tmp_path: Path) -> None:
     from .support import run_cli
 
@@ -647,7 +787,7 @@ def test_the_rule_file_and_the_environment_name_the_command_and_bad_settings_are
     twice = run_cli("--upstream-cmd", "true", "--", "true")
     quoted = run_cli("--upstream-cmd", "node 'unclosed")
     workers = run_cli("--workers", "2", "--", "true")
-    env = run_cli("--upstream-env", "NOVALUE", "--", "true")
+    env = run_cli("--upstream-env", "=VALUE", "--", "true")
     missing = run_cli("--", "nosuchcmd-xyz", "arg")
     for done, words in (
         (both, "both an upstream URL and an upstream command"),

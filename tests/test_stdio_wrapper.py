@@ -5,8 +5,10 @@ and by raw lines where a fault of the child must be staged exactly (:mod:`tests.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -384,12 +386,97 @@ async def test_lines_that_are_json_but_no_message_or_not_utf8_never_reach_the_ho
     assert [line["stdout"] for line in log_lines(log) if "stdout" in line] == noise * 2
 
 
+@pytest.mark.anyio
+async def test_the_server_gets_the_hosts_environment_less_the_wrappers_own_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: behind the wrapper, the server inherited the wrapper's ``MCP_NORMALIZER_*`` and
+    ``OTEL_*`` variables, and an ``LC_CTYPE=C.UTF-8`` the host never sent (the interpreter's own
+    locale coercion, PEP 538). It gets what the host sent, less those, plus ``--env``."""
+    secrets = {
+        "MCP_NORMALIZER_STATE_SECRET": "s3cret-key",
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer s3cret-token",
+        "OTEL_SERVICE_NAME": "the-server",
+        "FIXTURE_API_KEY": "the server's own key",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    for name in ("LC_ALL", "LC_CTYPE", "LANG"):  # the C locale, as a host may start it
+        monkeypatch.delenv(name, raising=False)
+    log = tmp_path / "log.jsonl"
+    flags = ("--env", "FIXTURE_NOTE=a,b", "--env", "OTEL_SERVICE_NAME", "--env", "EMPTY=")
+    out, status = await raw_session(
+        wrapped(fixture(plan_with(where_on="echo")), log, *flags), INITIALIZE + call(1, "echo")
+    )
+    assert status == 0
+    environ = json.loads(orjson.loads(out[1])["result"]["content"][0]["text"])["environ"]
+    assert "s3cret" not in json.dumps(environ)
+    assert {name for name in environ if name.startswith(("MCP_NORMALIZER_", "OTEL_"))} == {"OTEL_SERVICE_NAME"}
+    assert environ["FIXTURE_NOTE"] == "a,b" and environ["EMPTY"] == "" and environ["OTEL_SERVICE_NAME"] == "the-server"
+    assert environ["FIXTURE_API_KEY"] == "the server's own key"
+    assert not {"LC_CTYPE", "LC_ALL", "LANG"} & set(environ)
+
+
+def ns_pid(pid: int) -> int | None:
+    """The pid process ``pid`` has in its own PID namespace (``None``: it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    (line,) = (line for line in status.splitlines() if line.startswith("NSpid:"))
+    return int(line.split()[-1])
+
+
+def children_of(pid: int) -> list[int]:
+    """The child processes of ``pid`` (every thread's)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_as_pid_1_the_wrapper_reaps_what_its_server_leaves_behind(tmp_path: Path) -> None:
+    """Issue 37: ``docker run -i IMAGE stdio -- CMD`` makes the wrapper PID 1, the parent of what the
+    server's helpers leave behind. Run here as PID 1 of a new PID namespace in front of a server whose
+    call leaves a grandchild that exits: it is reaped, and the server's own status is still the
+    wrapper's exit code."""
+    from .test_image import as_pid_1, wait_until
+
+    prefix = as_pid_1()
+    if not prefix:
+        pytest.skip("unshare cannot make a PID namespace on this machine (no unshare, or not allowed)")
+    plan = plan_with(orphan_on="echo", exit_status=3)
+    log = tmp_path / "log.jsonl"
+    process = subprocess.Popen([*prefix, *wrapped(fixture(plan), log)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(INITIALIZE + call(1, "echo"))
+        process.stdin.flush()
+        lines = [process.stdout.readline() for _ in range(2)]
+        left = int(orjson.loads(lines[1])["result"]["content"][0]["text"])  # exited by now
+        (wrapper,) = children_of(process.pid)
+        assert ns_pid(wrapper) == 1
+
+        def reaped() -> bool:
+            return all(ns_pid(pid) != left for pid in children_of(wrapper))
+
+        wait_until(reaped, "the process the server left behind was reaped (it stayed a zombie)", process)
+        process.stdin.close()
+        assert process.wait(timeout=60) == 3  # the server's status, not a reaper's
+    finally:
+        if process.poll() is None:
+            process.kill()  # (--kill-child takes the wrapper along)
+            process.wait()
+        process.stdout.close()
+
+
 def test_a_bad_cwd_env_or_log_level_is_named() -> None:
     import subprocess
 
     cases = {
         ("--cwd", "/nonexistent/dir"): "--cwd '/nonexistent/dir' is not a directory",
-        ("--env", "FOO"): "--env takes NAME=VALUE",
+        ("--env", "=FOO"): "--env takes NAME=VALUE or NAME",
         ("--log-level", "loud"): "must be one of critical, error, warning, info, debug",
         ("--log-file", "/nonexistent/dir/x.log"): "cannot open the log file",
     }

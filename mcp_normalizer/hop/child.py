@@ -6,6 +6,15 @@ HTTP session). MCP ``basic/transports.mdx``, stdio: the server reads JSON-RPC me
 writes them to stdout, one per line; it MAY log to stderr. To stop it, the client closes its stdin,
 waits, sends SIGTERM, waits again, then SIGKILL (:func:`stop`).
 
+A child's environment (:func:`server_env`) is the proxy's less the proxy's own variables
+(``MCP_NORMALIZER_*``, ``OTEL_*``: the state store's password, the state secret, a collector's token),
+with the interpreter's own ``LC_CTYPE`` (PEP 538 locale coercion, for the proxy alone) undone, plus
+what ``--env``/``upstream_env`` set or pass through by name.
+
+As PID 1 (a container's entry point with no init), the proxy is also the parent of every process a
+server leaves behind (a helper whose parent exited): :func:`reap_orphans` reaps those, and never the
+children :func:`start` started, each waited for by its own thread.
+
 A child is started in a new session (``start_new_session``): a terminal's Ctrl-C reaches it only
 through its parent, which decides what to pass on; the signals its parent sends go to its whole
 process group. It gets no descriptor but its three pipes (:class:`Process`).
@@ -21,12 +30,13 @@ import signal
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
-from functools import partial
+from collections.abc import Collection, Mapping, Sequence
+from functools import cache, partial
 from typing import IO
 
 import anyio
 
+from ..config import OWN_PREFIXES
 from ..wire.lines import LINE, PART, LineDecoder
 
 logger = logging.getLogger("mcp_normalizer")
@@ -37,6 +47,61 @@ child_logger = logging.getLogger("mcp_normalizer.hop.server")
 MAX_LOG_LINE = 16 * 1024
 #: Bytes read from a child's pipe at once.
 CHUNK = 64 * 1024
+
+
+#: The children :func:`start` started and not yet reaped, by pid: each is reaped by its own thread,
+#: never by :func:`reap_orphans`. Guarded by :data:`_spawn`, held while a child is forked.
+_owned: set[int] = set()
+_spawn = threading.Condition()
+#: Seconds the orphan reaper waits, with no child at all, before it looks again (a process entered
+#: from outside, ``docker exec``, can leave an orphan to PID 1 while the proxy has no child).
+ORPHAN_POLL = 5.0
+_reaper: threading.Thread | None = None
+
+
+def reap_orphans() -> bool:
+    """When this process is PID 1 (a container started with no init), start a daemon thread that
+    reaps every process handed to it that it did not start (a server's helper whose parent exited),
+    so none stays a zombie. True if it was started.
+
+    It peeks (``waitid(P_ALL, WEXITED | WNOWAIT)``: nothing reaped) and reaps only a pid that is not
+    one of :data:`_owned`: the exit status of a server is its own waiter's.
+    """
+    global _reaper
+    if os.getpid() != 1 or _reaper is not None:
+        return False
+    _reaper = threading.Thread(target=_reap_orphans, name="mcp-normalizer-init", daemon=True)
+    _reaper.start()
+    logger.debug("PID 1: orphaned processes are reaped")
+    return True
+
+
+def _reap_orphans() -> None:
+    """The orphan reaper's loop (:func:`reap_orphans`)."""
+    while True:
+        try:
+            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)  # blocks until a child has exited
+        except ChildProcessError:  # no child at all: wait for one
+            with _spawn:
+                _spawn.wait(ORPHAN_POLL)
+            continue
+        if found is None:
+            continue
+        pid = found.si_pid
+        with _spawn:  # (a child being started now is in _owned once the lock is free)
+            if pid in _owned:  # its own thread reaps it, now
+                _spawn.wait_for(partial(_reaped, pid), timeout=1.0)
+                continue
+            try:
+                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)
+            except ChildProcessError:
+                continue  # (reaped by whoever started it: a start that failed)
+        logger.debug("reaped an orphaned process (pid %d, status %d)", pid, found.si_status)
+
+
+def _reaped(pid: int) -> bool:
+    """Has the child ``pid`` that :func:`start` started been reaped by its own thread?"""
+    return pid not in _owned
 
 
 class PipeReader:
@@ -135,6 +200,9 @@ class Process:
         by the loop would do without the thread, but uvloop keeps polling a closed descriptor's
         number, which the next accepted connection may get.)"""
         self._popen.wait()
+        with _spawn:
+            _owned.discard(self._popen.pid)
+            _spawn.notify_all()
         with contextlib.suppress(RuntimeError):  # (the loop is gone)
             loop.call_soon_threadsafe(self._exited.set)
 
@@ -182,6 +250,56 @@ class Process:
         await self.aclose()
 
 
+#: The locales CPython sets ``LC_CTYPE`` to when it coerces a C locale (PEP 538), in its order.
+_COERCED = ("C.UTF-8", "C.utf8", "UTF-8")
+
+
+@cache
+def _ctype_at_start() -> tuple[bool, str | None]:
+    """``LC_CTYPE`` as this process was started: (known, value). Read from ``/proc/self/environ``
+    (Linux), which holds the environment the process was given, not what it set since; not known
+    elsewhere."""
+    try:
+        with open("/proc/self/environ", "rb") as fh:
+            entries = fh.read().split(b"\0")
+    except OSError:
+        return False, None
+    for entry in entries:
+        name, sep, value = entry.partition(b"=")
+        if sep and name == b"LC_CTYPE":
+            return True, os.fsdecode(value)
+    return True, None
+
+
+def server_env(
+    extra: Mapping[str, str] | None = None,
+    passed: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of a stdio server started by this process.
+
+    Args:
+        extra: variables set for it (``NAME=VALUE`` items), over everything else.
+        passed: names of this process's variables passed through even when they are its own.
+        environ: this process's environment (``None``: ``os.environ``).
+
+    Everything of ``environ`` goes, but the proxy's own variables (:data:`OWN_PREFIXES`) and the
+    ``LC_CTYPE`` the interpreter set for itself: with a C locale, CPython coerces its own to UTF-8
+    and sets ``LC_CTYPE=C.UTF-8`` in its environment (PEP 538), a variable the host never sent.
+    """
+    source = os.environ if environ is None else environ
+    env = {name: value for name, value in source.items() if not name.startswith(OWN_PREFIXES)}
+    known, ctype = _ctype_at_start() if environ is None else (False, None)
+    if known and env.get("LC_CTYPE") in _COERCED and ctype != env.get("LC_CTYPE"):
+        if ctype is None:
+            del env["LC_CTYPE"]
+        else:
+            env["LC_CTYPE"] = ctype
+    env.update({name: source[name] for name in passed if name in source})
+    env.update(extra or {})
+    return env
+
+
 async def start(command: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> Process:
     """Start ``command`` with its three standard streams piped, in a new session.
 
@@ -203,16 +321,19 @@ async def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     try:
-        popen = subprocess.Popen(
-            list(command),
-            stdin=in_read,
-            stdout=out_write,
-            stderr=err_write,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with _spawn:  # (the orphan reaper never sees it unowned)
+            popen = subprocess.Popen(
+                list(command),
+                stdin=in_read,
+                stdout=out_write,
+                stderr=err_write,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+            _owned.add(popen.pid)
+            _spawn.notify_all()
     except BaseException:
         for fd in (in_read, in_write, out_read, out_write, err_read, err_write):
             os.close(fd)
@@ -230,6 +351,8 @@ async def start(command: Sequence[str], *, env: Mapping[str, str] | None = None,
     except BaseException:
         popen.kill()
         popen.wait()
+        with _spawn:
+            _owned.discard(popen.pid)
         raise
     return Process(popen, stdin, readers[0], readers[1])
 

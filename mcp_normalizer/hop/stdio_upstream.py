@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import secrets
 import shlex
@@ -67,6 +66,7 @@ import anyio.abc
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..config import env_items
 from ..engine.stdio_session import long_line_id
 from ..errors import ClientDisconnect, DecodeError
 from ..ops.metrics import Metrics
@@ -117,29 +117,33 @@ class Command:
 
     Attributes:
         argv: the command and its arguments.
-        env: variables set for it on top of the proxy's environment.
+        env: variables set for it on top of the proxy's environment (less the proxy's own
+            variables: :func:`~mcp_normalizer.hop.child.server_env`).
         cwd: its working directory (``None``: the proxy's).
+        passed: names of the proxy's variables passed through even when they are its own.
     """
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    passed: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, line: str, env: Sequence[str] = (), cwd: str = "") -> Command:
         """From a shell-quoted command line (:func:`shlex.split`; no shell runs it) and
-        ``NAME=VALUE`` items.
+        ``NAME=VALUE`` (set) or ``NAME`` (passed through) items.
 
         Raises:
-            ValueError: the line is empty or badly quoted, or an item has no ``=`` or no name.
+            ValueError: the line is empty or badly quoted, or an item has no name.
         """
         argv = tuple(shlex.split(line))
         if not argv:
             raise ValueError("the upstream command is empty")
-        pairs = [item.partition("=") for item in env]
-        if any(not name or not sep for name, sep, _ in pairs):
-            raise ValueError("upstream_env items are NAME=VALUE (a name, then =, then the value)")
-        return cls(argv, {name: value for name, _, value in pairs}, cwd or None)
+        try:
+            values, passed = env_items(env)
+        except ValueError as exc:
+            raise ValueError(f"upstream_env: {exc}") from None
+        return cls(argv, values, cwd or None, passed)
 
     @property
     def label(self) -> str:
@@ -634,7 +638,7 @@ class StdioUpstream:
         if len(self._children) + self._starting >= self.max_children:
             detail = f"{self.max_children} MCP server processes run, one per session; end one with DELETE"
             return _refusal(503, self.refusals.refused(CHILDREN, peer, detail), extra=[(b"retry-after", b"1")])
-        env = {**os.environ, **self.command.env} if self.command.env else None
+        env = children.server_env(self.command.env, self.command.passed)
         self._starting += 1  # (the slot is taken while it starts)
         try:
             process = await children.start(self.command.argv, env=env, cwd=self.command.cwd)

@@ -61,6 +61,7 @@ from .child import (
     last_words,
     log_stderr,
     receive,
+    server_env,
     start,
     stop,
     text,
@@ -89,7 +90,8 @@ class StdioWrapper:
         config: the rules and ``[proxy]`` settings (``max_rewrite_bytes``, ``graceful_shutdown``).
         host_in, host_out: the host's side, binary files (read and written in worker threads, as
             the MCP SDKs' stdio transports do).
-        env, cwd: the child's environment (``None``: the wrapper's) and working directory.
+        env, cwd: the child's whole environment (``None``: the wrapper's, less its own variables:
+            :func:`~mcp_normalizer.hop.child.server_env`) and working directory.
     """
 
     def __init__(
@@ -106,7 +108,7 @@ class StdioWrapper:
         self.config = config
         self.host_in = host_in
         self.host_out = host_out
-        self.env = env
+        self.env = env if env is not None else server_env()  # (never the proxy's own variables)
         self.cwd = cwd
         self.label = " ".join(self.command)[:200]
         self.session = StdioSession(
