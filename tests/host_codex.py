@@ -15,13 +15,23 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from starlette.responses import Response
 
-from .host_loop import McpServer, MockModel, ModelView, fresh_home, host_command, host_env, run_host, sse
+from .host_loop import (
+    HOST_TIMEOUT,
+    McpServer,
+    MockModel,
+    ModelView,
+    fresh_home,
+    host_command,
+    host_env,
+    run_host,
+    sse,
+)
 
 HOST = "codex"
 #: The prompt ``codex exec`` gets; the mock answers whatever it says.
@@ -207,15 +217,18 @@ def run_codex(
     arguments: Mapping[str, Any],
     tmp: Path,
     *,
+    names: Iterable[str] = (),
     mock: type[ResponsesMock] = ResponsesMock,
+    timeout: float = HOST_TIMEOUT,
 ) -> ModelView:
     """Run ``codex exec`` once against ``server`` with the mock as its model; return what the model got.
 
-    ``tool`` is the MCP tool's own name (``None``: the model calls nothing); the view's ``tools``
-    are keyed by MCP name too (for the tools whose Codex name maps back to one: Codex's name
-    mangling is undone by matching :func:`model_name`). ``result`` is the ``function_call_output``
-    text of the last request (it starts ``Wall time: ... Output:``). ``mock`` is the model's class
-    (a test of the harness gives one that misbehaves).
+    ``tool`` is the MCP tool's own name (``None``: the model calls nothing). The view's ``tools``
+    are keyed by the name Codex offered, which is the MCP name for names of ``[a-zA-Z0-9_-]``;
+    ``tool`` and ``names`` (other MCP names) are mapped back from Codex's spelling
+    (:func:`model_name`). ``result`` is the ``function_call_output`` text of the last request (it
+    starts ``Wall time: ... Output:``). ``mock`` is the model's class (a test of the harness gives
+    one that misbehaves); ``timeout`` bounds the run in seconds.
 
     Raises:
         HostFailure: Codex hung, never reached the mock, or sent it a request it does not know.
@@ -238,9 +251,11 @@ def run_codex(
             "--dangerously-bypass-approvals-and-sandbox",
             PROMPT,
         ]
-        log = run_host(HOST, argv, env, work, model)
+        log = run_host(HOST, argv, env, work, model, timeout)
     bodies = [body for _, body in model.requests if isinstance(body, dict)]
-    declared = offered(bodies[0], namespace) if bodies else {}
+    back = {model_name(name): name for name in (*names, *([tool] if tool is not None else []))}
+    first = next((offered(body, namespace) for body in bodies if body.get("tools")), {})  # the turn's tools
+    declared = {back.get(name, name): spec for name, spec in first.items()}
     return ModelView(
         host=HOST,
         tools=declared,

@@ -19,20 +19,25 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from starlette.responses import Response, StreamingResponse
 
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .host_codex import ResponsesMock, run_codex
 from .host_loop import HostFailure, McpServer, ModelView
-from .support import EXE, ROOT, proxy_for, serve
+from .support import EXE, ROOT, free_port, proxy_for, running, serve
 
 pytestmark = pytest.mark.wire
+
+#: Codex starts a stdio server with a clean environment: the worktree's code must be importable.
+PYTHONPATH = {"PYTHONPATH": str(ROOT)}
 
 SERVER = "demo"
 ROUTES = ("direct", "proxy")
@@ -247,19 +252,37 @@ def test_through_the_proxy_codex_never_shows_less_of_the_problem_than_directly(t
     assert not missing, f"{missing} reached the model directly, not through the proxy: {proxied!r}"
 
 
-# -- a stdio server, behind the stdio wrapper ---------------------------------------------------
+# -- a stdio server: directly, behind the stdio wrapper, served over HTTP -----------------------
+
+WAYS = ("stdio wrapper", "stdio over HTTP")
 
 
-def test_behind_the_stdio_wrapper_codex_keeps_the_server_with_a_null_input_schema(tmp_path: Path) -> None:
-    plan = {"tools": [NULL_SCHEMA, PLAIN], "results": {"status": OK, "plain": OK}}
-    server = [sys.executable, str(ROOT / "tests" / "stdio_server.py"), json.dumps(plan)]
-    env = {"PYTHONPATH": str(ROOT)}
-    direct = run_codex(McpServer(SERVER, command=server, env=env), "plain", {}, tmp_path / "direct")
-    assert direct.tools == {}
-    wrapper = [EXE, "stdio", "--", *server]
-    proxied = run_codex(McpServer(SERVER, command=wrapper, env=env), "status", {}, tmp_path / "proxy")
-    assert set(proxied.tools) == {"status", "plain"}
-    assert output(proxied) == "ok: 1.50 d\u00e9j\u00e0 vu"
+def stdio_server(tools: list[dict[str, Any]]) -> list[str]:
+    """The argv of :mod:`tests.stdio_server` answering every tool of ``tools`` with ``OK``."""
+    plan = {"tools": tools, "results": {spec["name"]: OK for spec in tools}}
+    return [sys.executable, str(ROOT / "tests" / "stdio_server.py"), json.dumps(plan)]
+
+
+def test_directly_a_stdio_server_with_a_null_input_schema_is_lost_to_codex(tmp_path: Path) -> None:
+    server = McpServer(SERVER, command=stdio_server([NULL_SCHEMA, PLAIN]))
+    view = run_codex(server, "plain", {}, tmp_path)
+    assert view.tools == {}
+    assert "MCP server startup failed" in view.log
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_through_the_proxy_codex_keeps_a_stdio_server_with_a_null_input_schema(way: str, tmp_path: Path) -> None:
+    command = stdio_server([NULL_SCHEMA, PLAIN])
+    if way == "stdio wrapper":  # Codex starts ``mcp-normalizer stdio -- CMD``
+        view = run_codex(
+            McpServer(SERVER, command=[EXE, "stdio", "--", *command], env=PYTHONPATH), "status", {}, tmp_path
+        )
+    else:  # ``mcp-normalizer -- CMD`` serves the stdio server on /mcp
+        port = free_port()
+        with running([EXE, "--port", str(port), "--", *command], port):
+            view = run_codex(McpServer(SERVER, url=f"http://127.0.0.1:{port}/mcp"), "status", {}, tmp_path)
+    assert set(view.tools) == {"status", "plain"}
+    assert output(view) == "ok: 1.50 d\u00e9j\u00e0 vu"
 
 
 # -- the harness itself ------------------------------------------------------------------------
@@ -278,3 +301,20 @@ def test_a_mock_that_answers_404_ends_the_run_with_a_failure_naming_codex(tmp_pa
     message = str(failure.value)
     assert message.startswith("codex: sent the mock requests it does not know: ['POST /v1/responses']")
     assert "last model request: /v1/responses" in message
+
+
+class Stalling(ResponsesMock):
+    """A mock that starts each answer and never ends it (a model API that hangs)."""
+
+    def answer(self, path: str, body: Any) -> Response:
+        async def stall() -> AsyncIterator[bytes]:
+            yield b": stalled\n\n"
+            await anyio.sleep_forever()
+
+        return StreamingResponse(stall(), media_type="text/event-stream")
+
+
+def test_a_model_that_hangs_ends_the_run_with_a_failure_naming_codex(tmp_path: Path) -> None:
+    with reach("direct", [ToolSpec(PLAIN, returning(OK))]) as server, pytest.raises(HostFailure) as failure:
+        run_codex(server, "plain", {}, tmp_path, mock=Stalling, timeout=5)
+    assert str(failure.value).startswith("codex: did not end within 5 s")
