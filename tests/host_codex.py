@@ -64,7 +64,8 @@ def namespace_of(server: str) -> str:
 
 def model_name(tool: str) -> str:
     """A tool's short name as Codex offers it (characters outside ``[a-zA-Z0-9_-]`` become ``_``:
-    ``codex-rs/codex-mcp/src/mcp_tool_names.rs``); names over 64 bytes are not handled here."""
+    ``codex-rs/codex-mcp/src/mcp_tool_names.rs``). Inside its namespace 0.171.0 keeps a long name
+    whole (73 characters seen); the hashed form of longer qualified names is not mapped here."""
     return _UNSAFE.sub("_", tool)
 
 

@@ -122,7 +122,7 @@ def output(view: ModelView) -> str:
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_tool_is_offered_with_its_schema_and_the_data_reaches_the_model(route: str, tmp_path: Path) -> None:
-    result = {"content": [{"type": "text", "text": json.dumps(DATA, ensure_ascii=False)}], "structuredContent": DATA}
+    result = {"content": [{"type": "text", "text": "A quote for L-7."}], "structuredContent": DATA}
     view = codex(route, [ToolSpec(QUOTE, returning(result))], "quote", tmp_path, symbol="L-7")
     declared = view.tools["quote"]
     assert declared["description"] == "A price quote."
@@ -131,7 +131,8 @@ def test_a_tool_is_offered_with_its_schema_and_the_data_reaches_the_model(route:
         "properties": {"symbol": {"type": "string"}},
         "required": ["symbol"],
     }
-    # Codex shows the model structuredContent (compact JSON): every value as the server wrote it
+    # Codex shows the model structuredContent (as compact JSON) rather than the text: every value
+    # as the server wrote it
     assert json.loads(output(view)) == DATA
     for spelled in (
         "12.5",
