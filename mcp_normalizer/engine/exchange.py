@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..types import JSONObject
 from ..wire.jsonrpc import IdKey, PendingRequest, object_only
 from .catalog import ToolCatalog, ToolEntry, ToolSet
 from .rules.clients import UNKNOWN, ClientProfile
 from .scopes import ScopeState
+
+if TYPE_CHECKING:
+    from ..config import NormalizerConfig
 
 
 @dataclass(slots=True)
@@ -70,17 +74,33 @@ class Exchange:
                 return found
         return self.state.catalog.get(name) or self.public.get(name)
 
-    def names(self) -> Mapping[str, str] | None:
+    def names(self, config: NormalizerConfig | None = None) -> Mapping[str, str] | None:
         """The current listing's name map (advertised -> upstream, rule ``tool_names``): of the
-        lists learned in this exchange, else of the scope's fresh list, else of the public one;
-        ``None`` when there is no current listing (the caller may fetch one)."""
+        lists learned in this exchange (made for its client), else of the scope's fresh list, else
+        of the public one; ``None`` when there is no current listing (the caller may fetch one).
+
+        With ``config``, the map is the one for this exchange's :attr:`client` (its profile's
+        names, derived from the upstream names of the listing:
+        :func:`~mcp_normalizer.engine.tools_list.names_for`), whichever client listed; without,
+        the map as the listing was made."""
         if self.learned:
             merged: dict[str, str] = {}
             for tools in self.learned:  # (pages in order: a later page's names join the earlier ones)
                 merged.update(tools.names)
             return merged
-        found = self.state.catalog.names()
-        return found if found is not None else self.public.names()
+        listing = self.listing()
+        if listing is None:
+            return None
+        if config is None:
+            return listing.names
+        from .tools_list import names_for  # (tools_list reads exchanges: imported when asked)
+
+        return names_for(listing, self.client, config)
+
+    def listing(self) -> ToolSet | None:
+        """The scope's fresh listing, else the public one, ``None`` when neither is fresh."""
+        found = self.state.catalog.listing()
+        return found if found is not None else self.public.listing()
 
     def tool_of(self, request: PendingRequest) -> str | None:
         """The tool a watched request concerns: the called tool, or the tool that started its task."""

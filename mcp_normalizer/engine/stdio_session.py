@@ -124,7 +124,7 @@ class StdioSession:
             self.era = info.era
         pending = info.pending
         exchange = self._exchange(pending)
-        names = exchange.names() or {}
+        names = exchange.names(self.normalizer.config) or {}
         keys = argument_keys(exchange, pending, names)
         renamed = rename_calls(line, pending, names, keys) if names or keys else None
         if renamed is not None:

@@ -1,0 +1,286 @@
+"""Issue 37, major 2: a call from a host goes upstream by the maps of that host's own profile.
+
+Rule ``host_schemas`` advertises the property names a Claude host refuses (``$filter``, ``max
+results``) under others for that host alone, and rule ``tool_names`` advertises a dotted name under
+another for Claude Desktop alone. The maps back to the tool's own names are those of the calling
+client's profile, derived from the upstream's definitions, never those of whichever client listed
+last: in the 2026-07-28 era a list is reused for its ``ttlMs`` by every client of a scope with no
+credentials (or one token), a ``cacheScope: "public"`` list by every scope, and the stdio upstream's
+stateless clients share one child. And a legacy server without sessions (FastMCP
+``stateless_http``) gets host repairs: its client is known by what it said before on its connection.
+
+Each test drives the real proxy on the wire; the Claude clients are raw HTTP where the call must
+come without a listing of its own, the Python SDK's client (naming itself, or as itself) elsewhere.
+The server's own keys and every value arrive byte for byte (unicode keys and values, decimals as
+spelled)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from mcp_normalizer.demo.clients import run_python
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec
+from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
+
+from .support import HEADERS, MODERN, capture_rewrites, proxy_for, read_body, replay_body, serve
+
+pytestmark = pytest.mark.wire
+
+ORIGINAL_KEYS = "dev.mcp-normalizer/original-keys"
+ORIGINAL_NAME = "dev.mcp-normalizer/original-name"
+
+SEARCH: dict[str, Any] = {
+    "name": "search",
+    "description": "Search the catalogue",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "$filter": {"type": "object"},
+            "max results": {"type": "integer"},
+        },
+        "required": ["query"],
+    },
+}
+DOTTED: dict[str, Any] = {
+    "name": "weather.get",
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+#: The arguments as the Claude host writes them, by own key: each value's text exactly as sent.
+VALUES: dict[str, bytes] = {
+    "query": '"Z\u00fcrich \u2713 \u65e5\u4ed8"'.encode(),
+    "$filter": '{"gr\u00f6\u00dfe":1.50,"min":1e-7,"id":9007199254740993,"\u65e5\u4ed8":"2026-12-06"}'.encode(),
+    "max results": b"10",
+}
+
+
+def arguments(keys: dict[str, str]) -> bytes:
+    """The arguments object, each own key written as ``keys`` names it (advertised -> own)."""
+    advertised = {own: new for new, own in keys.items()}
+    return b"{" + b",".join(orjson.dumps(advertised.get(k, k)) + b":" + v for k, v in VALUES.items()) + b"}"
+
+
+def meta(client: str | None, version: str = "2.1.233") -> dict[str, Any]:
+    """A 2026-07-28 request's ``_meta``, naming ``client`` (``None``: naming no one)."""
+    found: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    if client is not None:
+        found["io.modelcontextprotocol/clientInfo"] = {"name": client, "version": version}
+    return found
+
+
+def decoded(response: httpx.Response) -> Any:
+    """The JSON-RPC message of a response: JSON, or the last event of an SSE stream."""
+    assert response.status_code == 200, response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        return orjson.loads(data[-1])
+    return response.json()
+
+
+async def modern_call(http: httpx.AsyncClient, url: str, client: str, tool: str, args: bytes, rid: int = 7) -> Any:
+    """A 2026-07-28 ``tools/call`` by ``client`` with ``args`` as written; the response."""
+    tail = b',"_meta":' + orjson.dumps(meta(client)) + b"}"
+    params = b'{"name":' + orjson.dumps(tool) + b',"arguments":' + args + tail
+    body = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}' % (rid, params)
+    found = {**HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": tool}
+    return decoded(await http.post(url, content=body, headers=found))
+
+
+async def modern_list(http: httpx.AsyncClient, url: str, client: str | None) -> Any:
+    """A 2026-07-28 ``tools/list`` by ``client``; its result."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(client)}}
+    found = {**HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/list"}
+    return decoded(await http.post(url, content=orjson.dumps(body), headers=found))["result"]
+
+
+class Recording:
+    """An ASGI app in front of ``app`` that keeps every POST body as it arrived."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body = await read_body(receive)
+            self.bodies.append(body)
+            receive = replay_body(body, receive)
+        await self.app(scope, receive, send)
+
+    def calls(self) -> list[bytes]:
+        return [body for body in self.bodies if b'"tools/call"' in body]
+
+
+async def echo(call: Any) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": orjson.dumps(call.arguments).decode()}]}
+
+
+def upstream(*tools: dict[str, Any], cache_scope: Any = "private") -> tuple[ScriptedServer, Recording]:
+    server = ScriptedServer([ToolSpec(t, echo) for t in tools], response_mode="json", cache_scope=cache_scope)
+    return server, Recording(server)
+
+
+def own_arguments() -> bytes:
+    return arguments({})
+
+
+async def sdk_lists(url: str, client_name: str | None = None) -> dict[str, Any]:
+    """The Python SDK's 2026-07-28 client lists the tools (as itself, ``mcp``, or naming ``client_name``)."""
+    record = await run_python(url, [{"op": "listTools"}], mode=MODERN, client_name=client_name)
+    assert record["steps"][0]["ok"], record
+    value: dict[str, Any] = record["steps"][0]["value"]
+    return value
+
+
+def advertised_keys(listed: dict[str, Any], tool: str = "search") -> dict[str, str]:
+    (found,) = [t for t in listed["tools"] if t["name"] == tool]
+    keys: dict[str, str] = found["_meta"][ORIGINAL_KEYS]
+    return keys
+
+
+# -- (a) 2026-07-28, HTTP upstream, no credentials: the list reused for its ttlMs ------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("last", ["sdk", "claude"])
+async def test_claudes_renamed_keys_reach_the_server_as_its_own_whoever_listed_last(last: str) -> None:
+    server, recording = upstream(SEARCH)
+    with serve(recording) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+        url = px + "/mcp"
+        if last == "claude":
+            plain = await sdk_lists(url)
+            claude = await sdk_lists(url, "claude-code")  # the real SDK client, naming itself claude-code
+        else:
+            claude = await sdk_lists(url, "claude-code")
+            plain = await sdk_lists(url)  # the scope's list is now the SDK client's (no renames)
+        keys = advertised_keys(claude)
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await modern_call(http, url, "claude-code", "search", arguments(keys))
+    assert set(keys.values()) == {"$filter", "max results"}
+    assert plain["tools"][0]["inputSchema"] == SEARCH["inputSchema"]  # the SDK client: the server's own
+    assert "isError" not in answer["result"], answer
+    (sent,) = recording.calls()
+    assert own_arguments() in sent, sent  # the server's own keys, every value byte for byte
+    assert orjson.loads(answer["result"]["content"][0]["text"]) == orjson.loads(own_arguments())
+    assert log.rewrites(rule="tool_names", method="tools/call"), log.lines
+
+
+@pytest.mark.anyio
+async def test_one_token_shared_by_two_hosts_maps_each_hosts_calls_by_its_own_profile() -> None:
+    """One bearer token, two hosts (one scope): Claude Code lists, then an SDK client lists and calls
+    with the server's own keys, then Claude Code calls with its advertised ones: both reach the
+    server under the server's keys; an advertised key from the SDK client goes as it came."""
+    server, recording = upstream(SEARCH)
+    token = {"authorization": "Bearer shared-team-token"}
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30, headers=token) as http:
+            keys = advertised_keys(await modern_list(http, url, "claude-code"))
+            await modern_list(http, url, "mcp")
+            plain = await modern_call(http, url, "mcp", "search", own_arguments(), rid=1)
+            claude = await modern_call(http, url, "claude-code", "search", arguments(keys), rid=2)
+            stray = await modern_call(http, url, "mcp", "search", arguments(keys), rid=3)
+    first, second, third = recording.calls()
+    assert own_arguments() in first and own_arguments() in second
+    assert arguments(keys) in third  # advertised to Claude Code only: the SDK client's call as it came
+    assert "isError" not in plain["result"] and "isError" not in claude["result"]
+    assert orjson.loads(stray["result"]["content"][0]["text"]) == orjson.loads(arguments(keys))
+
+
+# -- (b) the stdio upstream: stateless clients of one shared child -------------------------------
+
+
+ECHO = str(Path(__file__).with_name("echo_stdio_server.py"))
+
+
+@contextmanager
+def stdio_proxy(record: Path, *tools: dict[str, Any]) -> Iterator[str]:
+    from .test_stdio_upstream import stdio_proxy as proxy
+
+    with proxy([sys.executable, ECHO, orjson.dumps(list(tools)).decode(), str(record)]) as url:
+        yield url
+
+
+@pytest.mark.anyio
+async def test_through_the_stdio_upstream_claudes_keys_reach_the_shared_child_as_its_own(tmp_path: Path) -> None:
+    record = tmp_path / "calls.jsonl"
+    with stdio_proxy(record, SEARCH, DOTTED) as px:
+        url = px + "/mcp"
+        await sdk_lists(url)
+        claude = await sdk_lists(url, "claude-code")
+        desktop = await sdk_lists(url, "claude-ai")
+        plain = await sdk_lists(url)  # the last list of the shared scope: the SDK client's
+        keys = advertised_keys(claude)
+        dotted = next(t["name"] for t in desktop["tools"] if t.get("_meta", {}).get(ORIGINAL_NAME) == "weather.get")
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await modern_call(http, url, "claude-code", "search", arguments(keys))
+            weather = await modern_call(http, url, "claude-ai", dotted, b'{"city":"K\xc3\xb6ln 1.50"}', rid=8)
+    assert [t["name"] for t in plain["tools"]] == ["search", "weather.get"]
+    assert advertised_keys(desktop) == keys  # the same names for every Claude host
+    assert "isError" not in answer["result"] and "isError" not in weather["result"], (answer, weather)
+    first, second = record.read_bytes().splitlines()
+    assert own_arguments() in first, first
+    assert b'"name": "weather.get"' in second or b'"name":"weather.get"' in second, second
+    assert b'"arguments":{"city":"K\xc3\xb6ln 1.50"}' in second
+
+
+# -- (c) a cacheScope: "public" list, any scope ---------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_public_list_made_for_another_client_maps_claudes_call_by_claudes_profile() -> None:
+    """The upstream marks its list ``public``: a list the SDK client fetched (and that Claude's own
+    list, made private for it, does not replace) serves a Claude call from another credential."""
+    server, recording = upstream(SEARCH, DOTTED, cache_scope="public")
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer alice"}) as http:
+            listed = await modern_list(http, url, "claude-ai")
+        keys = advertised_keys(listed)
+        dotted = next(t["name"] for t in listed["tools"] if t.get("_meta", {}).get(ORIGINAL_NAME) == "weather.get")
+        async with httpx.AsyncClient(timeout=30) as http:
+            public = await modern_list(http, url, None)  # a client naming no one: the list stays public
+            async with httpx.AsyncClient(timeout=30, headers={"authorization": "Bearer bob"}) as bob:
+                answer = await modern_call(bob, url, "claude-ai", "search", arguments(keys))
+                weather = await modern_call(bob, url, "claude-ai", dotted, b'{"city":"\xe6\x97\xa5\xe4\xbb\x98"}', 8)
+    assert listed["cacheScope"] == "private" and public["cacheScope"] == "public"
+    assert "isError" not in answer["result"] and "isError" not in weather["result"], (answer, weather)
+    first, second = recording.calls()
+    assert own_arguments() in first, first
+    assert orjson.loads(second)["params"]["name"] == "weather.get"
+    assert b'"arguments":{"city":"\xe6\x97\xa5\xe4\xbb\x98"}' in second
+
+
+# -- (d) a dotted name renamed for claude-ai, called after another client listed ----------------------
+
+
+@pytest.mark.anyio
+async def test_a_name_renamed_for_claude_desktop_reaches_the_server_as_its_own_after_another_client_listed() -> None:
+    server, recording = upstream(SEARCH, DOTTED)
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        desktop = await sdk_lists(url, "claude-ai")
+        code = await sdk_lists(url, "claude-code")  # Claude Code keeps dotted names: no rename for it
+        dotted = next(t["name"] for t in desktop["tools"] if t.get("_meta", {}).get(ORIGINAL_NAME) == "weather.get")
+        async with httpx.AsyncClient(timeout=30) as http:
+            weather = await modern_call(http, url, "claude-ai", dotted, b'{"city":"Z\xc3\xbcrich"}')
+            stray = await modern_call(http, url, "claude-code", dotted, b'{"city":"Z\xc3\xbcrich"}', rid=8)
+    assert "weather.get" in [t["name"] for t in code["tools"]] and dotted != "weather.get"
+    assert "isError" not in weather["result"], weather
+    first, second = recording.calls()
+    assert orjson.loads(first)["params"]["name"] == "weather.get"
+    # a name advertised to Claude Desktop only: Claude Code's call goes as it came (the server says so)
+    assert orjson.loads(second)["params"]["name"] == dotted
+    assert "error" in stray or stray["result"].get("isError") is True, stray
