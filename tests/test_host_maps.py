@@ -284,3 +284,72 @@ async def test_a_name_renamed_for_claude_desktop_reaches_the_server_as_its_own_a
     # a name advertised to Claude Desktop only: Claude Code's call goes as it came (the server says so)
     assert orjson.loads(second)["params"]["name"] == dotted
     assert "error" in stray or stray["result"].get("isError") is True, stray
+
+
+# -- (e) a legacy server without sessions (FastMCP stateless_http) --------------------------------
+
+
+def stateless_fastmcp() -> Any:
+    """A FastMCP server run as ``stateless_http`` (no ``Mcp-Session-Id``, JSON responses) with the
+    search tool, whose call answers its arguments as text."""
+    import fastmcp
+    from fastmcp.tools import Tool, ToolResult
+    from mcp.types import TextContent
+
+    class Search(Tool):
+        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+            return ToolResult(content=[TextContent(type="text", text=orjson.dumps(arguments).decode())])
+
+    server = fastmcp.FastMCP("stateless-fixture")
+    server.add_tool(Search(name="search", description=SEARCH["description"], parameters=SEARCH["inputSchema"]))
+    return server.http_app(path="/mcp", stateless_http=True, json_response=True)
+
+
+LEGACY = "2025-11-25"
+
+
+async def legacy(http: httpx.AsyncClient, url: str, body: bytes) -> Any:
+    """One legacy request (no session: the server gives none); its response."""
+    response = await http.post(url, content=body, headers={**HEADERS, "mcp-protocol-version": LEGACY})
+    assert "mcp-session-id" not in response.headers
+    return decoded(response)
+
+
+def initialize(client: str) -> bytes:
+    params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": client, "version": "2.1.233"}}
+    return orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+
+
+LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
+
+
+@pytest.mark.anyio
+async def test_a_server_without_sessions_gets_claudes_repairs_and_its_call_mapped_back() -> None:
+    """A legacy server without sessions: Claude Code's ``initialize`` names it on its connection, so
+    its list has the names it takes and its call reaches the server under the tool's own, after the
+    Python SDK's client (another connection) listed; a request naming no client is known by a
+    ``User-Agent`` of Claude Code's, and by nothing else."""
+    recording = Recording(stateless_fastmcp())
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as claude:  # one connection, kept alive
+            await legacy(claude, url, initialize("claude-code"))
+            initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+            await claude.post(url, content=initialized, headers={**HEADERS, "mcp-protocol-version": LEGACY})
+            listed = (await legacy(claude, url, LIST))["result"]
+            sdk = await run_python(url, [{"op": "listTools"}])  # the Python SDK's client, as itself
+            keys = advertised_keys(listed)
+            call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":%s}}'
+            answer = await legacy(claude, url, call % arguments(keys))
+        async with httpx.AsyncClient(timeout=30, headers={"user-agent": "claude-code/2.1.204 (cli)"}) as agent:
+            by_agent = (await legacy(agent, url, LIST))["result"]
+        async with httpx.AsyncClient(timeout=30) as nobody:
+            unnamed = (await legacy(nobody, url, LIST))["result"]
+    assert set(keys.values()) == {"$filter", "max results"}
+    assert sdk["steps"][0]["ok"] and ORIGINAL_KEYS not in str(sdk["steps"][0]["value"]), sdk
+    assert answer["result"].get("isError") is not True, answer
+    (sent,) = recording.calls()
+    assert own_arguments() in sent, sent  # the tool's own keys, every value byte for byte
+    assert orjson.loads(answer["result"]["content"][0]["text"]) == orjson.loads(own_arguments())
+    assert advertised_keys(by_agent) == keys
+    assert unnamed["tools"][0]["inputSchema"]["properties"].keys() == SEARCH["inputSchema"]["properties"].keys()
