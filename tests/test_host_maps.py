@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +353,38 @@ async def test_a_server_without_sessions_gets_claudes_repairs_and_its_call_mappe
     assert orjson.loads(answer["result"]["content"][0]["text"]) == orjson.loads(own_arguments())
     assert advertised_keys(by_agent) == keys
     assert unnamed["tools"][0]["inputSchema"]["properties"].keys() == SEARCH["inputSchema"]["properties"].keys()
+
+
+# -- the legacy eras with sessions: every session its own scope, both upstream forms -------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("form", ["http", "stdio"])
+async def test_legacy_sessions_of_claude_and_the_sdk_each_call_by_their_own_maps(form: str, tmp_path: Path) -> None:
+    """The legacy handshake through the HTTP upstream and the stdio upstream (a child per
+    session): the Python SDK's client naming itself ``claude-code`` lists and calls by the keys it
+    was shown, the SDK client as itself by the tool's own, in turn; both reach the tool under its
+    own keys (the guard for what sessions already kept apart)."""
+    from mcp_normalizer.engine.rules.host_schemas import key_names
+
+    own = orjson.loads(own_arguments())
+    advertised = {key_names(SEARCH["inputSchema"]["properties"]).get(k, k): v for k, v in own.items()}
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "search", "arguments": advertised}]
+    plain = [{"op": "listTools"}, {"op": "callTool", "name": "search", "arguments": own}]
+    record = tmp_path / "calls.jsonl"
+    server, recording = upstream(SEARCH)
+    with ExitStack() as stack:
+        if form == "http":
+            up = stack.enter_context(serve(recording))
+            url = stack.enter_context(proxy_for(up + "/mcp")) + "/mcp"
+        else:
+            url = stack.enter_context(stdio_proxy(record, SEARCH)) + "/mcp"
+        claude = await run_python(url, steps, client_name="claude-code")
+        sdk = await run_python(url, plain)
+        again = await run_python(url, steps, client_name="claude-code")
+    for run in (claude, sdk, again):
+        assert all(step["ok"] for step in run["steps"]), run
+        assert orjson.loads(run["steps"][1]["value"]["content"][0]["text"]) == own
+    assert advertised_keys(claude["steps"][0]["value"]) == {v: k for k, v in key_names(own).items() if k != v}
+    lines = record.read_bytes().splitlines() if form == "stdio" else recording.calls()
+    assert [orjson.loads(line)["params"]["arguments"] for line in lines] == [own, own, own]
