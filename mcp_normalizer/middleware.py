@@ -280,7 +280,8 @@ class NormalizerMiddleware:
         current listing's. A scope with no current listing (never listed, forgotten, listed
         through another replica) fetches the list first when a call names a tool by a name of
         the shape the rule invents, or when a host whose argument names rule ``host_schemas``
-        renames calls a tool the scope has no entry for with a key of the shape it invents;
+        renames calls a tool the scope has no entry for (or one listed to another client without
+        its property names read) with a key of the shape it invents;
         otherwise, and when the fetch fails, calls go as sent."""
         names = exchange.names(self.config)
         calls = {r.tool for r in info.pending.values() if r.method == TOOLS_CALL and r.tool is not None}
@@ -290,10 +291,12 @@ class NormalizerMiddleware:
             wanted = {tool for tool in calls if invented(tool)}
         if exchange.client.host_needs(PROPERTY_KEY) and mentions_invented_key(body):
             mapped = names or {}
-            wanted |= {tool for tool in calls if exchange.tool(mapped.get(tool, tool)) is None}
+            entries = {tool: exchange.tool(mapped.get(tool, tool)) for tool in calls}
+            # no entry, or one listed to another client whose property names were not read
+            wanted |= {tool for tool, entry in entries.items() if entry is None or not entry.keys_read}
         if not wanted or not self.config.fetch_tools_list:
             return names or {}
-        await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event())
+        await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event(), read_keys=True)
         return exchange.names(self.config) or {}
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:

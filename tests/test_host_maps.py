@@ -199,6 +199,37 @@ async def test_one_token_shared_by_two_hosts_maps_each_hosts_calls_by_its_own_pr
     assert orjson.loads(stray["result"]["content"][0]["text"]) == orjson.loads(arguments(keys))
 
 
+PLAIN_KEYS: dict[str, Any] = {
+    "name": "measure",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"max results": {"type": "integer"}, "gr\u00f6\u00dfe": {"type": "number"}},
+    },
+}
+
+
+@pytest.mark.anyio
+async def test_a_tool_listed_to_the_sdk_client_as_it_came_still_maps_claudes_keys() -> None:
+    """A tool nothing is repaired in for the SDK client is listed to it without the rules (its
+    property names unread): Claude Code's call with its advertised keys, after that list, reaches the
+    server under the tool's own keys (the proxy lists the tools for Claude Code first)."""
+    server, recording = upstream(PLAIN_KEYS)
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        claude = await sdk_lists(url, "claude-code")
+        plain = await sdk_lists(url)
+        keys = advertised_keys(claude, "measure")
+        size = next(new for new, own in keys.items() if own == "gr\u00f6\u00dfe")
+        limit = next(new for new, own in keys.items() if own == "max results")
+        args = b'{"%s":1.50,"%s":10}' % (size.encode(), limit.encode())
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await modern_call(http, url, "claude-code", "measure", args)
+    assert plain["tools"] == [PLAIN_KEYS]
+    assert "isError" not in answer["result"], answer
+    (sent,) = recording.calls()
+    assert '"arguments":{"gr\u00f6\u00dfe":1.50,"max results":10}'.encode() in sent, sent
+
+
 # -- (b) the stdio upstream: stateless clients of one shared child -------------------------------
 
 
@@ -216,7 +247,7 @@ def stdio_proxy(record: Path, *tools: dict[str, Any]) -> Iterator[str]:
 @pytest.mark.anyio
 async def test_through_the_stdio_upstream_claudes_keys_reach_the_shared_child_as_its_own(tmp_path: Path) -> None:
     record = tmp_path / "calls.jsonl"
-    with stdio_proxy(record, SEARCH, DOTTED) as px:
+    with stdio_proxy(record, SEARCH, DOTTED, PLAIN_KEYS) as px:
         url = px + "/mcp"
         await sdk_lists(url)
         claude = await sdk_lists(url, "claude-code")
@@ -227,10 +258,17 @@ async def test_through_the_stdio_upstream_claudes_keys_reach_the_shared_child_as
         async with httpx.AsyncClient(timeout=30) as http:
             answer = await modern_call(http, url, "claude-code", "search", arguments(keys))
             weather = await modern_call(http, url, "claude-ai", dotted, b'{"city":"K\xc3\xb6ln 1.50"}', rid=8)
-    assert [t["name"] for t in plain["tools"]] == ["search", "weather.get"]
+            measured = advertised_keys(claude, "measure")
+            args = b"{" + b",".join(b'"%s":1.50' % new.encode() for new in sorted(measured)) + b"}"
+            measure = await modern_call(http, url, "claude-code", "measure", args, rid=9)
+    assert [t["name"] for t in plain["tools"]] == ["search", "weather.get", "measure"]
+    assert plain["tools"][2] == PLAIN_KEYS  # listed to the SDK client as it came
     assert advertised_keys(desktop) == keys  # the same names for every Claude host
     assert "isError" not in answer["result"] and "isError" not in weather["result"], (answer, weather)
-    first, second = record.read_bytes().splitlines()
+    assert "isError" not in measure["result"], measure
+    first, second, third = record.read_bytes().splitlines()
+    own = b"{" + b",".join(orjson.dumps(measured[new]) + b":1.50" for new in sorted(measured)) + b"}"
+    assert b'"arguments":' + own in third, third
     assert own_arguments() in first, first
     assert b'"name": "weather.get"' in second or b'"name":"weather.get"' in second, second
     assert b'"arguments":{"city":"K\xc3\xb6ln 1.50"}' in second
@@ -369,8 +407,8 @@ async def test_legacy_sessions_of_claude_and_the_sdk_each_call_by_their_own_maps
 
     own = orjson.loads(own_arguments())
     advertised = {key_names(SEARCH["inputSchema"]["properties"]).get(k, k): v for k, v in own.items()}
-    steps = [{"op": "listTools"}, {"op": "callTool", "name": "search", "arguments": advertised}]
-    plain = [{"op": "listTools"}, {"op": "callTool", "name": "search", "arguments": own}]
+    steps: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": "search", "arguments": advertised}]
+    plain: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": "search", "arguments": own}]
     record = tmp_path / "calls.jsonl"
     server, recording = upstream(SEARCH)
     with ExitStack() as stack:

@@ -64,8 +64,14 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
         definition: the digest of the tool as the server listed it
             (:func:`mcp_normalizer.engine.lessons.definition_digest`; what a lesson is keyed by), ``""``
             when unknown.
-        arguments: argument names advertised under others for a host (rule ``host_schemas``):
-            advertised -> the tool's own; ``None`` when none were.
+        arguments: the argument map for a host that refuses some of the tool's property names
+            (rule ``host_schemas``): advertised -> the tool's own, whichever client the tool was
+            listed for (:func:`~mcp_normalizer.engine.rules.host_schemas.host_argument_map`);
+            ``None`` when every name is valid, or when they were not read.
+        keys_read: the tool's property names were read for :attr:`arguments`; ``False`` for a tool
+            listed to another client without the rules (:meth:`Normalizer._unchanged
+            <mcp_normalizer.engine.normalize.Normalizer._unchanged>`: reading them for every tool
+            would cost the huge list its bound), whose map a Claude host's call fetches the list for.
         listed: the tool's text as listed, kept until :meth:`digest` makes ``definition`` of it
             (a tool listed without the rules: the digest costs a decode, and is rarely asked for).
     """
@@ -82,6 +88,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     definition: str = ""
     arguments: dict[str, str] | None = None
     listed: bytes | None = None
+    keys_read: bool = True
 
     def digest(self) -> str:
         """:attr:`definition`, made from :attr:`listed` the first time it is asked for."""
@@ -128,7 +135,13 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     def without_validation(self, reason: str) -> ToolEntry:
         """This entry with validation switched off (for a result too large to validate)."""
         return ToolEntry(
-            self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason, arguments=self.arguments
+            self.name,
+            self.output_schema,
+            self.nullable,
+            self.ui_resource_uri,
+            problem=reason,
+            arguments=self.arguments,
+            keys_read=self.keys_read,
         )
 
 

@@ -84,15 +84,27 @@ class Exchange:
         :func:`~mcp_normalizer.engine.tools_list.names_for`), whichever client listed; without,
         the map as the listing was made."""
         if self.learned:
+            if config is not None:
+                from .tools_list import names_kept  # (tools_list reads exchanges: imported when asked)
+
+                pattern = names_kept(self.client).pattern
+                if any(tools.named_for not in ("", pattern) for tools in self.learned):
+                    # pages made for another client (a fetch this exchange joined): the whole
+                    # listing's map derived for this one
+                    listing = self.learned[0]
+                    for tools in self.learned[1:]:
+                        listing = listing.merged(tools)
+                    return self._names_for(listing, config)
             merged: dict[str, str] = {}
             for tools in self.learned:  # (pages in order: a later page's names join the earlier ones)
                 merged.update(tools.names)
             return merged
-        listing = self.listing()
-        if listing is None:
+        found = self.listing()
+        if found is None:
             return None
-        if config is None:
-            return listing.names
+        return found.names if config is None else self._names_for(found, config)
+
+    def _names_for(self, listing: ToolSet, config: NormalizerConfig) -> Mapping[str, str]:
         from .tools_list import names_for  # (tools_list reads exchanges: imported when asked)
 
         return names_for(listing, self.client, config)

@@ -44,7 +44,7 @@ from .rules import (
 from .rules.base import Response, ResponseContext, ToolGate
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.declared import unconstrained
-from .rules.host_schemas import host_argument_map, odd_keys
+from .rules.host_schemas import host_argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
@@ -200,14 +200,6 @@ class _Root(msgspec.Struct):
     type: Any = UNSET
 
 
-class _InputRoot(msgspec.Struct):
-    """An ``inputSchema``'s root, as :meth:`Normalizer._unchanged` reads it: its ``type`` and its
-    property names (the values undecoded)."""
-
-    type: Any = UNSET
-    properties: dict[str, msgspec.Raw] | UnsetType = UNSET
-
-
 class _Listed(msgspec.Struct):
     """A tool as :meth:`Normalizer._unchanged` reads it: its name, its schemas undecoded."""
 
@@ -218,7 +210,6 @@ class _Listed(msgspec.Struct):
 
 _LISTED = msgspec.json.Decoder(_Listed)
 _ROOT = msgspec.json.Decoder(_Root)
-_INPUT_ROOT = msgspec.json.Decoder(_InputRoot)
 #: Plain tool contexts kept (:meth:`Normalizer._plain_context`): eras times clients seen lately.
 _MAX_CONTEXTS = 64
 #: One ``tools/list`` rule as a tool's plan runs it: its hook, its gate (:mod:`.rules.scan`), its mode.
@@ -477,13 +468,8 @@ class Normalizer:
         try:
             listed = _LISTED.decode(data)
             inputs, outputs = listed.inputSchema, listed.outputSchema
-            if isinstance(inputs, UnsetType):
-                return None  # (schema_shape's: no input schema object)
-            root = _INPUT_ROOT.decode(inputs)
-            if root.type is UNSET:
-                return None  # (schema_shape's: no type at its root)
-            if not isinstance(root.properties, UnsetType) and odd_keys(root.properties):
-                return None  # (its entry keeps the argument map a Claude host's calls are sent by)
+            if isinstance(inputs, UnsetType) or _ROOT.decode(inputs).type is UNSET:
+                return None  # (schema_shape's: no input schema object, or no type at its root)
             output = None if isinstance(outputs, UnsetType) else _ROOT.decode(outputs)
         except msgspec.DecodeError:  # (ValidationError included: a name that is not a string, a root not an object)
             return None
@@ -502,7 +488,9 @@ class Normalizer:
         entry = self._entries.get(key)
         if entry is None:
             schema_text = None if isinstance(outputs, UnsetType) else bytes(outputs)
-            entry = ToolEntry(name, None, (), None, self.compiler, size=len(data), schema_text=schema_text)
+            entry = ToolEntry(
+                name, None, (), None, self.compiler, size=len(data), schema_text=schema_text, keys_read=False
+            )
             if self.lessons.enabled:
                 entry.listed = data
             self._entries[key] = entry

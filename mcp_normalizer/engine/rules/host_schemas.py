@@ -145,11 +145,6 @@ def host_argument_map(tool: JSONObject) -> dict[str, str] | None:
     return {new: own for own, new in names.items()} or None
 
 
-def odd_keys(keys: Iterable[str]) -> bool:
-    """Whether any of ``keys`` (an ``inputSchema``'s property names) is one a Claude host refuses."""
-    return any(VALID_KEY.fullmatch(key) is None for key in keys)
-
-
 def _source(ctx: ToolContext, fault: str) -> str:
     host = ctx.client.host
     return host.faults.get(fault, "") if host is not None else ""
