@@ -32,8 +32,6 @@ from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 
 from .support import HEADERS, MODERN, capture_rewrites, proxy_for, read_body, replay_body, serve
 
-pytestmark = pytest.mark.wire
-
 ORIGINAL_KEYS = "dev.mcp-normalizer/original-keys"
 ORIGINAL_NAME = "dev.mcp-normalizer/original-name"
 
@@ -153,6 +151,7 @@ def advertised_keys(listed: dict[str, Any], tool: str = "search") -> dict[str, s
 # -- (a) 2026-07-28, HTTP upstream, no credentials: the list reused for its ttlMs ------------------
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 @pytest.mark.parametrize("last", ["sdk", "claude"])
 async def test_claudes_renamed_keys_reach_the_server_as_its_own_whoever_listed_last(last: str) -> None:
@@ -177,8 +176,11 @@ async def test_claudes_renamed_keys_reach_the_server_as_its_own_whoever_listed_l
     assert log.rewrites(rule="tool_names", method="tools/call"), log.lines
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
-async def test_one_token_shared_by_two_hosts_maps_each_hosts_calls_by_its_own_profile() -> None:
+async def test_one_token_shared_by_two_hosts_maps_each_hosts_calls_by_its_own_profile(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """One bearer token, two hosts (one scope): Claude Code lists, then an SDK client lists and calls
     with the server's own keys, then Claude Code calls with its advertised ones: both reach the
     server under the server's keys; an advertised key from the SDK client goes as it came."""
@@ -197,6 +199,9 @@ async def test_one_token_shared_by_two_hosts_maps_each_hosts_calls_by_its_own_pr
     assert arguments(keys) in third  # advertised to Claude Code only: the SDK client's call as it came
     assert "isError" not in plain["result"] and "isError" not in claude["result"]
     assert orjson.loads(stray["result"]["content"][0]["text"]) == orjson.loads(arguments(keys))
+    mismatches = [r.getMessage() for r in caplog.records if "sent as it came" in r.getMessage()]
+    assert len(mismatches) == 1 and "not for mcp" in mismatches[0], mismatches  # the stray call alone
+    assert "$filter" not in mismatches[0] and "max results" not in mismatches[0]  # no names: the server's text
 
 
 PLAIN_KEYS: dict[str, Any] = {
@@ -208,6 +213,7 @@ PLAIN_KEYS: dict[str, Any] = {
 }
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_tool_listed_to_the_sdk_client_as_it_came_still_maps_claudes_keys() -> None:
     """A tool nothing is repaired in for the SDK client is listed to it without the rules (its
@@ -244,6 +250,7 @@ def stdio_proxy(record: Path, *tools: dict[str, Any]) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_through_the_stdio_upstream_claudes_keys_reach_the_shared_child_as_its_own(tmp_path: Path) -> None:
     record = tmp_path / "calls.jsonl"
@@ -277,6 +284,7 @@ async def test_through_the_stdio_upstream_claudes_keys_reach_the_shared_child_as
 # -- (c) a cacheScope: "public" list, any scope ---------------------------------------------------
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_public_list_made_for_another_client_maps_claudes_call_by_claudes_profile() -> None:
     """The upstream marks its list ``public``: a list the SDK client fetched (and that Claude's own
@@ -304,6 +312,7 @@ async def test_a_public_list_made_for_another_client_maps_claudes_call_by_claude
 # -- (d) a dotted name renamed for claude-ai, called after another client listed ----------------------
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_name_renamed_for_claude_desktop_reaches_the_server_as_its_own_after_another_client_listed() -> None:
     server, recording = upstream(SEARCH, DOTTED)
@@ -361,6 +370,7 @@ def initialize(client: str) -> bytes:
 LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 async def test_a_server_without_sessions_gets_claudes_repairs_and_its_call_mapped_back() -> None:
     """A legacy server without sessions: Claude Code's ``initialize`` names it on its connection, so
@@ -396,6 +406,7 @@ async def test_a_server_without_sessions_gets_claudes_repairs_and_its_call_mappe
 # -- the legacy eras with sessions: every session its own scope, both upstream forms -------------
 
 
+@pytest.mark.wire
 @pytest.mark.anyio
 @pytest.mark.parametrize("form", ["http", "stdio"])
 async def test_legacy_sessions_of_claude_and_the_sdk_each_call_by_their_own_maps(form: str, tmp_path: Path) -> None:
@@ -426,3 +437,36 @@ async def test_legacy_sessions_of_claude_and_the_sdk_each_call_by_their_own_maps
     assert advertised_keys(claude["steps"][0]["value"]) == {v: k for k, v in key_names(own).items() if k != v}
     lines = record.read_bytes().splitlines() if form == "stdio" else recording.calls()
     assert [orjson.loads(line)["params"]["arguments"] for line in lines] == [own, own, own]
+
+
+# -- who is asking ---------------------------------------------------------------------------------
+
+
+@pytest.mark.pure
+def test_only_claude_codes_user_agent_names_a_host_and_a_trusted_proxys_connection_names_no_one() -> None:
+    from mcp_normalizer import NormalizerConfig
+    from mcp_normalizer.engine.client_id import ClientMemory, from_user_agent
+    from mcp_normalizer.engine.rules.clients import UNKNOWN
+    from mcp_normalizer.middleware import NormalizerMiddleware
+
+    code = from_user_agent("claude-code/2.1.204 (cli)")
+    assert (code.name, code.version, code.host is not None) == ("claude-code", "2.1.204", True)
+    for other in ("Dmi/JS 0.94.0", "claude-cli/2.1.205 (external, cli)", "node", "python-httpx/0.28", "", None):
+        assert from_user_agent(other) is UNKNOWN, other  # probes, the API's agent, anyone else: no one
+
+    memory = ClientMemory(max_entries=2, ttl=60.0)
+    memory.remember(["connection\0a", None], code)
+    memory.remember(["connection\0b"], UNKNOWN)  # naming no one is never remembered
+    assert memory.recall([None, "connection\0a"]) is code and memory.recall(["connection\0b"]) is UNKNOWN
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("not called")
+
+    config = NormalizerConfig.shipped().with_proxy({"trusted_proxies": ["10.0.0.0/8"]})
+    middleware = NormalizerMiddleware(app, config)
+    scope: Scope = {"type": "http", "headers": [], "client": ("10.1.2.3", 5555), "server": ("127.0.0.1", 80)}
+    assert middleware._client_keys(scope) == (None, None)  # a trusted proxy's connection: many clients
+    scope = {**scope, "client": ("192.0.2.7", 5555), "headers": [(b"authorization", b"Bearer \xc3\xa9")]}
+    connection, credentials = middleware._client_keys(scope)
+    assert connection is not None and "192.0.2.7" in connection and credentials is not None
+    assert "Bearer" not in credentials  # a keyed hash of the credentials, never the token
