@@ -454,14 +454,13 @@ class NormalizerMiddleware:
         carries (remembered for its connection and credentials), else what its session named,
         else what its connection or its credentials named before, else what its ``User-Agent``
         names reliably; :data:`UNKNOWN` when none of these names one."""
-        keys = self._client_keys(scope)
         if info.client_info is not None:
             client = profile_for(info.client_info)
-            self.clients.remember(keys, client)
+            self.clients.remember(self._client_keys(scope), client)
             return client
         if state.client is not UNKNOWN:
             return state.client
-        found = self.clients.recall(keys)
+        found = self.clients.recall(self._client_keys(scope))
         if found is not UNKNOWN:
             return found
         return from_user_agent(header(scope["headers"], b"user-agent"))
