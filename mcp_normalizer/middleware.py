@@ -283,8 +283,8 @@ class NormalizerMiddleware:
         renames calls a tool the scope has no entry for (or one listed to another client without
         its property names read) with a key of the shape it invents;
         otherwise, and when the fetch fails, calls go as sent."""
-        names = exchange.names(self.config)
         calls = {r.tool for r in info.pending.values() if r.method == TOOLS_CALL and r.tool is not None}
+        names = exchange.names(self.config, calls)
         if names is not None:
             wanted = set()
         else:
@@ -297,7 +297,7 @@ class NormalizerMiddleware:
         if not wanted or not self.config.fetch_tools_list:
             return names or {}
         await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event(), read_keys=True)
-        return exchange.names(self.config) or {}
+        return exchange.names(self.config, calls) or {}
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A legacy session's GET stream: it may carry resumed responses and ``list_changed``."""

@@ -470,3 +470,52 @@ def test_only_claude_codes_user_agent_names_a_host_and_a_trusted_proxys_connecti
     connection, credentials = middleware._client_keys(scope)
     assert connection is not None and "192.0.2.7" in connection and credentials is not None
     assert "Bearer" not in credentials  # a keyed hash of the credentials, never the token
+
+
+@pytest.mark.pure
+def test_a_listings_name_map_for_each_profile_is_the_one_a_listing_for_it_makes() -> None:
+    """The map derived for a profile from a listing made for another equals the map a listing for
+    that profile makes (rule ``tool_names`` on the same upstream names), is derived once, and not
+    at all for calls none of which has an invented name's shape."""
+    from mcp_normalizer import NormalizerConfig
+    from mcp_normalizer.engine.audit import AuditLog
+    from mcp_normalizer.engine.exchange import Exchange
+    from mcp_normalizer.engine.normalize import Normalizer
+    from mcp_normalizer.engine.rules.clients import profile_for
+    from mcp_normalizer.engine.scopes import ScopeStore
+    from mcp_normalizer.engine.tools_list import names_for
+    from mcp_normalizer.engine.transform import ResponseTransformer
+    from mcp_normalizer.wire.jsonrpc import inspect_request
+
+    from .support import JSON_HEADERS, feed_all
+
+    config = NormalizerConfig.shipped()
+    names = ["weather.get", "a b", "ok_name", "x" * 70, "caf\u00e9.\u65e5"]
+    tools = [{"name": name, "inputSchema": {"type": "object"}} for name in names]
+    response = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})
+    info = inspect_request(b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}', [])
+    assert info is not None
+    listings = {}
+    for client in ("claude-ai", "mcp"):
+        state = ScopeStore().state("s")
+        exchange = Exchange(
+            info.pending,
+            "2025-11-25",
+            "s",
+            state,
+            sole=info.sole,
+            own_stream=True,
+            client=profile_for({"name": client}),
+        )
+        transformer = ResponseTransformer(exchange, Normalizer(config), AuditLog("test"), slice_seconds=0)
+        transformer.start(200, JSON_HEADERS)
+        feed_all(transformer, response)
+        listings[client] = state.catalog.listing()
+    desktop, sdk = listings["claude-ai"], listings["mcp"]
+    assert desktop is not None and sdk is not None
+    as_desktop, as_sdk = profile_for({"name": "claude-ai"}), profile_for({"name": "mcp"})
+    assert names_for(desktop, as_desktop, config) == desktop.names and len(desktop.names) == 4
+    assert names_for(sdk, as_desktop, config, {"ok_name"}) == {}  # no call can need it: not derived
+    assert names_for(sdk, as_desktop, config) == desktop.names  # derived from the SDK's listing
+    assert names_for(sdk, as_desktop, config) is names_for(sdk, as_desktop, config)  # once
+    assert names_for(desktop, as_sdk, config) == sdk.names and len(sdk.names) == 2  # the spec's names kept

@@ -8,7 +8,7 @@ for the exchange (the middleware, the stdio session, ``check``'s replay, the pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,7 +74,9 @@ class Exchange:
                 return found
         return self.state.catalog.get(name) or self.public.get(name)
 
-    def names(self, config: NormalizerConfig | None = None) -> Mapping[str, str] | None:
+    def names(
+        self, config: NormalizerConfig | None = None, calls: Collection[str] | None = None
+    ) -> Mapping[str, str] | None:
         """The current listing's name map (advertised -> upstream, rule ``tool_names``): of the
         lists learned in this exchange (made for its client), else of the scope's fresh list, else
         of the public one; ``None`` when there is no current listing (the caller may fetch one).
@@ -82,7 +84,8 @@ class Exchange:
         With ``config``, the map is the one for this exchange's :attr:`client` (its profile's
         names, derived from the upstream names of the listing:
         :func:`~mcp_normalizer.engine.tools_list.names_for`), whichever client listed; without,
-        the map as the listing was made."""
+        the map as the listing was made. ``calls``: the names it is wanted for (a map no call
+        can need is not derived)."""
         if self.learned:
             if config is not None:
                 from .tools_list import names_kept  # (tools_list reads exchanges: imported when asked)
@@ -94,7 +97,7 @@ class Exchange:
                     listing = self.learned[0]
                     for tools in self.learned[1:]:
                         listing = listing.merged(tools)
-                    return self._names_for(listing, config)
+                    return self._names_for(listing, config, calls)
             merged: dict[str, str] = {}
             for tools in self.learned:  # (pages in order: a later page's names join the earlier ones)
                 merged.update(tools.names)
@@ -102,12 +105,14 @@ class Exchange:
         found = self.listing()
         if found is None:
             return None
-        return found.names if config is None else self._names_for(found, config)
+        return found.names if config is None else self._names_for(found, config, calls)
 
-    def _names_for(self, listing: ToolSet, config: NormalizerConfig) -> Mapping[str, str]:
+    def _names_for(
+        self, listing: ToolSet, config: NormalizerConfig, calls: Collection[str] | None
+    ) -> Mapping[str, str]:
         from .tools_list import names_for  # (tools_list reads exchanges: imported when asked)
 
-        return names_for(listing, self.client, config)
+        return names_for(listing, self.client, config, calls)
 
     def listing(self) -> ToolSet | None:
         """The scope's fresh listing, else the public one, ``None`` when neither is fresh."""
