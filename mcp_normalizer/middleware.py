@@ -26,10 +26,11 @@ from .config import NormalizerConfig, redact_url
 from .engine.audit import AuditLog
 from .engine.capture import Capture
 from .engine.catalog import scope_key
+from .engine.client_id import ClientMemory, connection_key, credentials_key, from_user_agent
 from .engine.exchange import Exchange
 from .engine.lessons import LessonBook
 from .engine.normalize import Normalizer, Record
-from .engine.request_rewrite import REWRITE, argument_keys, rename_calls
+from .engine.request_rewrite import REWRITE, argument_keys, mismatched_calls, rename_calls
 from .engine.rules.base import Mode
 from .engine.rules.clients import UNKNOWN, ClientProfile, profile_for
 from .engine.rules.host_profiles import PROPERTY_KEY
@@ -143,6 +144,8 @@ class NormalizerMiddleware:
         #: The open GET streams of this upstream's sessions, told when a lesson lands.
         self.announcer = Announcer()
         self.forwarding = ForwardingPolicy(trusted=parse_networks(config.proxy.trusted_proxies))
+        #: The client each connection and credential named last (:mod:`mcp_normalizer.engine.client_id`).
+        self.clients = ClientMemory(config.max_scopes)
         self.audit = AuditLog(upstream, metrics=metrics)
         if metrics is not None:
             metrics.watch_catalogs(self.scopes)
@@ -228,7 +231,7 @@ class NormalizerMiddleware:
                 r.task_id for r in info.pending.values() if r.task_id is not None and state.task_tool(r.task_id) is None
             }
             await self.scopes.load(state, tasks)
-        client = profile_for(info.client_info) if info.client_info is not None else state.client
+        client = self._identify(scope, info, state)
         if info.initializes and client is not UNKNOWN:
             send = self._naming_session(scope, client, send)
         private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
@@ -245,6 +248,15 @@ class NormalizerMiddleware:
             witness=self._witness(headers),
         )
         names = await self._names(scope, info, exchange, body)
+        mismatched = mismatched_calls(exchange, body, info.pending, names, exchange.names())
+        if mismatched:
+            logger.warning(
+                "%d tools/call named a tool or an argument as the listing names it for another client, not for %s:"
+                " sent as it came (scope %s)",
+                mismatched,
+                client.label,
+                key,
+            )
         renamed = rename_calls(body, info.pending, names, argument_keys(exchange, info.pending, names))
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, exchange.pending, calls = renamed
@@ -280,21 +292,24 @@ class NormalizerMiddleware:
         current listing's. A scope with no current listing (never listed, forgotten, listed
         through another replica) fetches the list first when a call names a tool by a name of
         the shape the rule invents, or when a host whose argument names rule ``host_schemas``
-        renames calls a tool the scope has no entry for with a key of the shape it invents;
+        renames calls a tool the scope has no entry for (or one listed to another client without
+        its property names read) with a key of the shape it invents;
         otherwise, and when the fetch fails, calls go as sent."""
-        names = exchange.names()
         calls = {r.tool for r in info.pending.values() if r.method == TOOLS_CALL and r.tool is not None}
+        names = exchange.names(self.config, calls)
         if names is not None:
             wanted = set()
         else:
             wanted = {tool for tool in calls if invented(tool)}
         if exchange.client.host_needs(PROPERTY_KEY) and mentions_invented_key(body):
             mapped = names or {}
-            wanted |= {tool for tool in calls if exchange.tool(mapped.get(tool, tool)) is None}
+            entries = {tool: exchange.tool(mapped.get(tool, tool)) for tool in calls}
+            # no entry, or one listed to another client whose property names were not read
+            wanted |= {tool for tool, entry in entries.items() if entry is None or not entry.keys_read}
         if not wanted or not self.config.fetch_tools_list:
             return names or {}
-        await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event())
-        return exchange.names() or {}
+        await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event(), read_keys=True)
+        return exchange.names(self.config, calls) or {}
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A legacy session's GET stream: it may carry resumed responses and ``list_changed``."""
@@ -455,6 +470,33 @@ class NormalizerMiddleware:
                 self.scopes.forget(key)
 
         return check
+
+    def _identify(self, scope: Scope, info: RequestInfo, state: ScopeState) -> ClientProfile:
+        """The client of a POST (:mod:`mcp_normalizer.engine.client_id`): the ``clientInfo`` it
+        carries (remembered for its connection and credentials), else what its session named,
+        else what its connection or its credentials named before, else what its ``User-Agent``
+        names reliably; :data:`UNKNOWN` when none of these names one."""
+        if info.client_info is not None:
+            client = profile_for(info.client_info)
+            self.clients.remember(self._client_keys(scope), client)
+            return client
+        if state.client is not UNKNOWN:
+            return state.client
+        found = self.clients.recall(self._client_keys(scope))
+        if found is not UNKNOWN:
+            return found
+        return from_user_agent(header(scope["headers"], b"user-agent"))
+
+    def _client_keys(self, scope: Scope) -> tuple[str | None, str | None]:
+        """The keys a client is remembered by: its connection (none behind a trusted proxy, whose
+        connections carry many clients' requests) and its credentials (none without any)."""
+        headers: RawHeaders = scope["headers"]
+        peer = scope.get("client")
+        trusted = peer is not None and self.forwarding.trusts(peer[0])
+        connection = None if trusted else connection_key(peer, scope.get("server"))
+        auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
+        credentials = credentials_key(scope_key(self.upstream, None, auth, cookie)) if auth or cookie else None
+        return connection, credentials
 
     def _client_address(self, scope: Scope) -> str | None:
         """The address of the request's client (behind ``trusted_proxies``, the one they forwarded)."""

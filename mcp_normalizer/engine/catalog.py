@@ -64,8 +64,14 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
         definition: the digest of the tool as the server listed it
             (:func:`mcp_normalizer.engine.lessons.definition_digest`; what a lesson is keyed by), ``""``
             when unknown.
-        arguments: argument names advertised under others for a host (rule ``host_schemas``):
-            advertised -> the tool's own; ``None`` when none were.
+        arguments: the argument map for a host that refuses some of the tool's property names
+            (rule ``host_schemas``): advertised -> the tool's own, whichever client the tool was
+            listed for (:func:`~mcp_normalizer.engine.rules.host_schemas.host_argument_map`);
+            ``None`` when every name is valid, or when they were not read.
+        keys_read: the tool's property names were read for :attr:`arguments`; ``False`` for a tool
+            listed to another client without the rules (:meth:`Normalizer._unchanged
+            <mcp_normalizer.engine.normalize.Normalizer._unchanged>`: reading them for every tool
+            would cost the huge list its bound), whose map a Claude host's call fetches the list for.
         listed: the tool's text as listed, kept until :meth:`digest` makes ``definition`` of it
             (a tool listed without the rules: the digest costs a decode, and is rarely asked for).
     """
@@ -82,6 +88,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     definition: str = ""
     arguments: dict[str, str] | None = None
     listed: bytes | None = None
+    keys_read: bool = True
 
     def digest(self) -> str:
         """:attr:`definition`, made from :attr:`listed` the first time it is asked for."""
@@ -128,7 +135,13 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     def without_validation(self, reason: str) -> ToolEntry:
         """This entry with validation switched off (for a result too large to validate)."""
         return ToolEntry(
-            self.name, self.output_schema, self.nullable, self.ui_resource_uri, problem=reason, arguments=self.arguments
+            self.name,
+            self.output_schema,
+            self.nullable,
+            self.ui_resource_uri,
+            problem=reason,
+            arguments=self.arguments,
+            keys_read=self.keys_read,
         )
 
 
@@ -172,11 +185,17 @@ class ToolSet(dict[str, ToolEntry]):
     Attributes:
         names: the listing's name map (rule ``tool_names``), advertised name -> upstream name,
             for the tools advertised under another name; set before :meth:`sealed`.
+        named_for: the tool names that map kept (the pattern of
+            :func:`mcp_normalizer.engine.tools_list.names_kept` for the client it was listed for),
+            ``""`` when unknown; a client whose profile keeps others has its own map, derived
+            from the upstream names (:attr:`derived`).
+        derived: the listing's name maps for the other name patterns, by pattern, once asked for
+            (:func:`mcp_normalizer.engine.tools_list.names_for`).
         key: the digest (once sealed).
         size: bytes held: the entries' estimates, the names and the mapping itself (once sealed).
     """
 
-    __slots__ = ("__weakref__", "_entry_bytes", "_ids", "key", "names", "size")
+    __slots__ = ("__weakref__", "_entry_bytes", "_ids", "derived", "key", "named_for", "names", "size")
 
     def __init__(self, entries: Iterable[ToolEntry] = (), names: Mapping[str, str] | None = None) -> None:
         super().__init__()
@@ -185,6 +204,8 @@ class ToolSet(dict[str, ToolEntry]):
         self.key = b""
         self.size = 0
         self.names: Mapping[str, str] = names or {}
+        self.named_for = ""
+        self.derived: dict[str, Mapping[str, str]] = {}
         self.extend(list(entries))
 
     def add(self, entry: ToolEntry) -> None:
@@ -224,6 +245,7 @@ class ToolSet(dict[str, ToolEntry]):
     def merged(self, later: ToolSet) -> ToolSet:
         """A new set: these tools and names, then ``later``'s (a listing's next page), not sealed."""
         merged = ToolSet(self.values(), {**self.names, **later.names})
+        merged.named_for = later.named_for or self.named_for
         merged.extend(list(later.values()))
         return merged
 
@@ -306,8 +328,13 @@ class ToolCatalog:
         return self.tools.get(name) if self.fresh() else None
 
     def names(self) -> Mapping[str, str] | None:
-        """The listing's name map (advertised -> upstream), ``None`` while there is no fresh listing."""
+        """The listing's name map (advertised -> upstream) as it was made for the client that
+        listed it, ``None`` while there is no fresh listing."""
         return self.tools.names if self.fresh() else None
+
+    def listing(self) -> ToolSet | None:
+        """The fresh listing (whichever client listed it), ``None`` while there is none."""
+        return self.tools if self.fresh() else None
 
     def known_absent(self, name: str) -> bool:
         """True when the fresh list was fetched for ``name`` and does not have it (no fetch again)."""

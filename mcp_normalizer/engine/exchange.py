@@ -8,14 +8,18 @@ for the exchange (the middleware, the stdio session, ``check``'s replay, the pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..types import JSONObject
 from ..wire.jsonrpc import IdKey, PendingRequest, object_only
 from .catalog import ToolCatalog, ToolEntry, ToolSet
 from .rules.clients import UNKNOWN, ClientProfile
 from .scopes import ScopeState
+
+if TYPE_CHECKING:
+    from ..config import NormalizerConfig
 
 
 @dataclass(slots=True)
@@ -74,17 +78,50 @@ class Exchange:
                 return found
         return self.state.catalog.get(name) or self.public.get(name)
 
-    def names(self) -> Mapping[str, str] | None:
+    def names(
+        self, config: NormalizerConfig | None = None, calls: Collection[str] | None = None
+    ) -> Mapping[str, str] | None:
         """The current listing's name map (advertised -> upstream, rule ``tool_names``): of the
-        lists learned in this exchange, else of the scope's fresh list, else of the public one;
-        ``None`` when there is no current listing (the caller may fetch one)."""
+        lists learned in this exchange (made for its client), else of the scope's fresh list, else
+        of the public one; ``None`` when there is no current listing (the caller may fetch one).
+
+        With ``config``, the map is the one for this exchange's :attr:`client` (its profile's
+        names, derived from the upstream names of the listing:
+        :func:`~mcp_normalizer.engine.tools_list.names_for`), whichever client listed; without,
+        the map as the listing was made. ``calls``: the names it is wanted for (a map no call
+        can need is not derived)."""
         if self.learned:
+            if config is not None:
+                from .tools_list import names_kept  # (tools_list reads exchanges: imported when asked)
+
+                pattern = names_kept(self.client).pattern
+                if any(tools.named_for not in ("", pattern) for tools in self.learned):
+                    # pages made for another client (a fetch this exchange joined): the whole
+                    # listing's map derived for this one
+                    listing = self.learned[0]
+                    for tools in self.learned[1:]:
+                        listing = listing.merged(tools)
+                    return self._names_for(listing, config, calls)
             merged: dict[str, str] = {}
             for tools in self.learned:  # (pages in order: a later page's names join the earlier ones)
                 merged.update(tools.names)
             return merged
-        found = self.state.catalog.names()
-        return found if found is not None else self.public.names()
+        found = self.listing()
+        if found is None:
+            return None
+        return found.names if config is None else self._names_for(found, config, calls)
+
+    def _names_for(
+        self, listing: ToolSet, config: NormalizerConfig, calls: Collection[str] | None
+    ) -> Mapping[str, str]:
+        from .tools_list import names_for  # (tools_list reads exchanges: imported when asked)
+
+        return names_for(listing, self.client, config, calls)
+
+    def listing(self) -> ToolSet | None:
+        """The scope's fresh listing, else the public one, ``None`` when neither is fresh."""
+        found = self.state.catalog.listing()
+        return found if found is not None else self.public.listing()
 
     def tool_of(self, request: PendingRequest) -> str | None:
         """The tool a watched request concerns: the called tool, or the tool that started its task."""

@@ -44,7 +44,7 @@ from .rules import (
 from .rules.base import Response, ResponseContext, ToolGate
 from .rules.clients import UNKNOWN, ClientProfile
 from .rules.declared import unconstrained
-from .rules.host_schemas import argument_map
+from .rules.host_schemas import host_argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
@@ -262,7 +262,7 @@ class Normalizer:
     ) -> ToolEntry:
         """The shared entry of an advertised tool (one per distinct content, nullable places and
         definition as the server listed it); ``text``: the tool's fingerprint, when at hand."""
-        arguments = argument_map(tool)
+        arguments = host_argument_map(tool)
         try:
             text = text if text is not None else fingerprint(tool)
         except DecodeError:
@@ -488,7 +488,9 @@ class Normalizer:
         entry = self._entries.get(key)
         if entry is None:
             schema_text = None if isinstance(outputs, UnsetType) else bytes(outputs)
-            entry = ToolEntry(name, None, (), None, self.compiler, size=len(data), schema_text=schema_text)
+            entry = ToolEntry(
+                name, None, (), None, self.compiler, size=len(data), schema_text=schema_text, keys_read=False
+            )
             if self.lessons.enabled:
                 entry.listed = data
             self._entries[key] = entry

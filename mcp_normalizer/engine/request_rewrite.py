@@ -22,6 +22,7 @@ from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, id_key, read_batch
 from .rules import Rewrite
 from .rules.clients import ClientProfile
 from .rules.host_profiles import PROPERTY_KEY
+from .rules.host_schemas import mentions_invented_key
 
 if TYPE_CHECKING:
     from .catalog import ToolEntry
@@ -148,3 +149,35 @@ def argument_keys(
         if entry is not None and entry.arguments:
             keys[upstream] = entry.arguments
     return keys
+
+
+def mismatched_calls(
+    exchange: _Entries,
+    body: bytes,
+    pending: Mapping[IdKey, PendingRequest],
+    names: Mapping[str, str],
+    listed: Mapping[str, str] | None,
+) -> int:
+    """How many of the requests' ``tools/call`` use a name or an argument key advertised to
+    another client profile than the calling one's (and so go upstream as they came): a tool
+    name of the listing's map as it was made for another client (``listed``) that the caller's
+    own map (``names``) lacks, or, from a client that is not a host some argument names were
+    renamed for, an argument key of the shape those names take that the tool's map holds."""
+    calls = [r for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
+    count = sum(1 for r in calls if r.tool not in names and listed is not None and r.tool in listed)
+    if not calls or exchange.client.host_needs(PROPERTY_KEY) or not mentions_invented_key(body):
+        return count
+    try:
+        decoded = loads(body)
+    except DecodeError:
+        return count
+    for message in decoded if isinstance(decoded, list) else [decoded]:
+        params = message.get("params") if isinstance(message, dict) else None
+        if not isinstance(params, dict) or message.get("method") != TOOLS_CALL:
+            continue
+        name, arguments = params.get("name"), params.get("arguments")
+        entry = exchange.tool(names.get(name, name)) if isinstance(name, str) else None
+        mapping = entry.arguments if entry is not None else None
+        if mapping and isinstance(arguments, dict) and any(k in mapping for k in arguments):
+            count += 1
+    return count

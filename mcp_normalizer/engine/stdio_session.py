@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..errors import DecodeError
 from ..types import JSON
 from ..wire.jsoncodec import loads
-from ..wire.jsonrpc import IdKey, PendingRequest, answering, id_key, inspect_request
+from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, answering, id_key, inspect_request
 from ..wire.sse import parse_event
 from .audit import AuditLog
 from .exchange import Exchange
@@ -124,7 +124,8 @@ class StdioSession:
             self.era = info.era
         pending = info.pending
         exchange = self._exchange(pending)
-        names = exchange.names() or {}
+        calls = {r.tool for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None}
+        names = exchange.names(self.normalizer.config, calls) or {}
         keys = argument_keys(exchange, pending, names)
         renamed = rename_calls(line, pending, names, keys) if names or keys else None
         if renamed is not None:

@@ -82,19 +82,33 @@ class ToolsFetcher:
         self._inflight: dict[str, _Fetch] = {}
 
     async def fetch_for(
-        self, scope: Scope, info: RequestInfo, exchange: Exchange, unknown: set[str], fetched: anyio.Event
+        self,
+        scope: Scope,
+        info: RequestInfo,
+        exchange: Exchange,
+        unknown: set[str],
+        fetched: anyio.Event,
+        *,
+        read_keys: bool = False,
     ) -> None:
         """Learn the tools of ``exchange``'s scope (``unknown`` are the ones it waits for), then set
         ``fetched``. Never raises: a failed or timed-out fetch is logged, and the waiting response
-        goes on with what is known."""
+        goes on with what is known. ``read_keys``: the exchange needs those tools' property names
+        read (a Claude host's argument map), which a list made for another client may not have."""
+        catalog = exchange.state.catalog
+
+        def known(tool: str) -> bool:
+            entry = exchange.tool(tool)
+            return catalog.known_absent(tool) if entry is None else (entry.keys_read or not read_keys)
+
         try:
             running = self._inflight.get(exchange.scope)
             if running is not None:
                 await running.done.wait()
                 exchange.learned += running.learned
-                return
-            catalog = exchange.state.catalog
-            if all(exchange.tool(t) is not None or catalog.known_absent(t) for t in unknown):
+                if not read_keys or all(map(known, unknown)):
+                    return
+            if all(map(known, unknown)):
                 return  # a fetch that ended after this exchange looked has learned them
             fetch = self._inflight[exchange.scope] = _Fetch()
             try:

@@ -127,6 +127,24 @@ def argument_map(tool: JSONObject) -> dict[str, str] | None:
     return {k: v for k, v in keys.items() if isinstance(v, str)}
 
 
+def host_argument_map(tool: JSONObject) -> dict[str, str] | None:
+    """The argument map of a tool for a host that refuses some of its property names (advertised
+    -> own), whichever client the tool was listed for: the map this rule left in its ``_meta``
+    (listed for such a host), else the one this rule gives the tool's own ``inputSchema``
+    property names (listed for another client: its names are the tool's own); ``None`` when every
+    name is valid. A call from such a host is sent upstream by this map, never by the map of
+    whichever client listed last (:mod:`mcp_normalizer.engine.request_rewrite`)."""
+    found = argument_map(tool)
+    if found is not None:
+        return found
+    schema = tool.get("inputSchema")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return None
+    names = key_names(properties)
+    return {new: own for own, new in names.items()} or None
+
+
 def _source(ctx: ToolContext, fault: str) -> str:
     host = ctx.client.host
     return host.faults.get(fault, "") if host is not None else ""
