@@ -1,0 +1,263 @@
+"""Claude Code in the loop (issue 38): what its model receives from an MCP server, directly and
+through the proxy.
+
+Each test runs the real host (``tests/hosts``, Claude Code 2.1.332) against a scripted MCP server,
+once directly and once through the proxy, with a mock Anthropic API (:mod:`tests.host_claude`),
+and asserts on what the mock received: the tools offered and the tool result's text. The faults
+reproduced are Claude Code's own, seen in its debug log and in what reaches the model
+(``../shared/reference/hosts-in-the-loop.md``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
+
+from .host_claude import AnthropicMock, model_name, run_claude_code, tool_results
+from .host_loop import HostFailure, McpServer, ModelView
+from .support import ROOT, proxy_for, serve
+
+pytestmark = pytest.mark.wire
+
+SERVER = "demo"
+QUERY = {"type": "object", "properties": {"q": {"type": "string", "description": "what to look up"}}}
+#: Field data: a decimal, text beyond ASCII, an integer past 2**53.
+DATA = '{"price": 12.5, "name": "caf\u00e9 \u2713 \u6771\u4eac", "big": 12345678901234567890}'
+PROBLEM: dict[str, Any] = {
+    "type": "https://example.com/problems/forbidden",
+    "title": "Forbidden",
+    "status": 403,
+    "detail": "runtime r-17 belongs to another tenant",
+    "code": "TENANT_MISMATCH",
+}
+SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="12.5" height="10"><text>caf\u00e9 \u2713</text></svg>'
+#: The property names the Anthropic API refuses (``^[a-zA-Z0-9_.-]{1,64}$``), as an OData-style
+#: search tool has them.
+SEARCH = {
+    "name": "search",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"$filter": {"type": "string"}, "max results": {"type": "integer"}},
+        "required": ["$filter"],
+    },
+}
+#: What the Anthropic API takes as a property name.
+API_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool(name: str, result: dict[str, Any], schema: Any = QUERY) -> ToolSpec:
+    return ToolSpec({"name": name, "description": f"The {name} tool.", "inputSchema": schema}, returning(result))
+
+
+@contextmanager
+def upstream(tools: list[ToolSpec]) -> Iterator[tuple[ScriptedServer, McpServer, McpServer]]:
+    """A scripted server with ``tools``; yield it, the host's way to it directly and through the proxy."""
+    server = ScriptedServer(tools)
+    with serve(server) as up, proxy_for(up + "/mcp") as px:
+        yield server, McpServer(SERVER, up + "/mcp"), McpServer(SERVER, px + "/mcp")
+
+
+def both(
+    tools: list[ToolSpec], name: str | None, arguments: dict[str, Any], tmp: Path
+) -> tuple[ModelView, ModelView, ScriptedServer]:
+    """What the model received directly and through the proxy, and the server (its requests)."""
+    with upstream(tools) as (server, direct, proxied):
+        return (
+            run_claude_code(direct, name, arguments, tmp / "direct"),
+            run_claude_code(proxied, name, arguments, tmp / "proxy"),
+            server,
+        )
+
+
+def calls(server: ScriptedServer) -> list[dict[str, Any]]:
+    """The ``tools/call`` params the server received."""
+    return [message["params"] for message, _headers in server.requests if message.get("method") == "tools/call"]
+
+
+def test_a_plain_tool_is_offered_and_its_data_reaches_the_model_directly_and_through_the_proxy(tmp_path: Path) -> None:
+    tools = [tool("lookup", {"content": [text(DATA)]})]
+    direct, proxied, server = both(tools, "lookup", {"q": "caf\u00e9"}, tmp_path)
+    for view in (direct, proxied):
+        assert view.tools["lookup"]["name"] == "mcp__demo__lookup", view.log
+        assert view.tools["lookup"]["description"] == "The lookup tool."
+        assert view.tools["lookup"]["input_schema"] == QUERY
+        assert view.result == DATA  # 12.5, the unicode and the big integer, exactly
+    assert [call["arguments"] for call in calls(server)] == [{"q": "caf\u00e9"}] * 2
+
+
+def test_an_error_problem_with_empty_content_reads_unknown_error_directly_and_code_and_detail_through_the_proxy(
+    tmp_path: Path,
+) -> None:
+    """Claude Code reads only ``content`` of an error result: empty, the model reads "Unknown
+    error" and the problem in ``structuredContent`` is lost. Through the proxy the error_problem
+    rule moves the problem to ``_meta`` and adds the text ``[CODE] detail``."""
+    tools = [tool("deploy", {"content": [], "structuredContent": PROBLEM, "isError": True})]
+    direct, proxied, _server = both(tools, "deploy", {"q": "r-17"}, tmp_path)
+    assert direct.result == "Unknown error", direct.log  # the host's fault: the error's information lost
+    assert "TENANT_MISMATCH" not in direct.result and PROBLEM["detail"] not in direct.result
+    assert proxied.result == "[TENANT_MISMATCH] runtime r-17 belongs to another tenant", proxied.log
+    for view in (direct, proxied):
+        (result,) = [block for _path, body in view.requests for block in tool_results(body)]
+        assert result["is_error"] is True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 40: Claude Code reads only content of an error; through the proxy that is [CODE] detail,"
+    " and the problem's status, title and type stay in _meta where the model never sees them",
+)
+def test_an_error_problems_status_title_and_type_reach_the_model_through_the_proxy(tmp_path: Path) -> None:
+    tools = [tool("deploy", {"content": [], "structuredContent": PROBLEM, "isError": True})]
+    with upstream(tools) as (_server, _direct, proxied):
+        view = run_claude_code(proxied, "deploy", {"q": "r-17"}, tmp_path)
+    assert view.result is not None, view.log
+    for member in ("403", PROBLEM["title"], PROBLEM["type"]):
+        assert str(member) in view.result
+
+
+def fill_search(declaration: dict[str, Any]) -> dict[str, Any]:
+    """The model's call of ``search``, made from the schema it got: a string for each string
+    property, 12 for each integer one, under the names it was offered."""
+    values = {"string": "name eq 'caf\u00e9'", "integer": 12}
+    properties = declaration["input_schema"]["properties"]
+    return {key: values[schema["type"]] for key, schema in properties.items()}
+
+
+def test_a_tool_with_property_names_the_api_refuses_is_skipped_directly_and_offered_renamed_through_the_proxy(
+    tmp_path: Path,
+) -> None:
+    """Claude Code skips a tool whose input schema the Anthropic API would refuse (its debug log
+    says why); the server's other tools stay. Through the proxy the tool is offered with property
+    names the API takes, and a call made with those names reaches the server under its own."""
+    tools = [
+        ToolSpec(SEARCH, returning({"content": [text("2 runtimes match")]})),
+        tool("lookup", {"content": [text("ok")]}),
+    ]
+    name = model_name(SERVER, "search")
+    with upstream(tools) as (server, direct_way, proxied_way):
+        direct = run_claude_code(direct_way, "search", {}, tmp_path / "direct", mock=AnthropicMock(name, {}))
+        mock = AnthropicMock(name, {}, fill=fill_search)
+        proxied = run_claude_code(proxied_way, "search", {}, tmp_path / "proxy", mock=mock)
+    assert set(direct.tools) == {"lookup"}, direct.log  # the host's fault: the tool is gone
+    assert direct.result is None
+    assert 'Skipping tool "search": its input schema would be rejected by the Anthropic API' in direct.log
+    assert set(proxied.tools) == {"lookup", "search"}, proxied.log
+    schema = proxied.tools["search"]["input_schema"]
+    assert all(API_KEY.fullmatch(key) for key in schema["properties"]), schema
+    assert len(schema["properties"]) == 2 and len(schema["required"]) == 1
+    assert schema["required"][0] in schema["properties"]
+    assert schema["properties"][schema["required"][0]] == {"type": "string"}  # $filter, renamed
+    assert proxied.result == "2 runtimes match"
+    (call,) = calls(server)  # under the server's own names
+    assert (call["name"], call["arguments"]) == ("search", {"$filter": "name eq 'caf\u00e9'", "max results": 12})
+
+
+def test_an_svg_image_reaches_the_model_as_a_saved_file_directly_and_as_its_source_through_the_proxy(
+    tmp_path: Path,
+) -> None:
+    """Claude Code does not send an SVG image to the model (the Anthropic API takes JPEG, PNG, GIF
+    and WebP only): the model reads that a binary was saved to a file. Through the proxy the image
+    is its source text for Claude Code."""
+    image = {"type": "image", "data": base64.b64encode(SVG.encode()).decode(), "mimeType": "image/svg+xml"}
+    tools = [tool("chart", {"content": [text("the chart:"), image]})]
+    direct, proxied, _server = both(tools, "chart", {"q": "sales"}, tmp_path)
+    assert direct.result is not None, direct.log
+    assert direct.result.startswith("the chart:\n[Image from demo] Binary content (image/svg+xml")
+    assert SVG not in direct.result and "caf\u00e9" not in direct.result  # the host's fault: the image is lost
+    assert proxied.result == "the chart:\n" + SVG, proxied.log
+
+
+BOTH = {
+    "content": [text("3 runtimes; r-17 failed its health check at 09:12")],
+    "structuredContent": {"count": 3, "big": 12345678901234567890},
+}
+
+
+def test_structured_content_hides_content_from_the_model_directly(tmp_path: Path) -> None:
+    """With both present, Claude Code gives the model ``structuredContent`` as JSON (as its runtime
+    parses it: an integer past 2**53 rounded) and ``content`` not at all."""
+    with upstream([tool("status", BOTH)]) as (_server, direct, _proxied):
+        view = run_claude_code(direct, "status", {"q": "all"}, tmp_path)
+    assert view.result == '{"count":3,"big":12345678901234567000}', view.log
+    assert "r-17" not in view.result
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 40: Claude Code shows the model structuredContent instead of content; the proxy does not"
+    " yet make content's information readable to it (nor the integer past 2**53 exact)",
+)
+def test_content_beside_structured_content_reaches_the_model_through_the_proxy(tmp_path: Path) -> None:
+    with upstream([tool("status", BOTH)]) as (_server, _direct, proxied):
+        view = run_claude_code(proxied, "status", {"q": "all"}, tmp_path)
+    assert view.result is not None, view.log
+    assert "r-17 failed its health check" in view.result and "12345678901234567890" in view.result
+
+
+def test_a_null_input_schema_loses_the_whole_server_directly_and_both_tools_reach_the_model_through_the_proxy(
+    tmp_path: Path,
+) -> None:
+    """One tool with ``inputSchema: null`` fails Claude Code's check of the whole ``tools/list``
+    (retried, then given up): no tool of the server reaches the model. Through the proxy both do."""
+    tools = [tool("broken", {"content": [text("ok")]}, None), tool("lookup", {"content": [text("found: 12.5")]})]
+    direct, proxied, _server = both(tools, "lookup", {"q": "x"}, tmp_path)
+    assert direct.tools == {} and direct.result is None, direct.log  # the host's fault: the server is lost
+    assert "Failed to fetch tools" in direct.log
+    assert set(proxied.tools) == {"broken", "lookup"}, proxied.log
+    assert proxied.tools["broken"]["input_schema"]["type"] == "object"
+    assert proxied.tools["lookup"]["input_schema"] == QUERY
+    assert proxied.result == "found: 12.5"
+
+
+class Refusing(AnthropicMock):
+    """A mock that knows no request (404 to everything)."""
+
+    def answer(self, path: str, body: Any) -> None:
+        return None
+
+
+def test_a_model_api_that_answers_404_ends_the_run_with_a_failure_naming_the_host(tmp_path: Path) -> None:
+    with upstream([tool("lookup", {"content": [text("ok")]})]) as (_server, direct, _proxied):
+        with pytest.raises(HostFailure) as failure:
+            run_claude_code(direct, "lookup", {}, tmp_path, mock=Refusing(None, {}))
+    message = str(failure.value)  # the host, what went wrong, the path, and the host's own words
+    assert message.startswith("claude-code: sent the mock requests it does not know: ['POST /v1/messages?beta=true'")
+    assert "(last model request: /v1/messages?beta=true)\n--- host log (tail) ---\n" in message
+    assert "It may not exist or you may not have access to it" in message
+
+
+def stdio_server(tools: list[dict[str, Any]], results: dict[str, Any]) -> list[str]:
+    """The argv of the raw stdio test server serving ``tools`` and ``results``."""
+    plan = json.dumps({"tools": tools, "results": results})
+    return [sys.executable, str(ROOT / "tests" / "stdio_server.py"), plan]
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["direct", "stdio-wrapper"])
+def test_a_stdio_servers_error_problem_directly_and_through_the_stdio_wrapper(wrapped: bool, tmp_path: Path) -> None:
+    """The same error problem from a stdio server: "Unknown error" directly, ``[CODE] detail``
+    through ``mcp-normalizer stdio -- CMD``."""
+    argv = stdio_server(
+        [{"name": "deploy", "inputSchema": QUERY}],
+        {"deploy": {"content": [], "structuredContent": PROBLEM, "isError": True}},
+    )
+    if wrapped:
+        argv = [sys.executable, "-m", "mcp_normalizer", "stdio", "--", *argv]
+    server = McpServer(SERVER, command=argv, env={"PYTHONPATH": str(ROOT)})
+    view = run_claude_code(server, "deploy", {"q": "r-17"}, tmp_path)
+    assert set(view.tools) == {"deploy"}, view.log
+    expected = "[TENANT_MISMATCH] runtime r-17 belongs to another tenant" if wrapped else "Unknown error"
+    assert view.result == expected, view.log
