@@ -8,6 +8,11 @@ carries the ``tool_result``, which is the model's view of the result. With
 ``ENABLE_TOOL_SEARCH=false`` the MCP tools come in ``tools`` directly (named ``mcp__SERVER__TOOL``,
 the tool's name with characters outside ``[a-zA-Z0-9_-]`` made ``_``), each with its
 ``input_schema``. Recipe: ``../shared/reference/hosts-in-the-loop.md``.
+
+Beyond the recipe: ``MCP_CONNECTION_NONBLOCKING=false`` makes the first model request wait for the
+MCP server (by default Claude Code connects in the background and a slow server, a stdio one
+say, may miss the first turn), ``MCP_CONNECT_TIMEOUT_MS`` bounds that wait, and ``--debug`` writes
+``HOME/.claude/debug/*.txt`` (where a skipped tool's reason is), appended to ``ModelView.log``.
 """
 
 from __future__ import annotations
@@ -212,7 +217,8 @@ def run_claude_code(
                 "DISABLE_ERROR_REPORTING": "1",
                 "ENABLE_TOOL_SEARCH": "false",
                 "CLAUDE_CODE_MAX_RETRIES": "0",
-                "MCP_CONNECTION_NONBLOCKING": "false",
+                "MCP_CONNECTION_NONBLOCKING": "false",  # the first model request waits for the server
+                "MCP_CONNECT_TIMEOUT_MS": "30000",  # (at most this long; 5 s by default)
             },
         )
         argv = [

@@ -13,7 +13,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import struct
 import sys
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +27,7 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .host_claude import AnthropicMock, model_name, run_claude_code, tool_results
 from .host_loop import HostFailure, McpServer, ModelView
-from .support import ROOT, proxy_for, serve
+from .support import EXE, ROOT, free_port, proxy_for, running, serve
 
 pytestmark = pytest.mark.wire
 
@@ -166,19 +168,44 @@ def test_a_tool_with_property_names_the_api_refuses_is_skipped_directly_and_offe
     assert (call["name"], call["arguments"]) == ("search", {"$filter": "name eq 'caf\u00e9'", "max results": 12})
 
 
+def png() -> bytes:
+    """A 1x1 PNG (a green pixel)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\x00\xff\x00")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def images(view: ModelView) -> list[tuple[str, str]]:
+    """The image blocks of the tool result the model got: ``(media type, base64 data)``."""
+    (result,) = [block for _path, body in view.requests for block in tool_results(body)]
+    return [
+        (block["source"]["media_type"], block["source"]["data"])
+        for block in result["content"]
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
+
+
 def test_an_svg_image_reaches_the_model_as_a_saved_file_directly_and_as_its_source_through_the_proxy(
     tmp_path: Path,
 ) -> None:
     """Claude Code does not send an SVG image to the model (the Anthropic API takes JPEG, PNG, GIF
-    and WebP only): the model reads that a binary was saved to a file. Through the proxy the image
-    is its source text for Claude Code."""
-    image = {"type": "image", "data": base64.b64encode(SVG.encode()).decode(), "mimeType": "image/svg+xml"}
-    tools = [tool("chart", {"content": [text("the chart:"), image]})]
+    and WebP only): the model reads that a binary was saved to a file. Through the proxy the SVG
+    is its source text for Claude Code. A PNG beside it reaches the model as an image either way."""
+    svg = {"type": "image", "data": base64.b64encode(SVG.encode()).decode(), "mimeType": "image/svg+xml"}
+    picture = {"type": "image", "data": base64.b64encode(png()).decode(), "mimeType": "image/png"}
+    tools = [tool("chart", {"content": [text("the chart:"), svg, picture]})]
     direct, proxied, _server = both(tools, "chart", {"q": "sales"}, tmp_path)
     assert direct.result is not None, direct.log
     assert direct.result.startswith("the chart:\n[Image from demo] Binary content (image/svg+xml")
     assert SVG not in direct.result and "caf\u00e9" not in direct.result  # the host's fault: the image is lost
-    assert proxied.result == "the chart:\n" + SVG, proxied.log
+    assert proxied.result is not None, proxied.log
+    assert proxied.result.startswith("the chart:\n" + SVG + "\n[image image/png]")
+    for view in (direct, proxied):
+        assert images(view) == [("image/png", picture["data"])]
 
 
 BOTH = {
@@ -246,18 +273,37 @@ def stdio_server(tools: list[dict[str, Any]], results: dict[str, Any]) -> list[s
     return [sys.executable, str(ROOT / "tests" / "stdio_server.py"), plan]
 
 
-@pytest.mark.parametrize("wrapped", [False, True], ids=["direct", "stdio-wrapper"])
-def test_a_stdio_servers_error_problem_directly_and_through_the_stdio_wrapper(wrapped: bool, tmp_path: Path) -> None:
-    """The same error problem from a stdio server: "Unknown error" directly, ``[CODE] detail``
-    through ``mcp-normalizer stdio -- CMD``."""
+@contextmanager
+def reached(way: str, argv: list[str]) -> Iterator[McpServer]:
+    """The host's way to the stdio server ``argv``: directly (``stdio``), through the stdio wrapper
+    (``mcp-normalizer stdio -- CMD``), or served over HTTP by the proxy (``mcp-normalizer -- CMD``)."""
+    env = {"PYTHONPATH": str(ROOT)}
+    if way == "stdio":
+        yield McpServer(SERVER, command=argv, env=env)
+    elif way == "stdio-wrapper":
+        yield McpServer(SERVER, command=[EXE, "stdio", "--", *argv], env=env)
+    else:
+        port = free_port()
+        with running([EXE, "--port", str(port), "--", *argv], port, env):
+            yield McpServer(SERVER, f"http://127.0.0.1:{port}/mcp")
+
+
+@pytest.mark.parametrize("way", ["stdio", "stdio-wrapper", "stdio-over-http"])
+def test_a_stdio_server_directly_through_the_stdio_wrapper_and_served_over_http(way: str, tmp_path: Path) -> None:
+    """A stdio server with the tool whose property names the API refuses and a tool whose error
+    is a problem with empty ``content``: directly, Claude Code skips the first and reads "Unknown
+    error" from the second; through the proxy, either way, it gets both tools and ``[CODE] detail``."""
     argv = stdio_server(
-        [{"name": "deploy", "inputSchema": QUERY}],
+        [SEARCH, {"name": "deploy", "inputSchema": QUERY}],
         {"deploy": {"content": [], "structuredContent": PROBLEM, "isError": True}},
     )
-    if wrapped:
-        argv = [sys.executable, "-m", "mcp_normalizer", "stdio", "--", *argv]
-    server = McpServer(SERVER, command=argv, env={"PYTHONPATH": str(ROOT)})
-    view = run_claude_code(server, "deploy", {"q": "r-17"}, tmp_path)
-    assert set(view.tools) == {"deploy"}, view.log
-    expected = "[TENANT_MISMATCH] runtime r-17 belongs to another tenant" if wrapped else "Unknown error"
-    assert view.result == expected, view.log
+    with reached(way, argv) as server:
+        view = run_claude_code(server, "deploy", {"q": "r-17"}, tmp_path)
+    if way == "stdio":  # the host's faults
+        assert set(view.tools) == {"deploy"}, view.log
+        assert 'Skipping tool "search"' in view.log
+        assert view.result == "Unknown error", view.log
+    else:
+        assert set(view.tools) == {"deploy", "search"}, view.log
+        assert all(API_KEY.fullmatch(key) for key in view.tools["search"]["input_schema"]["properties"])
+        assert view.result == "[TENANT_MISMATCH] runtime r-17 belongs to another tenant", view.log
