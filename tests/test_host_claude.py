@@ -21,7 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from starlette.requests import Request
+from starlette.responses import Response
 
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
@@ -245,7 +248,7 @@ def test_a_null_input_schema_loses_the_whole_server_directly_and_both_tools_reac
     assert direct.tools == {} and direct.result is None, direct.log  # the host's fault: the server is lost
     assert "Failed to fetch tools" in direct.log
     assert set(proxied.tools) == {"broken", "lookup"}, proxied.log
-    assert proxied.tools["broken"]["input_schema"]["type"] == "object"
+    assert proxied.tools["broken"]["input_schema"] == {"type": "object"}
     assert proxied.tools["lookup"]["input_schema"] == QUERY
     assert proxied.result == "found: 12.5"
 
@@ -265,6 +268,41 @@ def test_a_model_api_that_answers_404_ends_the_run_with_a_failure_naming_the_hos
     assert message.startswith("claude-code: sent the mock requests it does not know: ['POST /v1/messages?beta=true'")
     assert "(last model request: /v1/messages?beta=true)\n--- host log (tail) ---\n" in message
     assert "It may not exist or you may not have access to it" in message
+
+
+class Nowhere(AnthropicMock):
+    """A model API on a port nothing listens on (the host is given a wrong port)."""
+
+    @contextmanager
+    def serving(self) -> Iterator[str]:
+        yield f"http://127.0.0.1:{free_port()}"
+
+
+class Silent(AnthropicMock):
+    """A model API that takes each request and never answers (a host waiting on it hangs)."""
+
+    async def _endpoint(self, request: Request) -> Response:
+        self.requests.append((request.url.path, None))
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+def test_a_model_api_on_a_wrong_port_ends_the_run_with_a_failure_naming_the_host(tmp_path: Path) -> None:
+    with upstream([tool("lookup", {"content": [text("ok")]})]) as (_server, direct, _proxied):
+        with pytest.raises(HostFailure) as failure:
+            run_claude_code(direct, "lookup", {}, tmp_path, mock=Nowhere(None, {}))
+    message = str(failure.value)
+    assert message.startswith("claude-code: exited (1) without calling the model (last model request: none)")
+    assert "ECONNREFUSED" in message
+
+
+def test_a_host_left_waiting_on_the_model_is_ended_with_a_failure_naming_the_host(tmp_path: Path) -> None:
+    with upstream([tool("lookup", {"content": [text("ok")]})]) as (_server, direct, _proxied):
+        with pytest.raises(HostFailure) as failure:
+            run_claude_code(direct, "lookup", {}, tmp_path, mock=Silent(None, {}), timeout=5)
+    # its process group killed; the path it waits on is named once it got there (it does in 0.5 s here)
+    assert str(failure.value).startswith("claude-code: did not end within 5 s (last model request: ")
+    assert "--- host log (tail) ---" in str(failure.value)
 
 
 def stdio_server(tools: list[dict[str, Any]], results: dict[str, Any]) -> list[str]:
