@@ -123,10 +123,11 @@ def _settings(server: McpServer) -> dict[str, Any]:
     if server.url is not None:
         entry["httpUrl"] = server.url
     else:
-        entry["command"] = server.command[0]
-        entry["args"] = list(server.command[1:])
-        if server.env:
-            entry["env"] = dict(server.env)
+        # Gemini CLI drops some variables of a server's ``env`` ("Blocked dangerous environment
+        # variable override": PYTHONPATH among them), so the variables go through ``env(1)``.
+        argv = ["env", *(f"{k}={v}" for k, v in server.env.items()), *server.command] if server.env else server.command
+        entry["command"] = argv[0]
+        entry["args"] = list(argv[1:])
     return {
         "mcpServers": {server.name: entry},
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},

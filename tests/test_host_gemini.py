@@ -18,19 +18,23 @@ Gemini CLI's own faults, reproduced on its own code:
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from starlette.requests import Request
 from starlette.responses import Response
 
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .host_gemini import ADDED_PROPERTIES, HOST, GeminiMock, run_gemini_cli
 from .host_loop import HostFailure, McpServer, ModelView
-from .support import proxy_for, serve, text
+from .support import EXE, ROOT, free_port, proxy_for, running, serve, text
 
 pytestmark = pytest.mark.wire
 
@@ -220,6 +224,36 @@ def test_a_terse_text_shows_the_structured_data_through_the_proxy(tmp_path: Path
         assert value in view.result
 
 
+ODD_SCHEMA = {"type": "object", "properties": {"x": True}}
+#: :mod:`tests.stdio_server`'s plan: a plain tool and one with a boolean sub-schema.
+ODD_PLAN = {
+    "tools": [{"name": "plain", "inputSchema": QUERY}, {"name": "odd", "inputSchema": ODD_SCHEMA}],
+    "results": {"plain": {"content": text("plain answered")}, "odd": {"content": text("odd answered")}},
+}
+
+
+def test_the_boolean_subschema_fault_over_stdio_each_way(tmp_path: Path) -> None:
+    """The same fault from a stdio server, each way Gemini CLI can reach it: the server as its own
+    command loses the whole server; behind ``mcp-normalizer stdio -- CMD`` and behind
+    ``mcp-normalizer -- CMD`` (the stdio server served over HTTP) both tools are offered and the
+    odd one's call is answered."""
+    command = [sys.executable, str(ROOT / "tests" / "stdio_server.py"), json.dumps(ODD_PLAN)]
+    port = free_port()
+    views: dict[str, ModelView] = {}
+    views["stdio"] = run_gemini_cli(McpServer("srv", command=command), "odd", {"x": 1}, tmp_path / "stdio")
+    wrapper = McpServer("srv", command=[EXE, "stdio", "--", *command], env={"PYTHONPATH": str(ROOT)})
+    views["wrapper"] = run_gemini_cli(wrapper, "odd", {"x": 1}, tmp_path / "wrapper")
+    with running([EXE, "--port", str(port), "--", *command], port):
+        served = McpServer("srv", url=f"http://127.0.0.1:{port}/mcp")
+        views["served"] = run_gemini_cli(served, "odd", {"x": 1}, tmp_path / "served")
+    assert views["stdio"].tools == {} and MCP_ISSUES in views["stdio"].log
+    for way in ("wrapper", "served"):
+        view = views[way]
+        assert set(view.tools) == {"plain", "odd"}, way
+        assert declared(view, "odd") == {"type": "object", "properties": {"x": {}}}, way
+        assert view.result is not None and "odd answered" in view.result, way
+
+
 class Deaf(GeminiMock):
     """A model API that knows no request: everything is answered 404."""
 
@@ -238,3 +272,24 @@ def test_a_mock_that_knows_no_request_ends_the_run_with_a_failure_naming_the_hos
     assert message.startswith(f"{HOST}: sent the mock requests it does not know")
     assert ":streamGenerateContent" in message
     assert "--- host log (tail) ---" in message
+
+
+class Mute(GeminiMock):
+    """A model API that takes each request and never answers it."""
+
+    async def _endpoint(self, request: Request) -> Response:
+        self.requests.append((request.url.path, None))
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def test_a_host_left_waiting_is_ended_with_a_failure_naming_the_host(tmp_path: Path) -> None:
+    """A host that would hang (its model never answers) is ended after the run's time (its
+    process group killed) with :class:`HostFailure` naming the host and its last request."""
+    with serve(ScriptedServer([ok("plain")], response_mode="json")) as upstream:
+        server = McpServer("srv", url=f"{upstream}/mcp")
+        with pytest.raises(HostFailure) as failure:
+            run_gemini_cli(server, "plain", {"q": "x"}, tmp_path, timeout=8, mock=Mute)
+    message = str(failure.value)
+    assert message.startswith(f"{HOST}: did not end within 8 s")
+    assert ":streamGenerateContent" in message
