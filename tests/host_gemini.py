@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from .host_loop import (
+    HOST_BIN,
     HOST_TIMEOUT,
     HostFailure,
     McpServer,
@@ -198,6 +201,7 @@ def run_gemini_cli(
     *,
     timeout: float = HOST_TIMEOUT,
     mock: type[GeminiMock] = GeminiMock,
+    model: str | None = MODEL,
 ) -> ModelView:
     """Run Gemini CLI once against ``server`` with the mock model; what the model received.
 
@@ -208,6 +212,8 @@ def run_gemini_cli(
         tmp: a folder for the fresh ``HOME`` and the working directory.
         timeout: seconds the run may take (then the process group is killed).
         mock: the model API's mock class (a subclass scripts other answers).
+        model: the model named with ``-m``; ``None``: none, so the CLI's router asks first
+            (a ``:generateContent`` request in JSON mode).
 
     Returns:
         The :class:`ModelView`: ``tools`` by MCP tool name (the ``mcp_SERVER_`` prefix removed) ->
@@ -223,9 +229,9 @@ def run_gemini_cli(
     work = home / "work"
     work.mkdir()
     called = model_name(server.name, tool) if tool is not None else None
-    model = mock(called, arguments)
+    fake = mock(called, arguments)
     (home / "tmp").mkdir()
-    with model.serving() as base:
+    with fake.serving() as base:
         env = host_env(
             home,
             {
@@ -237,12 +243,98 @@ def run_gemini_cli(
                 "CI": "1",
             },
         )
-        argv = [str(command), "-p", "Use the tool.", "--yolo", "--skip-trust", "-m", MODEL]
-        log = run_host(HOST, argv, env, work, model, timeout)
+        argv = [str(command), "-p", "Use the tool.", "--yolo", "--skip-trust", *(["-m", model] if model else [])]
+        log = run_host(HOST, argv, env, work, fake, timeout)
     prefix = f"mcp_{server.name}_"
-    tools = {name.removeprefix(prefix): decl for name, decl in offered(model.requests, server.name).items()}
-    responses = [r for r in function_responses(model.requests) if called is None or r.get("name") == called]
+    tools = {name.removeprefix(prefix): decl for name, decl in offered(fake.requests, server.name).items()}
+    responses = [r for r in function_responses(fake.requests) if called is None or r.get("name") == called]
     result = result_text(responses[0]) if responses else None
     if called is not None and called in {f"{prefix}{t}" for t in tools} and result is None:
-        raise HostFailure(HOST, f"offered {called} but sent the model no result of it", model.last_path, log)
-    return ModelView(host=HOST, tools=tools, result=result, requests=model.requests, log=log)
+        raise HostFailure(HOST, f"offered {called} but sent the model no result of it", fake.last_path, log)
+    return ModelView(host=HOST, tools=tools, result=result, requests=fake.requests, log=log)
+
+
+# -- the same code as a library: @google/gemini-cli-core, no model ------------------------------
+
+#: Gemini CLI's discovery and call path run as a library (``@google/gemini-cli-core`` ``tools/mcp-client``:
+#: ``connectToMcpServer``, ``discoverTools``; each tool's ``schema`` is the declaration the model gets,
+#: ``build(args).execute()`` returns the ``llmContent`` it reads). The last argument is a JSON spec
+#: ``{"config": <MCPServerConfig>, "tool": NAME or null, "args": {...}}``; it prints one JSON object.
+CORE_SCRIPT = r"""
+const { config, tool, args } = JSON.parse(process.argv.at(-1));
+const { connectToMcpServer, discoverTools } = await import('@google/gemini-cli-core/dist/src/tools/mcp-client.js');
+const diagnostics = [];
+const context = {
+  sanitizationConfig: {
+    allowedEnvironmentVariables: [], blockedEnvironmentVariables: [], enableEnvironmentVariableRedaction: false,
+  },
+  emitMcpDiagnostic: (severity, message) => diagnostics.push(`${severity}: ${message}`),
+  isTrustedFolder: () => true,
+};
+const workspace = { getDirectories: () => [process.cwd()], onDirectoriesChanged: () => () => {} };
+const out = { tools: {}, result: null, error: null, diagnostics };
+let client;
+try {
+  client = await connectToMcpServer('0.61.0', 'srv', config, false, workspace, context);
+  const tools = await discoverTools('srv', config, client, context, undefined);
+  for (const t of tools) out.tools[t.serverToolName] = t.schema;
+  const chosen = tool === null ? undefined : tools.find((t) => t.serverToolName === tool);
+  if (chosen) {
+    const done = await chosen.build(args).execute({ abortSignal: new AbortController().signal });
+    out.result = done.llmContent;
+  }
+} catch (error) {
+  out.error = error instanceof Error ? error.message : String(error);
+} finally {
+  await client?.close();
+}
+process.stdout.write(JSON.stringify(out));
+"""
+CORE = "gemini-cli-core"
+
+
+def _llm_text(content: Any) -> str:
+    """``llmContent`` (a string, or parts) as the text the model reads."""
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else [content]
+    return "\n".join(str(p["text"]) if isinstance(p, dict) and "text" in p else json.dumps(p) for p in parts)
+
+
+def run_gemini_core(
+    server: McpServer, tool: str | None, arguments: Mapping[str, Any], tmp: Path, *, timeout: float = HOST_TIMEOUT
+) -> ModelView:
+    """Gemini CLI's MCP discovery and call as a library (``@google/gemini-cli-core``), no model:
+    the declarations its model would get and the ``llmContent`` of one call.
+
+    Returns:
+        A :class:`ModelView` (host ``gemini-cli-core``): ``tools`` by MCP tool name -> the function
+        declaration; ``result`` the call's text (``None`` when the tool was not discovered); ``log``
+        the library's diagnostics and error (a refused ``tools/list`` names the tool's path there).
+
+    Raises:
+        HostFailure: node is missing, the script ran past ``timeout`` or printed no result.
+    """
+    node = shutil.which("node")
+    if node is None:
+        raise HostFailure(CORE, "node is not on PATH", None, "")
+    host_command("gemini")  # skips when the hosts are not installed
+    config: dict[str, Any] = _settings(server)["mcpServers"][server.name]
+    spec = json.dumps({"config": config, "tool": tool, "args": dict(arguments)})
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = host_env(tmp, {"NO_COLOR": "1"})
+    argv = [node, "--input-type=module", "-e", CORE_SCRIPT, spec]
+    try:
+        done = subprocess.run(
+            argv, cwd=HOST_BIN.parent.parent, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as expired:
+        raise HostFailure(CORE, f"did not end within {timeout:.0f} s", None, str(expired.stderr or "")) from None
+    log = done.stdout + done.stderr
+    try:
+        out = json.loads(done.stdout)
+    except ValueError:
+        raise HostFailure(CORE, f"exited ({done.returncode}) without a result", None, log) from None
+    notes = [*out["diagnostics"], *([f"error: {out['error']}"] if out["error"] else [])]
+    result = None if out["result"] is None else _llm_text(out["result"])
+    return ModelView(host=CORE, tools=out["tools"], result=result, requests=[], log="\n".join([*notes, done.stderr]))

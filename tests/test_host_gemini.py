@@ -19,6 +19,7 @@ Gemini CLI's own faults, reproduced on its own code:
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from starlette.responses import Response
 
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
-from .host_gemini import ADDED_PROPERTIES, HOST, GeminiMock, run_gemini_cli
+from .host_gemini import ADDED_PROPERTIES, CORE, HOST, GeminiMock, run_gemini_cli, run_gemini_core
 from .host_loop import HostFailure, McpServer, ModelView
 from .support import EXE, ROOT, free_port, proxy_for, running, serve, text
 
@@ -114,6 +115,17 @@ def test_plain_tool_and_data_reach_the_model(tmp_path: Path) -> None:
         assert "<untrusted_context>" in view.result, route
         for piece in ("12.5", "Zo\u00eb \u2713 \u6771\u4eac \U0001f600", "123456789012345678901234567890"):
             assert piece in view.result, (route, piece)
+
+
+def test_without_a_model_named_the_router_is_answered_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The mock knows the CLI's router: without ``-m`` a ``:generateContent`` request in JSON mode
+    comes first (answered with a minimal value of its schema), then the turns as with ``-m``."""
+    with serve(ScriptedServer([ok("plain")], response_mode="json")) as upstream:
+        view = run_gemini_cli(McpServer("srv", url=f"{upstream}/mcp"), "plain", {"q": "x"}, tmp_path, model=None)
+    paths = [path for path, _ in view.requests]
+    assert ":generateContent" in paths[0]
+    assert any(":streamGenerateContent" in path for path in paths[1:])
+    assert view.result is not None and "plain answered" in view.result
 
 
 def test_one_boolean_subschema_loses_the_server_directly_not_through_the_proxy(tmp_path: Path) -> None:
@@ -254,6 +266,33 @@ def test_the_boolean_subschema_fault_over_stdio_each_way(tmp_path: Path) -> None
         assert view.result is not None and "odd answered" in view.result, way
 
 
+def test_the_cli_core_as_a_library_names_the_refused_tools_and_declares_them_through_the_proxy(tmp_path: Path) -> None:
+    """The same discovery code without a model (``@google/gemini-cli-core``: ``connectToMcpServer``,
+    ``discoverTools``): directly the TS SDK's zod check refuses the whole list and names both bad
+    tools' paths (a boolean sub-schema, ``inputSchema: null``); through the proxy every tool is
+    declared, with the schema the CLI sends its model, and a call's text and error text arrive."""
+    bare = ToolSpec({"name": "bare", "inputSchema": None}, returning({"content": text("bare answered")}))
+    odd = ToolSpec({"name": "odd", "inputSchema": ODD_SCHEMA}, returning({"content": text("odd answered")}))
+    failing = ToolSpec(
+        {"name": "read", "inputSchema": QUERY, "outputSchema": INVOICE},
+        returning({"content": text(ERROR_TEXT), "structuredContent": PROBLEM, "isError": True}),
+    )
+    with routes([ok("plain"), odd, bare, failing]) as servers:
+        direct = run_gemini_core(servers["direct"], "plain", {"q": "x"}, tmp_path / "direct")
+        proxied = run_gemini_core(servers["proxy"], "plain", {"q": "x"}, tmp_path / "proxy")
+        fixed = run_gemini_core(servers["proxy"], "read", {"q": "x"}, tmp_path / "read")
+    assert direct.host == CORE and direct.tools == {} and direct.result is None
+    refused = re.sub(r"\s+", "", direct.log)  # the zod issues, pretty-printed JSON
+    assert '"path":["tools",1,"inputSchema","properties","x"]' in refused
+    assert '"path":["tools",2,"inputSchema"]' in refused
+    assert set(proxied.tools) == {"plain", "odd", "bare", "read"}
+    assert declared(proxied, "odd") == {"type": "object", "properties": {"x": {}}}
+    assert declared(proxied, "bare") == {"type": "object", "properties": {}}
+    assert declared(proxied, "plain") == QUERY
+    assert proxied.result is not None and "plain answered" in proxied.result
+    assert fixed.result is not None and ERROR_TEXT in fixed.result and "-32602" not in fixed.result
+
+
 class Deaf(GeminiMock):
     """A model API that knows no request: everything is answered 404."""
 
@@ -292,4 +331,5 @@ def test_a_host_left_waiting_is_ended_with_a_failure_naming_the_host(tmp_path: P
             run_gemini_cli(server, "plain", {"q": "x"}, tmp_path, timeout=8, mock=Mute)
     message = str(failure.value)
     assert message.startswith(f"{HOST}: did not end within 8 s")
-    assert ":streamGenerateContent" in message
+    assert "(last model request: " in message  # the turn it waits on, or none on a slow start
+    assert "--- host log (tail) ---" in message
