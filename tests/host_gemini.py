@@ -23,7 +23,7 @@ import json
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,17 +158,19 @@ def offered(requests: list[tuple[str, Any]], server: str) -> dict[str, Any]:
     return {}
 
 
-def function_responses(requests: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    """Every ``functionResponse`` part the host sent the model, in order (each once)."""
-    seen: list[dict[str, Any]] = []
+def function_responses(requests: list[tuple[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Every ``functionResponse`` part the host sent the model, in order (each once), with the
+    other parts of its message (Gemini CLI puts a result's images there, as ``inlineData``)."""
+    seen: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for path, body in requests:
         if ":streamGenerateContent" not in path or not isinstance(body, dict):
             continue
         for content in body.get("contents") or ():
-            for part in content.get("parts") or ():
+            parts = [part for part in content.get("parts") or () if isinstance(part, dict)]
+            for part in parts:
                 response = part.get("functionResponse")
-                if isinstance(response, dict) and response not in seen:
-                    seen.append(response)
+                if isinstance(response, dict) and response not in (known for known, _ in seen):
+                    seen.append((response, [p for p in parts if "functionResponse" not in p]))
     return seen
 
 
@@ -176,21 +178,30 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def result_text(response: Mapping[str, Any]) -> str:
+def _part_text(part: Mapping[str, Any]) -> str | None:
+    if "text" in part:
+        return str(part["text"])
+    media = part.get("inlineData")
+    if isinstance(media, dict):
+        return f"[inlineData {media.get('mimeType')}: {media.get('data')}]"
+    return None
+
+
+def result_text(response: Mapping[str, Any], beside: Sequence[Mapping[str, Any]] = ()) -> str:
     """The tool result as the model reads it: the ``functionResponse``'s ``response`` (``output`` or
-    ``error`` text, or its JSON) and the text of any inline parts beside it."""
+    ``error`` text, or its JSON), then each part in it or beside it: text as is, inline media as
+    ``[inlineData MIME: BASE64]``."""
     body = response.get("response")
     if isinstance(body, dict) and set(body) <= {"output", "error", "content"}:
         pieces = [_as_text(body[key]) for key in ("output", "error") if key in body]
         if "content" in body:
             pieces.append(json.dumps(body["content"], ensure_ascii=False))
-        text = "\n".join(pieces)
     else:
-        text = json.dumps(body, ensure_ascii=False)
-    for part in response.get("parts") or ():
-        if isinstance(part, dict) and "text" in part:
-            text += "\n" + str(part["text"])
-    return text
+        pieces = [json.dumps(body, ensure_ascii=False)]
+    for part in (*(response.get("parts") or ()), *beside):
+        if isinstance(part, Mapping) and (piece := _part_text(part)) is not None:
+            pieces.append(piece)
+    return "\n".join(pieces)
 
 
 def run_gemini_cli(
@@ -247,8 +258,8 @@ def run_gemini_cli(
         log = run_host(HOST, argv, env, work, fake, timeout)
     prefix = f"mcp_{server.name}_"
     tools = {name.removeprefix(prefix): decl for name, decl in offered(fake.requests, server.name).items()}
-    responses = [r for r in function_responses(fake.requests) if called is None or r.get("name") == called]
-    result = result_text(responses[0]) if responses else None
+    responses = [r for r in function_responses(fake.requests) if called is None or r[0].get("name") == called]
+    result = result_text(*responses[0]) if responses else None
     if called is not None and called in {f"{prefix}{t}" for t in tools} and result is None:
         raise HostFailure(HOST, f"offered {called} but sent the model no result of it", fake.last_path, log)
     return ModelView(host=HOST, tools=tools, result=result, requests=fake.requests, log=log)

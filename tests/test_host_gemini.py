@@ -18,6 +18,7 @@ Gemini CLI's own faults, reproduced on its own code:
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import sys
@@ -64,6 +65,9 @@ INVOICE = {
     "properties": {"number": {"type": "string"}, "total": {"type": "number"}, "currency": {"type": "string"}},
     "required": ["number", "total", "currency"],
 }
+#: A boolean sub-schema: JSON Schema's "anything", refused by the TS SDK 1.x tool schema (zod).
+ODD_SCHEMA = {"type": "object", "properties": {"x": True}}
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
 ERROR_TEXT = "Forbidden: account 42 may not read invoice INV-7 (E_FORBIDDEN)"
 
 
@@ -128,15 +132,33 @@ def test_without_a_model_named_the_router_is_answered_and_the_run_goes_on(tmp_pa
     assert view.result is not None and "plain answered" in view.result
 
 
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_image_and_a_link_reach_the_model(route: str, tmp_path: Path) -> None:
+    """A PNG image and a resource link beside a text: Gemini CLI sends the image as ``inlineData``
+    beside the ``functionResponse`` (its bytes as the server sent them), a line naming it in the
+    text, and the link's name and URI."""
+    result = {
+        "content": [
+            {"type": "text", "text": "a chart: 12.50"},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "ui://demo/view/v1", "name": "view", "mimeType": "text/html"},
+        ]
+    }
+    tool = ToolSpec({"name": "render", "inputSchema": QUERY}, returning(result))
+    view = run([tool], "render", tmp_path, only=[route])[route]
+    assert view.result is not None
+    assert "a chart: 12.50" in view.result
+    assert f"[inlineData image/png: {PNG}]" in view.result
+    assert "image data with mime-type: image/png" in view.result
+    assert "view at ui://demo/view/v1" in view.result
+
+
 def test_one_boolean_subschema_loses_the_server_directly_not_through_the_proxy(tmp_path: Path) -> None:
     """Gemini CLI's fault: one tool with ``"properties": {"x": true}`` fails the TS SDK's zod check
     of the whole ``tools/list``, and the server is lost ("MCP issues detected"; the model gets no
     tool of it, and a call reads "not found"). Through the proxy (rule ``boolean_subschema``, for
     every client) ``true`` is spelled ``{}``: both tools offered, the call answered."""
-    odd = ToolSpec(
-        {"name": "odd", "inputSchema": {"type": "object", "properties": {"x": True}}},
-        returning({"content": text("odd answered")}),
-    )
+    odd = ToolSpec({"name": "odd", "inputSchema": ODD_SCHEMA}, returning({"content": text("odd answered")}))
     views = run([ok("plain"), odd], "odd", tmp_path, {"x": 1})
     direct, proxied = views["direct"], views["proxy"]
     assert direct.tools == {}
@@ -158,7 +180,7 @@ def test_a_null_input_schema_loses_the_server_directly_not_through_the_proxy(tmp
     direct, proxied = views["direct"], views["proxy"]
     assert direct.tools == {}
     assert MCP_ISSUES in direct.log
-    assert direct.result is not None and "plain answered" not in direct.result
+    assert direct.result is not None and "not found" in direct.result and "plain answered" not in direct.result
     assert set(proxied.tools) == {"plain", "bare"}
     assert declared(proxied, "bare") == {"type": "object", "properties": {}}
     assert proxied.result is not None and "plain answered" in proxied.result
@@ -236,7 +258,6 @@ def test_a_terse_text_shows_the_structured_data_through_the_proxy(tmp_path: Path
         assert value in view.result
 
 
-ODD_SCHEMA = {"type": "object", "properties": {"x": True}}
 #: :mod:`tests.stdio_server`'s plan: a plain tool and one with a boolean sub-schema.
 ODD_PLAN = {
     "tools": [{"name": "plain", "inputSchema": QUERY}, {"name": "odd", "inputSchema": ODD_SCHEMA}],
