@@ -89,8 +89,6 @@ from .child import Process
 
 logger = logging.getLogger("mcp_normalizer")
 
-#: Messages queued for one client stream before the child's stdout stops being read.
-QUEUE = 16
 #: Messages of a session held for its next GET stream (the oldest go first past this), and bytes.
 BACKLOG = 1_000
 BACKLOG_BYTES = 8 * 1024 * 1024
@@ -144,62 +142,191 @@ class Command:
         return shlex.join(self.argv)[:200]
 
 
+class _Budget:
+    """The bytes of the children's messages that wait for clients, and their bounds.
+
+    A message counts from the moment it is handed to a stream (:meth:`_Stream.put`) until it has
+    been sent to its client (:meth:`_Stream.sent`): queued or being written, once.
+
+    Args:
+        stream: bytes that may wait for one stream (``stream_buffer_bytes``).
+        child: bytes that may wait for the streams of one child (``child_buffer_bytes``).
+        process: bytes that may wait in the whole proxy (``process_buffer_bytes``).
+    """
+
+    def __init__(self, stream: int, child: int, process: int) -> None:
+        self.stream = stream
+        self.child = child
+        self.process = process
+        self.waiting = 0
+        self.streams: set[_Stream] = set()  # the streams with bytes waiting
+        self.changed = anyio.Event()  # set (and replaced) whenever bytes are released
+
+    def release(self) -> None:
+        """Wake whoever waits for room."""
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
 class _Stream:
     """One HTTP response the child's messages go to: a POST's answer (JSON or SSE) or a GET stream.
 
     Args:
         sse: the answer is an SSE stream (else one JSON body: responses only).
-        limit: ``None``: handing a message over waits while :data:`QUEUE` messages wait (flow
-            control back to the child). Else the bytes that may wait without holding anyone up;
-            past them the stream is cut (``overflowed``).
+        child: the child whose messages it carries.
+        budget: the bounds on what waits (:class:`_Budget`).
+
+    Handing a message over (:meth:`put`) waits while the stream, its child or the proxy has no
+    room for it (flow control back to a session's child: it blocks on its writes); a message
+    larger than a bound goes alone (the stream, or the child, has nothing else waiting). The
+    shared child's streams never hold its reader up (one slow client must not stall the others):
+    there a stream past its bound is cut (``overflowed``), and a child or a proxy out of room cuts
+    the stream with the most bytes waiting. A stream cut while a message is being sent to its
+    client has that send cancelled (``scope``): the message goes nowhere and its bytes are freed.
     """
 
-    __slots__ = ("calls", "gone", "limit", "open", "overflowed", "receiver", "sender", "sse", "waiting")
+    __slots__ = (
+        "budget",
+        "calls",
+        "child",
+        "gone",
+        "open",
+        "overflowed",
+        "receiver",
+        "scope",
+        "sender",
+        "sending",
+        "sse",
+        "waiting",
+    )
 
-    def __init__(self, sse: bool, limit: int | None = None) -> None:
+    def __init__(self, sse: bool, child: _Child, budget: _Budget) -> None:
         self.sse = sse
-        self.limit = limit
+        self.child = child
+        self.budget = budget
         self.sender: MemoryObjectSendStream[bytes]
         self.receiver: MemoryObjectReceiveStream[bytes]
-        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](QUEUE if limit is None else math.inf)
+        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](math.inf)
         self.open: set[IdKey] = set()  # the child-side ids of its requests still unanswered
         self.gone = False  # its client left (or the stream ended)
-        self.waiting = 0  # bytes handed over and not yet taken (a limited stream)
+        self.waiting = 0  # bytes handed over and not yet sent to the client (queued or being sent)
+        self.sending = 0  # the bytes of the message being sent now (taken, not yet sent)
         self.overflowed = False
         self.calls = False  # it answers a tools/call (what a server says outside a request may go on it)
+        self.scope: anyio.CancelScope | None = None  # cancelled to cut a send in progress
+
+    @property
+    def cuttable(self) -> bool:
+        """Past a bound it is cut rather than waited for (a stream of the shared child)."""
+        return self.child.shared
+
+    def _fits(self, size: int) -> bool:
+        budget, child = self.budget, self.child
+        return (
+            (not self.waiting or self.waiting + size <= budget.stream)
+            and (not child.buffered or child.buffered + size <= budget.child)
+            and (not budget.waiting or budget.waiting + size <= budget.process)
+        )
 
     async def put(self, line: bytes) -> bool:
-        """Hand ``line`` to the client; False if it is gone (or, limited, just overflowed)."""
+        """Hand ``line`` to the client once there is room; False if it is gone (or just cut)."""
+        size = len(line)
+        budget, child = self.budget, self.child
+        while not self._fits(size):
+            if self.gone:
+                return False
+            victim: _Stream | None = None
+            live = [s for s in budget.streams if not s.overflowed]  # (a cut one frees its bytes soon)
+            if self.waiting and self.waiting + size > budget.stream:
+                victim = self if self.cuttable else None
+            elif child.buffered and child.buffered + size > budget.child:
+                if self.cuttable:
+                    victim = max((s for s in live if s.child is child), key=_waiting_of, default=None)
+            else:
+                largest = max(live, key=_waiting_of, default=None)
+                if largest is not None and (self.cuttable or largest.child is not child):
+                    victim = largest
+            if victim is None:
+                await budget.changed.wait()  # back-pressure: the child is not read meanwhile
+                continue
+            victim.cut()
+            if victim is self:
+                return False
         if self.gone:
             return False
         try:
-            if self.limit is None:
-                await self.sender.send(line)
-                return True
-            if self.waiting + len(line) > self.limit:
-                self.overflowed = self.gone = True
-                self.sender.close()
-                return False
-            self.waiting += len(line)
             self.sender.send_nowait(line)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
             self.gone = True
             return False
+        self._count(size)
         return True
 
+    def _count(self, size: int) -> None:
+        self.waiting += size
+        self.child.buffered += size
+        self.budget.waiting += size
+        if self.waiting:
+            self.budget.streams.add(self)
+        else:
+            self.budget.streams.discard(self)
+        if size < 0:
+            self.budget.release()
+
     async def take(self) -> bytes:
-        """The next message for the client.
+        """The next message for the client; it counts until :meth:`sent`.
 
         Raises:
             anyio.EndOfStream: no more will come.
         """
+        self.sent()
         line = await self.receiver.receive()
-        self.waiting -= len(line)
+        self.sending = len(line)
         return line
+
+    def sent(self) -> None:
+        """The message taken last has reached the client (or is held elsewhere): its bytes are free."""
+        if self.sending:
+            self._count(-self.sending)
+            self.sending = 0
+
+    def cut(self) -> None:
+        """The client is too slow: drop what waits for it and cancel a send in progress."""
+        if self.gone and self.overflowed:
+            return
+        logger.warning(
+            "a client read too slowly: %d bytes of the MCP server's messages waited for it; its stream is cut",
+            self.waiting,
+        )
+        self.overflowed = self.gone = True
+        self.sender.close()
+        dropped = 0
+        while True:
+            try:
+                dropped += len(self.receiver.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+        if dropped:
+            self._count(-dropped)
+        if self.sending and self.scope is not None:
+            self.scope.cancel()
 
     def end(self) -> None:
         """No more messages: the response ends once the queue is drained."""
         self.sender.close()
+
+    def close(self) -> None:
+        """The response is over: whatever still counts for it is freed."""
+        self.gone = True
+        self.sender.close()
+        self.receiver.close()
+        if self.waiting:
+            self._count(-self.waiting)
+        self.sending = 0
+
+
+def _waiting_of(stream: _Stream) -> int:
+    return stream.waiting
 
 
 @dataclass(slots=True)
@@ -227,6 +354,7 @@ class _Child:
         self.listener: _Stream | None = None  # the session's GET stream
         self.backlog: deque[bytes] = deque()
         self.backlog_bytes = 0
+        self.buffered = 0  # bytes of its messages waiting for its streams (see _Budget)
         self.answered = False  # it has written a JSON-RPC message (it started, at least)
         self.left: deque[IdKey] = deque(maxlen=BACKLOG)  # requests whose client left before the answer
         self.started = self.used = time.monotonic()
@@ -486,6 +614,10 @@ class StdioUpstream:
         max_line: the longest line of the child's stdout relayed, in bytes.
         max_body_bytes: the largest request body (413 past it).
         send_timeout: seconds a client may take to accept one message before its stream is cut.
+        stream_buffer_bytes: bytes of the child's messages that may wait for one stream.
+        child_buffer_bytes: bytes of one child's messages that may wait for its streams together.
+        process_buffer_bytes: bytes of every child's messages that may wait, all together.
+        max_children_per_client: sessions (children) one client may hold at once.
         metrics: where faults are counted (``upstream_errors_total`` by kind: ``exit``, ``start``,
             ``backoff``, ``stdout_noise``, ``oversized_line``, ``invalid_json``, ``idle_timeout``,
             ``slow_client``), with the processes running (``stdio_children``).
@@ -503,6 +635,10 @@ class StdioUpstream:
         max_line: int = 32 * 1024 * 1024,
         max_body_bytes: int = 16 * 1024 * 1024,
         send_timeout: float = 60.0,
+        stream_buffer_bytes: int = 4 * 1024 * 1024,
+        child_buffer_bytes: int = 16 * 1024 * 1024,
+        process_buffer_bytes: int = 64 * 1024 * 1024,
+        max_children_per_client: int = 16,
         metrics: Metrics | None = None,
         refusals: RefusalLog | None = None,
     ) -> None:
@@ -520,6 +656,8 @@ class StdioUpstream:
         self.max_line = max_line
         self.max_body_bytes = max_body_bytes
         self.send_timeout = send_timeout
+        self.budget = _Budget(stream_buffer_bytes, child_buffer_bytes, process_buffer_bytes)
+        self.max_children_per_client = max_children_per_client
         self.sessions: dict[str, _Child] = {}
         self.shared: _Child | None = None
         self._children: set[_Child] = set()
@@ -807,9 +945,7 @@ class StdioUpstream:
             await _respond(send, *_refusal(400, "Invalid Request: a request with this id is in flight in this session"))
             return
         sse = b"text/event-stream" in (header(headers, b"accept") or "").encode()
-        # The shared server's streams never hold its reader up (one slow client must not stall the
-        # others): what waits for a slow one is bounded in bytes instead, and past that it is cut.
-        stream = _Stream(sse, limit=2 * self.max_line if child.shared else None)
+        stream = _Stream(sse, child, self.budget)
         try:
             line = self._register(child, stream, messages, line)
         except DecodeError:
@@ -819,10 +955,8 @@ class StdioUpstream:
         try:
             await self._answer(child, stream, line, batch, receive, send, minted)
         finally:
-            stream.gone = True
             child.streams.remove(stream)
-            stream.receiver.close()
-            stream.sender.close()
+            stream.close()
             left = [key for key in stream.open if key in child.waiting]
             for key in left:  # its client left: what the child answers for them goes nowhere
                 waiter = child.waiting.pop(key)
@@ -881,6 +1015,7 @@ class StdioUpstream:
         that stops reading is left with an unfinished response (the ASGI server then closes its
         connection), as the forwarder does."""
         async with anyio.create_task_group() as tg:
+            stream.scope = tg.cancel_scope
             if child.done:  # it exited after this request found it
                 await child.ended(child.status)
             else:  # (a child gone meanwhile answers it as it ends)
@@ -892,9 +1027,13 @@ class StdioUpstream:
                     if not await self._send_event(send, item):
                         tg.cancel_scope.cancel()
                         return
+                    stream.sent()
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
-                lines = [item async for item in self._drain(child, stream)]
+                lines = []  # (a JSON body goes whole: its messages count no more once taken)
+                async for item in self._drain(child, stream):
+                    stream.sent()
+                    lines.append(item)
                 body = b"[" + b",".join(lines) + b"]" if batch else lines[0]
                 headers = [_JSON, (b"content-length", str(len(body)).encode()), *minted]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -927,8 +1066,9 @@ class StdioUpstream:
                 continue
             if stream.overflowed:
                 message = (
-                    f"the client read too slowly: more than {stream.limit} bytes of the MCP server's messages "
-                    "waited for it"
+                    "the client read too slowly: more of the MCP server's messages waited for it than the "
+                    f"proxy holds (stream_buffer_bytes {self.budget.stream}, child_buffer_bytes "
+                    f"{self.budget.child}, process_buffer_bytes {self.budget.process})"
                 )
                 self.count("slow_client")
             else:
@@ -970,28 +1110,32 @@ class StdioUpstream:
         if child.listener is not None:
             await _respond(send, *_refusal(409, "Conflict: only one GET stream is allowed per session"))
             return
-        stream = child.listener = _Stream(sse=True)
+        stream = child.listener = _Stream(True, child, self.budget)
         held = child.take_backlog()
         try:
             async with anyio.create_task_group() as tg:
+                stream.scope = tg.cancel_scope
                 tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
                 await send({"type": "http.response.start", "status": 200, "headers": list(_SSE_HEADERS)})
                 for line in held:
                     if not await self._send_event(send, line):
                         tg.cancel_scope.cancel()
                         return
-                async for item in stream.receiver:
+                while True:
+                    try:
+                        item = await stream.take()
+                    except anyio.EndOfStream:
+                        break
                     if not await self._send_event(send, item):
                         tg.cancel_scope.cancel()
                         return
+                    stream.sent()
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 tg.cancel_scope.cancel()
         finally:
-            stream.gone = True
             if child.listener is stream:
                 child.listener = None
-            stream.receiver.close()
-            stream.sender.close()
+            stream.close()
 
     async def _delete(self, scope: Scope, send: Send) -> None:
         child = await self._session(scope, send, "DELETE ends a session")
