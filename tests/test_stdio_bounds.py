@@ -162,3 +162,78 @@ def test_stateless_clients_that_never_read_hold_no_more_than_the_bound() -> None
         grown = during - before
     assert grown < PROCESS_BOUND + ALLOWANCE, f"grew {grown / MiB:.1f} MiB"
     assert after.status_code == 200 and len(after.content) > BIG  # the shared server still serves
+
+
+# -- children: per client, and the longest-idle one makes room ----------------------------------
+
+
+@pytest.mark.anyio
+async def test_sessions_that_never_end_do_not_lock_out_the_next_one() -> None:
+    """TS SDK 1.x ends no session with DELETE: 65 sessions with ``max_children`` 64 all start, the
+    longest-idle one's server making room; that session then gets 404 (and initializes again)."""
+    import anyio
+
+    from .test_stdio_upstream import events, open_session, post, stdio_proxy
+
+    plan = plan_with()
+    with stdio_proxy(fixture(plan), max_children=64, max_children_per_client=64) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            sessions = [await open_session(http, url) for _ in range(65)]
+            gone = await post(http, url, call(1, "echo"), sessions[0])
+            kept = [events(await post(http, url, call(1, "echo"), s))[0] for s in sessions[1:]]
+            with anyio.fail_after(30):  # (the ended one's server is reaped)
+                metrics = (await http.get(px + "/.mcp-normalizer/metrics")).text
+                while "mcp_normalizer_stdio_children 64.0" not in metrics:
+                    await anyio.sleep(0.05)
+                    metrics = (await http.get(px + "/.mcp-normalizer/metrics")).text
+    assert gone.status_code == 404
+    assert all(m["result"]["content"][0]["text"] == "caf\u00e9 \u2713 12.50 1e-3" for m in kept)
+    assert 'mcp_normalizer_upstream_errors_total{kind="evicted"} 1.0' in metrics
+
+
+@pytest.mark.anyio
+async def test_a_client_at_its_own_limit_ends_its_own_idlest_session_never_anothers() -> None:
+    from .test_stdio_upstream import events, open_session, post, stdio_proxy
+
+    plan = plan_with()
+    with stdio_proxy(fixture(plan), max_children=8, max_children_per_client=2) as px:
+        url = px + "/mcp"
+        async with (
+            httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer a"}) as a,
+            httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer b"}) as b,
+        ):
+            theirs = await open_session(b, url)
+            mine = [await open_session(a, url) for _ in range(3)]
+            answers = [await post(a, url, call(1, "echo"), s) for s in mine]
+            other = events(await post(b, url, call(1, "echo"), theirs))
+    assert [r.status_code for r in answers] == [404, 200, 200]
+    assert other[0]["result"]["content"][0]["text"] == "caf\u00e9 \u2713 12.50 1e-3"
+
+
+@pytest.mark.anyio
+async def test_one_clients_crashing_calls_never_refuse_another_clients_session() -> None:
+    """Stateless calls that crash the shared server, again and again, back off their own client
+    alone: another client's ``initialize`` and stateless calls are served."""
+    from .test_stdio_upstream import events, stdio_proxy
+
+    plan = plan_with(crash_on="protean.list_runtimes")
+    headers = {**HEADERS, "mcp-protocol-version": MODERN}
+    with stdio_proxy(fixture(plan)) as px:
+        url = px + "/mcp"
+        async with (
+            httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer a"}) as a,
+            httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer b"}) as b,
+        ):
+            crashes = [
+                await a.post(url, content=orjson.dumps(modern_call(i, "protean.list_runtimes")), headers=headers)
+                for i in range(3)
+            ]
+            started = await b.post(url, content=orjson.dumps(INIT), headers=HEADERS)
+            served = await b.post(url, content=orjson.dumps(modern_call(7, "echo")), headers=headers)
+            ready = await b.get(px + "/.mcp-normalizer/readyz")
+    assert ["exited" in events(r)[0]["error"]["message"] for r in crashes[:2]] == [True, True]
+    assert crashes[2].status_code == 503 and "retry-after" in crashes[2].headers  # its own back-off
+    assert started.status_code == 200 and events(started)[0]["result"]["serverInfo"]["name"] == "stdio-fixture"
+    assert served.status_code == 200 and events(served)[0]["result"]["content"][0]["text"].startswith("caf")
+    assert ready.status_code == 200

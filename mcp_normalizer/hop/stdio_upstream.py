@@ -48,6 +48,7 @@ for ``send_timeout`` seconds loses its stream.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -56,7 +57,7 @@ import re
 import secrets
 import shlex
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -96,6 +97,8 @@ BACKLOG_BYTES = 8 * 1024 * 1024
 STABLE = 10.0
 #: The longest back-off between starts of a child that keeps exiting, in seconds.
 MAX_BACKOFF = 30.0
+#: Clients whose crash loops are remembered (the least recently seen are forgotten past it).
+CLIENTS = 4096
 _BOM = b"\xef\xbb\xbf"
 _EDGE = 4096
 _SSE_HEADERS = [
@@ -189,6 +192,7 @@ class _Stream:
         "budget",
         "calls",
         "child",
+        "client",
         "gone",
         "open",
         "overflowed",
@@ -200,8 +204,9 @@ class _Stream:
         "waiting",
     )
 
-    def __init__(self, sse: bool, child: _Child, budget: _Budget) -> None:
+    def __init__(self, sse: bool, child: _Child, budget: _Budget, client: str = "") -> None:
         self.sse = sse
+        self.client = client  # whose requests it answers (see client_of)
         self.child = child
         self.budget = budget
         self.sender: MemoryObjectSendStream[bytes]
@@ -343,8 +348,11 @@ class _Waiter:
 class _Child:
     """One stdio server process and the HTTP streams its messages go to (one owner: its session)."""
 
-    def __init__(self, process: Process, label: str, session_id: str | None, count: Callable[[str], None]) -> None:
+    def __init__(
+        self, process: Process, label: str, session_id: str | None, count: Callable[[str], None], client: str = ""
+    ) -> None:
         self.process = process
+        self.client = client  # who started it (see client_of)
         self.count = count  # counts a fault by kind (upstream_errors_total)
         self.label = label
         self.session_id = session_id  # None: the shared child of stateless requests
@@ -358,6 +366,7 @@ class _Child:
         self.answered = False  # it has written a JSON-RPC message (it started, at least)
         self.left: deque[IdKey] = deque(maxlen=BACKLOG)  # requests whose client left before the answer
         self.started = self.used = time.monotonic()
+        self.users = 0  # POSTs being handled for it (a session being started is in use already)
         self.stopping = False
         self.noise = 0
         self.done = False  # it has exited (and what it left unanswered was answered)
@@ -372,8 +381,8 @@ class _Child:
 
     @property
     def busy(self) -> bool:
-        """Something is in flight, or a GET stream is open."""
-        return bool(self.waiting) or self.listener is not None
+        """Something is in flight, a POST is being handled for it, or a GET stream is open."""
+        return bool(self.waiting) or self.listener is not None or self.users > 0
 
     async def write(self, line: bytes) -> bool:
         """Write one message line to the child's stdin; False when the child is gone."""
@@ -664,8 +673,11 @@ class StdioUpstream:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._shared_lock = anyio.Lock()
         self._starting = 0  # children being started (their slots are taken)
-        self._failures = 0  # exits in a row, each soon after its start
-        self._not_before = 0.0  # no start before this monotonic time (back-off)
+        self._starting_for: dict[str, int] = {}  # the same, by client
+        self._failures = 0  # a server that could not start (no session answered): times in a row
+        self._not_before = 0.0  # readyz says not ready before this monotonic time
+        # By client (client_of): [exits in a row, each soon after its start; no start before]
+        self._backoff: OrderedDict[str, list[float]] = OrderedDict()
         self._closed = False
 
     def count(self, kind: str) -> None:
@@ -691,7 +703,12 @@ class StdioUpstream:
             return
         method = scope["method"]
         if method == "POST":
-            await self._post(scope, receive, send)
+            held: list[_Child] = []
+            try:
+                await self._post(scope, receive, send, held)
+            finally:
+                for child in held:
+                    child.users -= 1
         elif method == "GET":
             await self._get(scope, receive, send)
         elif method == "DELETE":
@@ -759,33 +776,86 @@ class StdioUpstream:
     # -- children ------------------------------------------------------------------------------
 
     async def _start(
-        self, session_id: str | None, peer: str | None = None
+        self, session_id: str | None, peer: str | None = None, client: str = ""
     ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
         """A new child for ``session_id`` (``None``: the shared one), or the refusal to send
-        (``peer``: the address of the client it is for)."""
-        wait = self._not_before - time.monotonic()
+        (``peer``: the address of the client it is for, ``client`` its :func:`client_of`)."""
+        failures, not_before = self._backoff.get(client, (0, 0.0))
+        wait = max(not_before, self._not_before) - time.monotonic()
         if wait > 0:
             self.count("backoff")
             message = (
-                f"the MCP server ({self.label}) failed to start {self._failures} times in a row (it could not be "
-                f"started, or exited before answering): the next start is in {wait:.1f} s"
+                f"the MCP server ({self.label}) failed to start {int(max(failures, self._failures))} times in a "
+                f"row (it could not be started, or exited before answering): the next start is in {wait:.1f} s"
             )
             return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
-        if len(self._children) + self._starting >= self.max_children:
-            detail = f"{self.max_children} MCP server processes run, one per session; end one with DELETE"
-            return _refusal(503, self.refusals.refused(CHILDREN, peer, detail), extra=[(b"retry-after", b"1")])
+        refused = await self._room(session_id is not None, peer, client)
+        if refused is not None:
+            return refused
+        self._starting_for[client] = self._starting_for.get(client, 0) + 1
+        try:
+            return await self._spawn(session_id, client)
+        finally:
+            self._starting_for[client] -= 1
+            if not self._starting_for[client]:
+                del self._starting_for[client]
+
+    async def _room(
+        self, session: bool, peer: str | None, client: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """Make room for one more child of ``client`` (``session``: a session's, else the shared
+        one): at ``max_children_per_client`` its own longest-idle session is ended, at
+        ``max_children`` anyone's (that session then gets 404, and its client initializes again).
+        ``None`` once there is room; the refusal (503) when every child is busy (something in
+        flight, or a GET stream open)."""
+        while True:
+            running = [c for c in self._children if not c.stopping]
+            mine = [c for c in running if session and not c.shared and c.client == client]
+            if session and len(mine) + self._starting_for.get(client, 0) >= self.max_children_per_client:
+                pool, limit = mine, f"max_children_per_client ({self.max_children_per_client})"
+            elif len(self._children) + self._starting >= self.max_children:
+                stopping = [c for c in self._children if c.stopping]
+                if stopping:  # a slot frees once it is gone
+                    with anyio.move_on_after(2 * self.grace + 1):
+                        await stopping[0].finished.wait()
+                    continue
+                pool, limit = running, f"max_children ({self.max_children})"
+            else:
+                return None
+            victim = min((c for c in pool if not c.busy), key=lambda c: c.used, default=None)
+            if victim is None:
+                detail = f"{limit}: every MCP server process is busy (a request in flight or a GET stream open)"
+                return _refusal(503, self.refusals.refused(CHILDREN, peer, detail), extra=[(b"retry-after", b"1")])
+            logger.info(
+                "%s reached: the longest-idle session's MCP server (pid %d, idle %.1f s) is stopped for a new one",
+                limit,
+                victim.process.pid,
+                time.monotonic() - victim.used,
+            )
+            self.count("evicted")
+            victim.stopping = True
+            self._forget(victim)
+            assert self._task_group is not None
+            self._task_group.start_soon(self._stop, victim)
+            with anyio.move_on_after(2 * self.grace + 1):
+                await victim.finished.wait()
+
+    async def _spawn(
+        self, session_id: str | None, client: str
+    ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Start the child (its slot is free)."""
         env = {**os.environ, **self.command.env} if self.command.env else None
         self._starting += 1  # (the slot is taken while it starts)
         try:
             process = await children.start(self.command.argv, env=env, cwd=self.command.cwd)
         except OSError as exc:
             self.count("start")
-            self._crashed(0.0)
+            self._crashed(None, client, 0.0)
             logger.error("cannot start the MCP server (%s): %s", self.label, exc.strerror or exc)
             return _refusal(502, f"cannot start the MCP server ({self.label}): {exc.strerror or exc}", code=-32603)
         finally:
             self._starting -= 1
-        child = _Child(process, self.label, session_id, self.count)
+        child = _Child(process, self.label, session_id, self.count, client)
         logger.info("started %s (pid %d)%s", self.label, process.pid, " for a new session" if session_id else "")
         self._children.add(child)
         if session_id is not None:
@@ -857,31 +927,57 @@ class StdioUpstream:
                 children.last_words(tail),
             )
             self.count("exit")
-            self._crashed(lived, child.answered)
+            self._crashed(child, child.client, lived)
         await child.ended(status)
 
-    def _crashed(self, lived: float, answered: bool = False) -> None:
-        """Count an exit nobody asked for; back off when they come in a row, each soon after its
-        start and before the server said anything (a server that answered and then crashed did
-        start: one client's call that crashes its own session must not refuse everyone else's)."""
-        if answered:
+    def _crashed(self, child: _Child | None, client: str, lived: float) -> None:
+        """Count an exit nobody asked for (``child``; ``None``: it could not be started); back off
+        when they come in a row, each soon after its start and before the server said anything.
+
+        The back-off is the client's whose requests were in flight (else the client that started
+        it): a crash in one client's call never refuses anyone else. A server that answered and
+        then crashed did start: its client is not backed off either. A session's server that could
+        not start at all (it never answered, not even ``initialize``) also makes ``readyz`` say
+        not ready for as long."""
+        answered = child is not None and child.answered
+        owners = {waiter.stream.client for waiter in child.waiting.values()} if child is not None else set()
+        for who in owners or {client}:
+            record = self._backoff.pop(who, [0, 0.0])
+            self._backoff[who] = record
+            if len(self._backoff) > CLIENTS:
+                self._backoff.popitem(last=False)
+            if answered:
+                record[0] = 0
+                continue
+            record[0] = record[0] + 1 if lived < STABLE else 1
+            if record[0] >= 2:
+                delay = min(MAX_BACKOFF, 0.5 * 2 ** (record[0] - 2))
+                record[1] = time.monotonic() + delay
+                logger.warning(
+                    "%s exited %d times in a row in a client's requests: that client's next start waits %g s",
+                    self.label,
+                    int(record[0]),
+                    delay,
+                )
+        if child is not None and (answered or child.shared):
             self._failures = 0
             return
         self._failures = self._failures + 1 if lived < STABLE else 1
         if self._failures >= 2:
-            delay = min(MAX_BACKOFF, 0.5 * 2 ** (self._failures - 2))
-            self._not_before = time.monotonic() + delay
-            logger.warning("%s exited %d times in a row: the next start waits %g s", self.label, self._failures, delay)
+            self._not_before = time.monotonic() + min(MAX_BACKOFF, 0.5 * 2 ** (self._failures - 2))
 
-    async def _shared_child(self) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+    async def _shared_child(
+        self, peer: str | None, client: str
+    ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
         async with self._shared_lock:
             if self.shared is not None:
                 return self.shared
-            return await self._start(None)
+            return await self._start(None, peer, client)
 
     # -- POST ----------------------------------------------------------------------------------
 
-    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _post(self, scope: Scope, receive: Receive, send: Send, held: list[_Child]) -> None:
+        """Answer a POST (``held``: the child it is for, once found, its ``users`` counted)."""
         try:
             body, _, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
@@ -912,9 +1008,9 @@ class StdioUpstream:
         elif any(m.method == "initialize" for m in messages):
             session_id = secrets.token_urlsafe(24)
             minted = [(b"mcp-session-id", session_id.encode())]
-            found = await self._start(session_id, peer_of(scope))
+            found = await self._start(session_id, peer_of(scope), client_of(scope))
         elif _stateless(headers, messages):
-            found = await self._shared_child()
+            found = await self._shared_child(peer_of(scope), client_of(scope))
         else:
             await _respond(send, *_refusal(400, "Bad Request: Mcp-Session-Id header is required", code=-32000))
             return
@@ -922,6 +1018,8 @@ class StdioUpstream:
             await _respond(send, *found)
             return
         child = found
+        child.users += 1  # (never ended for room while this POST runs; no await since it was found)
+        held.append(child)
         line = body.replace(b"\n", b" ").replace(b"\r", b" ") if b"\n" in body or b"\r" in body else body
         if not requests and child.shared:
             # 2026-07-28 defines no client notification over HTTP (a closed stream cancels), and the
@@ -945,7 +1043,7 @@ class StdioUpstream:
             await _respond(send, *_refusal(400, "Invalid Request: a request with this id is in flight in this session"))
             return
         sse = b"text/event-stream" in (header(headers, b"accept") or "").encode()
-        stream = _Stream(sse, child, self.budget)
+        stream = _Stream(sse, child, self.budget, client_of(scope))
         try:
             line = self._register(child, stream, messages, line)
         except DecodeError:
@@ -1150,6 +1248,16 @@ class StdioUpstream:
 
 
 _VERSION = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+
+
+def client_of(scope: Scope) -> str:
+    """Who a request comes from, as the bounds per client count it: a hash of its
+    ``Authorization`` header (never the token itself), else its address (``peer_of``: behind a
+    trusted proxy, the address it forwarded)."""
+    authorization = header(scope["headers"], b"authorization")
+    if authorization:
+        return "auth:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+    return "peer:" + (peer_of(scope) or "unknown")
 
 
 def _stateless(headers: RawHeaders, messages: list[_Incoming]) -> bool:
