@@ -757,7 +757,7 @@ async def test_what_waits_for_a_get_stream_is_handed_over_whole_again_and_again(
             json_only = {"content-type": "application/json", "accept": "application/json", "mcp-session-id": session}
             got: list[list[Any]] = []
             announced: list[Any] = []
-            for round_ in range(3):  # 6.4 MB each round, 19 MB in all: more than the 8 MiB bound
+            for round_ in range(3):  # 6.4 MB each round, 19 MB in all: more than the 16 MiB bound (child_buffer_bytes)
                 flooded = await http.post(url, content=dumps(call(round_, "protean.list_runtimes")), headers=json_only)
                 assert loads(flooded.content)["result"]["content"][0]["text"] == "flood done"
                 seen: list[Any] = []

@@ -12,7 +12,11 @@ messages:
   ``InitializeResult``. Later requests name it; an unknown one gets 404 (the client then
   initializes again, as the spec says), a missing one 400. ``DELETE`` ends the session and its
   child. A session with nothing in flight and no GET stream for ``child_idle_timeout`` seconds is
-  ended the same way. At most ``max_children`` children run; past that a new session gets 503.
+  ended the same way. At most ``max_children`` children run, and at most ``max_children_per_client``
+  sessions of one client (:func:`client_of`: its ``Authorization`` hash, else its address); a new
+  session past either ends the longest-idle session's child (its own, at its own limit), whose
+  session then gets 404 and initializes again (TS SDK 1.x never sends DELETE). Only when every
+  child is busy does a new session get 503.
 - *2026-07-28* (stateless: no ``initialize``, the era in every request's ``_meta``): one shared
   child serves every such request. Each request's id and ``progressToken`` are replaced by the
   proxy's own on the way in and restored on the way out, so two clients using the same ids never
@@ -24,10 +28,11 @@ messages:
 message (a log notification, ``sampling/createMessage``, ``elicitation/create``, ``roots/list``,
 ``list_changed``) to the session's GET stream if one is open, else to its newest open POST stream
 of a ``tools/call`` (what a server asks during a call belongs to it; never the proxy's own
-``tools/list`` fetch), else it waits (at most :data:`BACKLOG` messages, :data:`BACKLOG_BYTES`
-bytes) for the next GET stream. A shared child's other messages go to the log: its clients are
-strangers to each other. A client's responses to the server's requests (a POST) go to the child's
-stdin (202); a stateless client's go nowhere.
+``tools/list`` fetch), else it waits (at most :data:`BACKLOG` messages and ``child_buffer_bytes``,
+and only while the proxy's ``process_buffer_bytes`` are not taken) for the next GET stream. A
+shared child's other messages go to the log: its clients are strangers to each other. A client's
+responses to the server's requests (a POST) go to the child's stdin (202); a stateless client's go
+nowhere.
 
 **Faults of the child.** Its stderr goes to the log, line by line, tagged with the command. A line on
 its stdout that is not a JSON-RPC message (a server that logs to stdout) is logged, counted, never
@@ -36,14 +41,21 @@ request it answers gets a JSON-RPC error. A request unanswered ``idle_timeout`` 
 last message of its stream gets a JSON-RPC error. When a child exits, its exit status is logged,
 every request it left unanswered gets a JSON-RPC error (``-32603``), and its session ends (404 next,
 so the client starts a new one). A child that exits in a loop (within :data:`STABLE` seconds of its
-start, again and again) backs off: new starts are refused with 503 and ``Retry-After`` for 0.5 s,
-then 1, 2 ... up to 30. Lifespan shutdown (SIGTERM to the proxy) stops every child: stdin closed,
+start, again and again, before it answered anything) backs off the client whose requests it died
+in: that client's new starts are refused with 503 and ``Retry-After`` for 0.5 s, then 1, 2 ... up
+to 30; no other client's. Lifespan shutdown (SIGTERM to the proxy) stops every child: stdin closed,
 ``graceful_shutdown`` seconds, SIGTERM, as long again, SIGKILL; each is waited for.
 
 **Flow control.** The child's stdout is read one line at a time, and a line is handed to its
-stream through a queue of :data:`QUEUE` messages: a client that reads slowly stops the reading, and
-the child then blocks on its own writes; nothing piles up in the proxy. A client that takes no bytes
-for ``send_timeout`` seconds loses its stream.
+stream (:class:`_Stream`) when there is room for it: what waits for clients is bounded in bytes,
+per stream (``stream_buffer_bytes``), per child (``child_buffer_bytes``) and in the whole proxy
+(``process_buffer_bytes``), a message counted once from its hand-over until it has been sent (a
+single message larger than a bound still goes, alone). Past a bound a session's child is no longer
+read (it blocks on its own writes: its own client holds it up, no one else); the shared child's
+slowest client has its stream ended with a JSON-RPC error for its requests (a stateless client
+never holds up another); and when the whole proxy is out of room, the stream with the most bytes
+waiting is ended. Nothing piles up in the proxy. A client that takes no bytes for
+``send_timeout`` seconds loses its stream.
 """
 
 from __future__ import annotations
@@ -90,9 +102,9 @@ from .child import Process
 
 logger = logging.getLogger("mcp_normalizer")
 
-#: Messages of a session held for its next GET stream (the oldest go first past this), and bytes.
+#: Messages of a session held for its next GET stream (the oldest go first past this; in bytes,
+#: past ``child_buffer_bytes``, or when the proxy's ``process_buffer_bytes`` are taken).
 BACKLOG = 1_000
-BACKLOG_BYTES = 8 * 1024 * 1024
 #: Seconds a child must live for its exit not to count towards a crash loop.
 STABLE = 10.0
 #: The longest back-off between starts of a child that keeps exiting, in seconds.
@@ -162,6 +174,7 @@ class _Budget:
         self.child = child
         self.process = process
         self.waiting = 0
+        self.held = 0  # bytes held for GET streams not open yet (backlogs: dropped, never waited for)
         self.streams: set[_Stream] = set()  # the streams with bytes waiting
         self.changed = anyio.Event()  # set (and replaced) whenever bytes are released
 
@@ -304,6 +317,7 @@ class _Stream:
             self.waiting,
         )
         self.overflowed = self.gone = True
+        self.child.count("slow_client")
         self.sender.close()
         dropped = 0
         while True:
@@ -349,9 +363,16 @@ class _Child:
     """One stdio server process and the HTTP streams its messages go to (one owner: its session)."""
 
     def __init__(
-        self, process: Process, label: str, session_id: str | None, count: Callable[[str], None], client: str = ""
+        self,
+        process: Process,
+        label: str,
+        session_id: str | None,
+        count: Callable[[str], None],
+        client: str = "",
+        budget: _Budget | None = None,
     ) -> None:
         self.process = process
+        self.budget = budget if budget is not None else _Budget(4 << 20, 16 << 20, 64 << 20)
         self.client = client  # who started it (see client_of)
         self.count = count  # counts a fault by kind (upstream_errors_total)
         self.label = label
@@ -538,21 +559,30 @@ class _Child:
         for stream in reversed(self.streams):  # (never a tools/list: the proxy's own fetch reads nothing else)
             if stream.sse and stream.calls and await stream.put(line):
                 return
+        budget = self.budget
         self.backlog.append(line)
         self.backlog_bytes += len(line)
-        while len(self.backlog) > BACKLOG or self.backlog_bytes > BACKLOG_BYTES:
-            self.backlog_bytes -= len(self.backlog.popleft())
+        budget.held += len(line)
+        while len(self.backlog) > BACKLOG or (
+            len(self.backlog) > 1
+            and (self.backlog_bytes > budget.child or budget.waiting + budget.held > budget.process)
+        ):
+            dropped = len(self.backlog.popleft())
+            self.backlog_bytes -= dropped
+            budget.held -= dropped
             logger.warning(
-                "%s: more than %d messages or %d bytes wait for a GET stream: the oldest is dropped",
+                "%s: more than %d messages or %d bytes (child_buffer_bytes) wait for a GET stream, or the "
+                "proxy's process_buffer_bytes are taken: the oldest is dropped",
                 self.label,
                 BACKLOG,
-                BACKLOG_BYTES,
+                budget.child,
             )
 
     def take_backlog(self) -> list[bytes]:
         """The messages held for a GET stream, handed over (the backlog is then empty)."""
         held = list(self.backlog)
         self.backlog.clear()
+        self.budget.held -= self.backlog_bytes
         self.backlog_bytes = 0
         return held
 
@@ -855,7 +885,7 @@ class StdioUpstream:
             return _refusal(502, f"cannot start the MCP server ({self.label}): {exc.strerror or exc}", code=-32603)
         finally:
             self._starting -= 1
-        child = _Child(process, self.label, session_id, self.count, client)
+        child = _Child(process, self.label, session_id, self.count, client, self.budget)
         logger.info("started %s (pid %d)%s", self.label, process.pid, " for a new session" if session_id else "")
         self._children.add(child)
         if session_id is not None:
@@ -908,6 +938,7 @@ class StdioUpstream:
             child.finished.set()
         self._children.discard(child)
         self._forget(child)
+        child.take_backlog()  # (no GET stream will take it now)
         lived = time.monotonic() - child.started
         if child.noise:
             logger.warning(
@@ -1168,7 +1199,6 @@ class StdioUpstream:
                     f"proxy holds (stream_buffer_bytes {self.budget.stream}, child_buffer_bytes "
                     f"{self.budget.child}, process_buffer_bytes {self.budget.process})"
                 )
-                self.count("slow_client")
             else:
                 message = f"the MCP server ({self.label}) sent nothing for {self.idle_timeout:g} s (idle_timeout)"
                 self.count("idle_timeout")
