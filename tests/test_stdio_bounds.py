@@ -237,3 +237,58 @@ async def test_one_clients_crashing_calls_never_refuse_another_clients_session()
     assert started.status_code == 200 and events(started)[0]["result"]["serverInfo"]["name"] == "stdio-fixture"
     assert served.status_code == 200 and events(served)[0]["result"]["content"][0]["text"].startswith("caf")
     assert ready.status_code == 200
+
+
+# -- what a client meets at the bounds ----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_message_larger_than_every_bound_still_reaches_a_client_that_reads() -> None:
+    """A message counts once: 3 MiB with every bound at 1 MiB goes whole to a session's client
+    and to a stateless one."""
+    from .test_stdio_upstream import events, open_session, post, stdio_proxy
+
+    plan = plan_with(big_tool="echo", big=BIG)
+    bounds: dict[str, Any] = {"stream_buffer_bytes": MiB, "child_buffer_bytes": MiB, "process_buffer_bytes": MiB}
+    with stdio_proxy(fixture(plan), **bounds) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            session = await open_session(http, url)
+            sessionful = events(await post(http, url, call(1, "echo"), session))
+            modern = {**HEADERS, "mcp-protocol-version": MODERN}
+            stateless = events(await http.post(url, content=orjson.dumps(modern_call(2, "echo")), headers=modern))
+    for (message,), rid in ((sessionful, 1), (stateless, 2)):
+        assert message["id"] == rid and message["result"]["content"][1]["text"] == "x" * BIG
+
+
+@pytest.mark.anyio
+async def test_a_stateless_client_that_stops_reading_is_cut_and_holds_no_one_up(tmp_path: Path) -> None:
+    """The shared server floods one stateless client with 25 MB of progress while it reads
+        nothing: past ``stream_buffer_bytes`` its stream is ended (its request cancelled), the server
+        runs on to the end of the flood, and another client is answered meanwhile. (Today's proxy held
+    up to twice ``max_message_bytes`` for it: 64 MiB.)"""
+    from .test_stdio_upstream import events, running_log, stdio_proxy
+
+    log = tmp_path / "log.jsonl"
+    plan = plan_with(flood_on="echo", flood=400, flood_bytes=64 * 1024)
+    modern = {**HEADERS, "mcp-protocol-version": MODERN}
+    flood = call(1, "echo", _meta={"io.modelcontextprotocol/protocolVersion": MODERN, "progressToken": "f"})
+    with stdio_proxy(fixture(plan), stream_buffer_bytes=MiB) as px, running_log(log):
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=60) as http:
+            async with http.stream("POST", url, content=orjson.dumps(flood), headers=modern) as stalled:
+                other = await http.post(
+                    url, content=orjson.dumps(modern_call(2, "protean.list_runtimes")), headers=modern
+                )
+                lines: list[str] = []
+                try:
+                    lines.extend([line async for line in stalled.aiter_lines()])
+                except httpx.HTTPError:
+                    pass  # (its connection closed while a message was being written to it)
+    seen = [orjson.loads(line[5:]) for line in lines if line.startswith("data:")]
+    text = log.read_text(encoding="utf-8")
+    assert events(other)[0]["id"] == 2 and "result" in events(other)[0]
+    assert "flooded" in text and "read too slowly" in text
+    assert len(seen) < 400 and all("result" not in m for m in seen)  # never the whole flood
+    if seen and "error" in seen[-1]:
+        assert seen[-1]["id"] == 1 and "stream_buffer_bytes" in seen[-1]["error"]["message"]

@@ -60,6 +60,7 @@ waiting is ended. Nothing piles up in the proxy. A client that takes no bytes fo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -70,7 +71,7 @@ import secrets
 import shlex
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -82,7 +83,7 @@ from ..engine.stdio_session import long_line_id
 from ..errors import ClientDisconnect, DecodeError
 from ..ops.metrics import Metrics
 from ..ops.refusals import BODY_SIZE, CHILDREN, RefusalLog, peer_of
-from ..types import RawHeaders, Receive, Scope, Send
+from ..types import OWN_FETCH, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body
 from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_array, split_object
 from ..wire.jsonrpc import (
@@ -209,6 +210,7 @@ class _Stream:
         "gone",
         "open",
         "overflowed",
+        "own",
         "receiver",
         "scope",
         "sender",
@@ -217,8 +219,9 @@ class _Stream:
         "waiting",
     )
 
-    def __init__(self, sse: bool, child: _Child, budget: _Budget, client: str = "") -> None:
+    def __init__(self, sse: bool, child: _Child, budget: _Budget, client: str = "", own: bool = False) -> None:
         self.sse = sse
+        self.own = own  # the proxy's own fetch (it reads at once): never waits, never cut
         self.client = client  # whose requests it answers (see client_of)
         self.child = child
         self.budget = budget
@@ -250,11 +253,11 @@ class _Stream:
         """Hand ``line`` to the client once there is room; False if it is gone (or just cut)."""
         size = len(line)
         budget, child = self.budget, self.child
-        while not self._fits(size):
+        while not self.own and not self._fits(size):
             if self.gone:
                 return False
             victim: _Stream | None = None
-            live = [s for s in budget.streams if not s.overflowed]  # (a cut one frees its bytes soon)
+            live = [s for s in budget.streams if not s.overflowed and not s.own]  # (a cut one frees its bytes soon)
             if self.waiting and self.waiting + size > budget.stream:
                 victim = self if self.cuttable else None
             elif child.buffered and child.buffered + size > budget.child:
@@ -1074,7 +1077,7 @@ class StdioUpstream:
             await _respond(send, *_refusal(400, "Invalid Request: a request with this id is in flight in this session"))
             return
         sse = b"text/event-stream" in (header(headers, b"accept") or "").encode()
-        stream = _Stream(sse, child, self.budget, client_of(scope))
+        stream = _Stream(sse, child, self.budget, client_of(scope), bool(scope.get(OWN_FETCH)))
         try:
             line = self._register(child, stream, messages, line)
         except DecodeError:
@@ -1152,17 +1155,21 @@ class StdioUpstream:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
             if stream.sse:
                 await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *minted]})
-                async for item in self._drain(child, stream):
-                    if not await self._send_event(send, item):
-                        tg.cancel_scope.cancel()
-                        return
-                    stream.sent()
+                # (closed here, in this task, also when the stream is cut mid-send: its timer's cancel
+                # scope must be left in the task that entered it)
+                async with contextlib.aclosing(self._drain(child, stream)) as drained:
+                    async for item in drained:
+                        if not await self._send_event(send, item):
+                            tg.cancel_scope.cancel()
+                            return
+                        stream.sent()
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
                 lines = []  # (a JSON body goes whole: its messages count no more once taken)
-                async for item in self._drain(child, stream):
-                    stream.sent()
-                    lines.append(item)
+                async with contextlib.aclosing(self._drain(child, stream)) as drained:
+                    async for item in drained:
+                        stream.sent()
+                        lines.append(item)
                 body = b"[" + b",".join(lines) + b"]" if batch else lines[0]
                 headers = [_JSON, (b"content-length", str(len(body)).encode()), *minted]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -1181,7 +1188,7 @@ class StdioUpstream:
             self.metrics.client_errors.labels("send_timeout").inc()
         return False
 
-    async def _drain(self, child: _Child, stream: _Stream) -> AsyncIterator[bytes]:
+    async def _drain(self, child: _Child, stream: _Stream) -> AsyncGenerator[bytes, None]:
         """The stream's messages as they come; a request left unanswered ``idle_timeout`` seconds
         after the last one is answered here with an error."""
         while True:
