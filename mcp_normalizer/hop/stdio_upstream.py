@@ -662,7 +662,7 @@ class StdioUpstream:
         max_children_per_client: sessions (children) one client may hold at once.
         metrics: where faults are counted (``upstream_errors_total`` by kind: ``exit``, ``start``,
             ``backoff``, ``stdout_noise``, ``oversized_line``, ``invalid_json``, ``idle_timeout``,
-            ``slow_client``), with the processes running (``stdio_children``).
+            ``slow_client``, ``evicted``), with the processes running (``stdio_children``).
     """
 
     def __init__(
