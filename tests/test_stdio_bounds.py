@@ -120,8 +120,10 @@ def bounded_env(**extra: str) -> dict[str, str]:
 #: A big answer, as in the issue (there 19 MiB): each is larger than the per-stream bound.
 BIG = 3 * MiB
 #: What the proxy may hold beyond the configured bound: the messages being written to clients
-#: (each copied by the rewrite and the server's buffers while it goes out), the interpreter's
-#: own growth. Far below what the unread calls below would hold whole.
+#: (each copied by the rewrite and the server's buffers while it goes out, a message counted once
+#: by the bound), what the allocator keeps of freed blocks, the interpreter's own growth. Far below
+#: what the unread calls below would hold whole. Measured: 15 MiB (a session) and 26 MiB
+#: (stateless) grown with these bounds; 156 and 162 MiB before the bounds existed.
 ALLOWANCE = 24 * MiB
 PROCESS_BOUND = 8 * MiB
 
