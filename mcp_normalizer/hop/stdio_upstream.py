@@ -241,38 +241,55 @@ class _Stream:
         """Past a bound it is cut rather than waited for (a stream of the shared child)."""
         return self.child.shared
 
-    def _fits(self, size: int) -> bool:
+    def _fits(self, size: int, held: int = 0) -> bool:
+        """Is there room for ``size`` more bytes (``held`` of them counted already, see :meth:`put`)?"""
         budget, child = self.budget, self.child
+        others = child.buffered - held
+        everyone = budget.waiting - held
         return (
             (not self.waiting or self.waiting + size <= budget.stream)
-            and (not child.buffered or child.buffered + size <= budget.child)
-            and (not budget.waiting or budget.waiting + size <= budget.process)
+            and (not others or others + size <= budget.child)
+            and (not everyone or everyone + size <= budget.process)
         )
 
     async def put(self, line: bytes) -> bool:
-        """Hand ``line`` to the client once there is room; False if it is gone (or just cut)."""
+        """Hand ``line`` to the client once there is room; False if it is gone (or just cut).
+
+        While it waits, the line (read already) counts for its child and the proxy, so that what
+        the blocked readers hold is bounded too."""
         size = len(line)
         budget, child = self.budget, self.child
-        while not self.own and not self._fits(size):
-            if self.gone:
-                return False
-            victim: _Stream | None = None
-            live = [s for s in budget.streams if not s.overflowed and not s.own]  # (a cut one frees its bytes soon)
-            if self.waiting and self.waiting + size > budget.stream:
-                victim = self if self.cuttable else None
-            elif child.buffered and child.buffered + size > budget.child:
-                if self.cuttable:
-                    victim = max((s for s in live if s.child is child), key=_waiting_of, default=None)
-            else:
-                largest = max(live, key=_waiting_of, default=None)
-                if largest is not None and (self.cuttable or largest.child is not child):
-                    victim = largest
-            if victim is None:
-                await budget.changed.wait()  # back-pressure: the child is not read meanwhile
-                continue
-            victim.cut()
-            if victim is self:
-                return False
+        held = 0
+        try:
+            while not self.own and not self._fits(size, held):
+                if self.gone:
+                    return False
+                victim: _Stream | None = None
+                live = [s for s in budget.streams if not s.overflowed and not s.own]  # (a cut one frees soon)
+                if self.waiting and self.waiting + size > budget.stream:
+                    victim = self if self.cuttable else None
+                elif child.buffered - held and child.buffered - held + size > budget.child:
+                    if self.cuttable:
+                        victim = max((s for s in live if s.child is child), key=_waiting_of, default=None)
+                else:
+                    largest = max(live, key=_waiting_of, default=None)
+                    if largest is not None and (self.cuttable or largest.child is not child):
+                        victim = largest
+                if victim is None:
+                    if not held:
+                        held = size
+                        child.buffered += size
+                        budget.waiting += size
+                    await budget.changed.wait()  # back-pressure: the child is not read meanwhile
+                    continue
+                victim.cut()
+                if victim is self:
+                    return False
+        finally:
+            if held:
+                child.buffered -= held
+                budget.waiting -= held
+                budget.release()
         if self.gone:
             return False
         try:
@@ -332,6 +349,7 @@ class _Stream:
             self._count(-dropped)
         if self.sending and self.scope is not None:
             self.scope.cancel()
+        self.budget.release()  # (a put waiting for this stream's room learns it is gone)
 
     def end(self) -> None:
         """No more messages: the response ends once the queue is drained."""
@@ -345,6 +363,7 @@ class _Stream:
         if self.waiting:
             self._count(-self.waiting)
         self.sending = 0
+        self.budget.release()  # (a put waiting for this stream's room learns it is gone)
 
 
 def _waiting_of(stream: _Stream) -> int:
