@@ -133,6 +133,10 @@ def stdio_upstream(
         max_line=limits.max_message_bytes,
         max_body_bytes=limits.max_request_bytes,
         send_timeout=limits.send_timeout,
+        stream_buffer_bytes=limits.stream_buffer_bytes,
+        child_buffer_bytes=limits.child_buffer_bytes,
+        process_buffer_bytes=limits.process_buffer_bytes,
+        max_children_per_client=limits.max_children_per_client,
         metrics=metrics,
         refusals=refusals,
     )

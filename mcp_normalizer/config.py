@@ -242,7 +242,16 @@ class ProxyConfig:
     )
     upstream_cwd: str = setting("", "the working directory of that command (empty: the proxy's).")
     max_children: int = setting(
-        64, "stdio server processes that may run at once (one per session); past it a new session gets 503."
+        64,
+        "stdio server processes that may run at once (one per session, and the shared one of stateless "
+        "requests); a new session past it ends the longest-idle session's process (that session then gets "
+        "404 and initializes again); 503 only when every process is busy.",
+    )
+    max_children_per_client: int = setting(
+        16,
+        "stdio server sessions one client (its authorization, else its address) may hold at once; its "
+        "new session past it ends its own longest-idle session's process.",
+        minimum=1,
     )
     child_idle_timeout: float = setting(
         600.0,
@@ -253,6 +262,26 @@ class ProxyConfig:
         32 * 1024 * 1024,
         "the longest line a stdio server may write (one JSON-RPC message); a longer one is dropped as it "
         "comes and the request it answers gets an error.",
+    )
+    stream_buffer_bytes: int = setting(
+        4 * 1024 * 1024,
+        "bytes of a stdio server's messages that may wait for one client stream (a POST's answer or a GET "
+        "stream), the message being sent counted once; one message larger than this still goes to a client "
+        "that reads. Past it the server of a session is no longer read (it blocks on its writes) and a "
+        "stateless client's stream is ended with a JSON-RPC error for its requests.",
+        minimum=1,
+    )
+    child_buffer_bytes: int = setting(
+        16 * 1024 * 1024,
+        "bytes of one stdio server's messages that may wait for its clients, all streams together; past it "
+        "as ``stream_buffer_bytes`` (the stateless server's slowest client's stream is ended).",
+        minimum=1,
+    )
+    process_buffer_bytes: int = setting(
+        64 * 1024 * 1024,
+        "bytes of every stdio server's messages that may wait for clients in the proxy, all together; past "
+        "it the stream with the most bytes waiting is ended with a JSON-RPC error for its requests.",
+        minimum=1,
     )
 
     @classmethod

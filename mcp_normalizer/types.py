@@ -19,6 +19,11 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: proxy's own ``tools/list`` fetch) must not carry it.
 HANG_UP = "mcp_normalizer.hang_up"
 
+#: The scope key marking the proxy's own request (its ``tools/list`` fetch), answered to the proxy
+#: itself, which reads it at once: the stdio upstream's buffer bounds never cut another client's
+#: stream to make room for it, nor cut it (a client's answer may be waiting on it).
+OWN_FETCH = "mcp_normalizer.own_fetch"
+
 #: Raw ASGI header list: lower-cased names and values as bytes, in wire order.
 RawHeaders: TypeAlias = list[tuple[bytes, bytes]]
 

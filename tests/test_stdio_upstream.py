@@ -567,7 +567,11 @@ async def test_max_children_holds_under_concurrent_initializes_and_one_sessions_
             async with anyio.create_task_group() as tg:
                 for _ in range(12):
                     tg.start_soon(start)
-            assert sorted(r.status_code for r in started) == [200] * 2 + [503] * 10
+            # Each new session past the limit ends the longest-idle one's server (never one whose
+            # initialize is still being answered): at most two ever run; every start is answered.
+            assert {r.status_code for r in started} <= {200, 503} and [r.status_code for r in started].count(200) >= 2
+            gauge = (await http.get(px + "/.mcp-normalizer/metrics")).text
+            assert "mcp_normalizer_stdio_children 2.0" in gauge or "mcp_normalizer_stdio_children 1.0" in gauge
             for response in started:
                 if response.status_code == 200:
                     await http.delete(url, headers={"mcp-session-id": response.headers["mcp-session-id"]})
@@ -810,7 +814,9 @@ async def test_refusals_name_what_is_wrong() -> None:
             no_session = await post(http, url, call(1, "echo"))
             unknown = await post(http, url, call(1, "echo"), "nope")
             session = await open_session(http, url)
-            full = await post(http, url, INIT)
+            listen = {"accept": "text/event-stream", "mcp-session-id": session}
+            async with http.stream("GET", url, headers=listen):  # its one session is in use
+                full = await post(http, url, INIT)
             not_json = await http.post(url, content=b"{nope", headers={**HEADERS, "mcp-session-id": session})
             bad_id = await post(http, url, {"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, session)
             get_without = await http.get(url, headers={"accept": "text/event-stream"})
@@ -891,7 +897,7 @@ async def test_what_waits_for_a_get_stream_is_handed_over_whole_again_and_again(
             json_only = {"content-type": "application/json", "accept": "application/json", "mcp-session-id": session}
             got: list[list[Any]] = []
             announced: list[Any] = []
-            for round_ in range(3):  # 6.4 MB each round, 19 MB in all: more than the 8 MiB bound
+            for round_ in range(3):  # 6.4 MB each round, 19 MB in all: more than the 16 MiB bound (child_buffer_bytes)
                 flooded = await http.post(url, content=dumps(call(round_, "protean.list_runtimes")), headers=json_only)
                 assert loads(flooded.content)["result"]["content"][0]["text"] == "flood done"
                 seen: list[Any] = []

@@ -179,9 +179,9 @@ async def test_a_crash_mid_call_answers_every_pending_request_and_passes_the_sta
 
 
 @pytest.mark.anyio
-async def test_a_fifty_megabyte_line_is_relayed_untouched_in_pieces(tmp_path: Path) -> None:
+async def test_a_line_above_max_rewrite_bytes_is_relayed_untouched_and_whole(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
-    big = 50 * 1024 * 1024
+    big = 20 * 1024 * 1024  # above max_rewrite_bytes (16 MiB), within max_message_bytes (32 MiB)
     plan = plan_with(big_tool="echo", big=big)
     out, status = await raw_session(wrapped(fixture(plan), log), INITIALIZE + call(1, "echo") + call(2, "echo"))
     assert status == 0 and len(out) == 3
@@ -189,6 +189,44 @@ async def test_a_fifty_megabyte_line_is_relayed_untouched_in_pieces(tmp_path: Pa
         message = orjson.loads(line)
         assert message["result"]["content"][1]["text"] == "x" * big
         assert message["result"]["content"][0]["text"] == "caf\u00e9 \u2713 12.50 1e-3"
+
+
+@pytest.mark.anyio
+async def test_only_whole_json_rpc_messages_reach_the_host_and_an_oversized_call_is_refused(tmp_path: Path) -> None:
+    """Issue 37: a server line above ``max_message_bytes`` is dropped as it comes and its request
+    answered with an error; a line above ``max_rewrite_bytes`` that is no JSON never reaches the
+    host; a host call above ``max_request_bytes`` never reaches the server unrenamed: the host
+    gets a JSON-RPC error for it, as the HTTP proxy answers 413."""
+    log = tmp_path / "log.jsonl"
+    broken = "{" + "\u00e9 not json " * 8_000  # 104 KB, starts like a message
+    plan = plan_with(big_tool="echo", big=2 * 1024 * 1024, noise=[broken])
+    limits = [
+        "env",
+        "MCP_NORMALIZER_MAX_REWRITE_BYTES=65536",
+        "MCP_NORMALIZER_MAX_MESSAGE_BYTES=1048576",
+        "MCP_NORMALIZER_MAX_REQUEST_BYTES=65536",
+    ]
+    huge_call = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "h\u00e9",
+            "method": "tools/call",
+            "params": {"name": "protean.list_runtimes", "arguments": {"note": "x" * 100_000}},
+        }
+    )
+    lines = INITIALIZE + call(1, "echo") + huge_call + b"\n" + call(3, "protean.list_runtimes")
+    out, status = await raw_session([*limits, *wrapped(fixture(plan), log)], lines)
+    messages = [orjson.loads(line) for line in out]  # every line is one whole message
+    assert status == 0 and sorted(str(m["id"]) for m in messages) == ["0", "1", "3", "h\u00e9"]
+    by_id = {m["id"]: m for m in messages}
+    assert by_id[0]["result"]["serverInfo"]["name"] == "stdio-fixture"
+    assert by_id[1]["error"]["code"] == -32603 and "max_message_bytes" in by_id[1]["error"]["message"]
+    refused = by_id["h\u00e9"]["error"]
+    assert refused["code"] == -32600 and "max_request_bytes" in refused["message"]
+    assert by_id[3]["result"]["structuredContent"]["runtimes"][0]["name"] == "python3.12"
+    assert all(len(line) < 65536 for line in out)
+    messages_logged = [line.get("message", "") for line in log_lines(log)]
+    assert any("above max_request_bytes" in m for m in messages_logged)
 
 
 @pytest.mark.anyio

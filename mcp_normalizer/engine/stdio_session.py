@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from ..errors import DecodeError
 from ..types import JSON
-from ..wire.jsoncodec import loads
-from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, answering, id_key, inspect_request
+from ..wire.jsoncodec import loads, split_array
+from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, answering, id_key, inspect_request, read_envelope
 from ..wire.sse import parse_event
 from .audit import AuditLog
 from .exchange import Exchange
@@ -162,8 +162,8 @@ class StdioSession:
             return ServerLine()  # an empty line: nothing to relay
         if stripped[:1] not in (b"{", b"["):
             return ServerLine(noise=line)
-        if len(line) > self.max_line:
-            return ServerLine([line])
+        if len(line) > self.max_line:  # not rewritten, but only a whole message is relayed
+            return ServerLine([line]) if self._long_message(line) else ServerLine(noise=line)
         try:
             message = loads(line)
         except DecodeError:
@@ -183,6 +183,23 @@ class StdioSession:
         result._out = transformer.feed(event) + transformer.finish()
         result._settle()
         return result
+
+    def _long_message(self, line: bytes) -> bool:
+        """Is ``line`` (longer than :attr:`max_line`) one JSON-RPC message or a batch of them? Read
+        without building it (only ids and methods are decoded); the requests it answers are no
+        longer pending."""
+        try:
+            items = split_array(line) if line.lstrip()[:1] == b"[" else [line]
+            envelopes = [read_envelope(item) for item in items]
+        except DecodeError:
+            return False
+        if not envelopes or not all(e.response or isinstance(e.method, str) for e in envelopes):
+            return False
+        for envelope in envelopes:
+            key = id_key(envelope.id) if envelope.response else None
+            if key is not None:
+                self.pending.pop(key, None)
+        return True
 
     def answered_long(self, head: bytes, tail: bytes) -> None:
         """A message longer than :attr:`max_line` went to the client as it came: the request it
@@ -248,6 +265,19 @@ def long_line_id(head: bytes, tail: bytes) -> IdKey | None:
     or close it (every SDK writes it there); ``None`` when neither shows it."""
     if _HEAD_METHOD.match(head) or _TAIL_METHOD.search(tail):
         return None  # a request of the server's (sampling, elicitation): it answers nothing
+    found = _HEAD_ID.match(head) or _TAIL_ID.search(tail)
+    if found is None:
+        return None
+    try:
+        return id_key(loads(found.group(1)))
+    except DecodeError:
+        return None
+
+
+def request_id(head: bytes, tail: bytes) -> IdKey | None:
+    """The id key of a client's request too long to read whole (as :func:`long_line_id`, but a
+    message with a ``method`` counts: here it is the request); ``None`` when neither end shows it
+    (a notification, or a message that cannot be read)."""
     found = _HEAD_ID.match(head) or _TAIL_ID.search(tail)
     if found is None:
         return None

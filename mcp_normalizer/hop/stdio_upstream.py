@@ -12,7 +12,11 @@ messages:
   ``InitializeResult``. Later requests name it; an unknown one gets 404 (the client then
   initializes again, as the spec says), a missing one 400. ``DELETE`` ends the session and its
   child. A session with nothing in flight and no GET stream for ``child_idle_timeout`` seconds is
-  ended the same way. At most ``max_children`` children run; past that a new session gets 503.
+  ended the same way. At most ``max_children`` children run, and at most ``max_children_per_client``
+  sessions of one client (:func:`client_of`: its ``Authorization`` hash, else its address); a new
+  session past either ends the longest-idle session's child (its own, at its own limit), whose
+  session then gets 404 and initializes again (TS SDK 1.x never sends DELETE). Only when every
+  child is busy does a new session get 503.
 - *2026-07-28* (stateless: no ``initialize``, the era in every request's ``_meta``): one shared
   child serves every such request. Each request's id and ``progressToken`` (whatever the token's
   JSON type: a ``1.0`` a lax server reads as ``1`` too) are replaced by the proxy's own on the way
@@ -27,10 +31,11 @@ messages:
 message (a log notification, ``sampling/createMessage``, ``elicitation/create``, ``roots/list``,
 ``list_changed``) to the session's GET stream if one is open, else to its newest open POST stream
 of a ``tools/call`` (what a server asks during a call belongs to it; never the proxy's own
-``tools/list`` fetch), else it waits (at most :data:`BACKLOG` messages, :data:`BACKLOG_BYTES`
-bytes) for the next GET stream. A shared child's other messages go to the log: its clients are
-strangers to each other. A client's responses to the server's requests (a POST) go to the child's
-stdin (202); a stateless client's go nowhere.
+``tools/list`` fetch), else it waits (at most :data:`BACKLOG` messages and ``child_buffer_bytes``,
+and only while the proxy's ``process_buffer_bytes`` are not taken) for the next GET stream. A
+shared child's other messages go to the log: its clients are strangers to each other. A client's
+responses to the server's requests (a POST) go to the child's stdin (202); a stateless client's go
+nowhere.
 
 **Faults of the child.** Its stderr goes to the log, line by line, tagged with the command. A line on
 its stdout that is not a JSON-RPC message (a server that logs to stdout) is logged, counted, never
@@ -39,26 +44,35 @@ request it answers gets a JSON-RPC error. A request unanswered ``idle_timeout`` 
 last message of its stream gets a JSON-RPC error. When a child exits, its exit status is logged,
 every request it left unanswered gets a JSON-RPC error (``-32603``), and its session ends (404 next,
 so the client starts a new one). A child that exits in a loop (within :data:`STABLE` seconds of its
-start, again and again) backs off: new starts are refused with 503 and ``Retry-After`` for 0.5 s,
-then 1, 2 ... up to 30. Lifespan shutdown (SIGTERM to the proxy) stops every child: stdin closed,
+start, again and again, before it answered anything) backs off the client whose requests it died
+in: that client's new starts are refused with 503 and ``Retry-After`` for 0.5 s, then 1, 2 ... up
+to 30; no other client's. Lifespan shutdown (SIGTERM to the proxy) stops every child: stdin closed,
 ``graceful_shutdown`` seconds, SIGTERM, as long again, SIGKILL; each is waited for.
 
 **Flow control.** The child's stdout is read one line at a time, and a line is handed to its
-stream through a queue of :data:`QUEUE` messages: a client that reads slowly stops the reading, and
-the child then blocks on its own writes; nothing piles up in the proxy. A client that takes no bytes
-for ``send_timeout`` seconds loses its stream.
+stream (:class:`_Stream`) when there is room for it: what waits for clients is bounded in bytes,
+per stream (``stream_buffer_bytes``), per child (``child_buffer_bytes``) and in the whole proxy
+(``process_buffer_bytes``), a message counted once from its hand-over until it has been sent (a
+single message larger than a bound still goes, alone). Past a bound a session's child is no longer
+read (it blocks on its own writes: its own client holds it up, no one else); the shared child's
+slowest client has its stream ended with a JSON-RPC error for its requests (a stateless client
+never holds up another); and when the whole proxy is out of room, the stream with the most bytes
+waiting is ended. Nothing piles up in the proxy. A client that takes no bytes for
+``send_timeout`` seconds loses its stream.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import math
 import re
 import secrets
 import shlex
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -71,7 +85,7 @@ from ..engine.stdio_session import long_line_id
 from ..errors import ClientDisconnect, DecodeError
 from ..ops.metrics import Metrics
 from ..ops.refusals import BODY_SIZE, CHILDREN, RefusalLog, peer_of
-from ..types import RawHeaders, Receive, Scope, Send
+from ..types import OWN_FETCH, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body
 from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_array, split_object
 from ..wire.jsonrpc import (
@@ -92,15 +106,15 @@ from .child import Process
 
 logger = logging.getLogger("mcp_normalizer")
 
-#: Messages queued for one client stream before the child's stdout stops being read.
-QUEUE = 16
-#: Messages of a session held for its next GET stream (the oldest go first past this), and bytes.
+#: Messages of a session held for its next GET stream (the oldest go first past this; in bytes,
+#: past ``child_buffer_bytes``, or when the proxy's ``process_buffer_bytes`` are taken).
 BACKLOG = 1_000
-BACKLOG_BYTES = 8 * 1024 * 1024
 #: Seconds a child must live for its exit not to count towards a crash loop.
 STABLE = 10.0
 #: The longest back-off between starts of a child that keeps exiting, in seconds.
 MAX_BACKOFF = 30.0
+#: Clients whose crash loops are remembered (the least recently seen are forgotten past it).
+CLIENTS = 4096
 _BOM = b"\xef\xbb\xbf"
 _EDGE = 4096
 _SSE_HEADERS = [
@@ -151,62 +165,216 @@ class Command:
         return shlex.join(self.argv)[:200]
 
 
+class _Budget:
+    """The bytes of the children's messages that wait for clients, and their bounds.
+
+    A message counts from the moment it is handed to a stream (:meth:`_Stream.put`) until it has
+    been sent to its client (:meth:`_Stream.sent`): queued or being written, once.
+
+    Args:
+        stream: bytes that may wait for one stream (``stream_buffer_bytes``).
+        child: bytes that may wait for the streams of one child (``child_buffer_bytes``).
+        process: bytes that may wait in the whole proxy (``process_buffer_bytes``).
+    """
+
+    def __init__(self, stream: int, child: int, process: int) -> None:
+        self.stream = stream
+        self.child = child
+        self.process = process
+        self.waiting = 0
+        self.held = 0  # bytes held for GET streams not open yet (backlogs: dropped, never waited for)
+        self.streams: set[_Stream] = set()  # the streams with bytes waiting
+        self.changed = anyio.Event()  # set (and replaced) whenever bytes are released
+
+    def release(self) -> None:
+        """Wake whoever waits for room."""
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
 class _Stream:
     """One HTTP response the child's messages go to: a POST's answer (JSON or SSE) or a GET stream.
 
     Args:
         sse: the answer is an SSE stream (else one JSON body: responses only).
-        limit: ``None``: handing a message over waits while :data:`QUEUE` messages wait (flow
-            control back to the child). Else the bytes that may wait without holding anyone up;
-            past them the stream is cut (``overflowed``).
+        child: the child whose messages it carries.
+        budget: the bounds on what waits (:class:`_Budget`).
+
+    Handing a message over (:meth:`put`) waits while the stream, its child or the proxy has no
+    room for it (flow control back to a session's child: it blocks on its writes); a message
+    larger than a bound goes alone (the stream, or the child, has nothing else waiting). The
+    shared child's streams never hold its reader up (one slow client must not stall the others):
+    there a stream past its bound is cut (``overflowed``), and a child or a proxy out of room cuts
+    the stream with the most bytes waiting. A stream cut while a message is being sent to its
+    client has that send cancelled (``scope``): the message goes nowhere and its bytes are freed.
     """
 
-    __slots__ = ("calls", "gone", "limit", "open", "overflowed", "receiver", "sender", "sse", "waiting")
+    __slots__ = (
+        "budget",
+        "calls",
+        "child",
+        "client",
+        "gone",
+        "open",
+        "overflowed",
+        "own",
+        "receiver",
+        "scope",
+        "sender",
+        "sending",
+        "sse",
+        "waiting",
+    )
 
-    def __init__(self, sse: bool, limit: int | None = None) -> None:
+    def __init__(self, sse: bool, child: _Child, budget: _Budget, client: str = "", own: bool = False) -> None:
         self.sse = sse
-        self.limit = limit
+        self.own = own  # the proxy's own fetch (it reads at once): never waits, never cut
+        self.client = client  # whose requests it answers (see client_of)
+        self.child = child
+        self.budget = budget
         self.sender: MemoryObjectSendStream[bytes]
         self.receiver: MemoryObjectReceiveStream[bytes]
-        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](QUEUE if limit is None else math.inf)
+        self.sender, self.receiver = anyio.create_memory_object_stream[bytes](math.inf)
         self.open: set[IdKey] = set()  # the child-side ids of its requests still unanswered
         self.gone = False  # its client left (or the stream ended)
-        self.waiting = 0  # bytes handed over and not yet taken (a limited stream)
+        self.waiting = 0  # bytes handed over and not yet sent to the client (queued or being sent)
+        self.sending = 0  # the bytes of the message being sent now (taken, not yet sent)
         self.overflowed = False
         self.calls = False  # it answers a tools/call (what a server says outside a request may go on it)
+        self.scope: anyio.CancelScope | None = None  # cancelled to cut a send in progress
+
+    @property
+    def cuttable(self) -> bool:
+        """Past a bound it is cut rather than waited for (a stream of the shared child)."""
+        return self.child.shared
+
+    def _fits(self, size: int, held: int = 0) -> bool:
+        """Is there room for ``size`` more bytes (``held`` of them counted already, see :meth:`put`)?"""
+        budget, child = self.budget, self.child
+        others = child.buffered - held
+        everyone = budget.waiting - held
+        return (
+            (not self.waiting or self.waiting + size <= budget.stream)
+            and (not others or others + size <= budget.child)
+            and (not everyone or everyone + size <= budget.process)
+        )
 
     async def put(self, line: bytes) -> bool:
-        """Hand ``line`` to the client; False if it is gone (or, limited, just overflowed)."""
+        """Hand ``line`` to the client once there is room; False if it is gone (or just cut).
+
+        While it waits, the line (read already) counts for its child and the proxy, so that what
+        the blocked readers hold is bounded too."""
+        size = len(line)
+        budget, child = self.budget, self.child
+        held = 0
+        try:
+            while not self.own and not self._fits(size, held):
+                if self.gone:
+                    return False
+                victim: _Stream | None = None
+                live = [s for s in budget.streams if not s.overflowed and not s.own]  # (a cut one frees soon)
+                if self.waiting and self.waiting + size > budget.stream:
+                    victim = self if self.cuttable else None
+                elif child.buffered - held and child.buffered - held + size > budget.child:
+                    if self.cuttable:
+                        victim = max((s for s in live if s.child is child), key=_waiting_of, default=None)
+                else:
+                    largest = max(live, key=_waiting_of, default=None)
+                    if largest is not None and (self.cuttable or largest.child is not child):
+                        victim = largest
+                if victim is None:
+                    if not held:
+                        held = size
+                        child.buffered += size
+                        budget.waiting += size
+                    await budget.changed.wait()  # back-pressure: the child is not read meanwhile
+                    continue
+                victim.cut()
+                if victim is self:
+                    return False
+        finally:
+            if held:
+                child.buffered -= held
+                budget.waiting -= held
+                budget.release()
         if self.gone:
             return False
         try:
-            if self.limit is None:
-                await self.sender.send(line)
-                return True
-            if self.waiting + len(line) > self.limit:
-                self.overflowed = self.gone = True
-                self.sender.close()
-                return False
-            self.waiting += len(line)
             self.sender.send_nowait(line)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
             self.gone = True
             return False
+        self._count(size)
         return True
 
+    def _count(self, size: int) -> None:
+        self.waiting += size
+        self.child.buffered += size
+        self.budget.waiting += size
+        if self.waiting:
+            self.budget.streams.add(self)
+        else:
+            self.budget.streams.discard(self)
+        if size < 0:
+            self.budget.release()
+
     async def take(self) -> bytes:
-        """The next message for the client.
+        """The next message for the client; it counts until :meth:`sent`.
 
         Raises:
             anyio.EndOfStream: no more will come.
         """
+        self.sent()
         line = await self.receiver.receive()
-        self.waiting -= len(line)
+        self.sending = len(line)
         return line
+
+    def sent(self) -> None:
+        """The message taken last has reached the client (or is held elsewhere): its bytes are free."""
+        if self.sending:
+            self._count(-self.sending)
+            self.sending = 0
+
+    def cut(self) -> None:
+        """The client is too slow: drop what waits for it and cancel a send in progress."""
+        if self.gone and self.overflowed:
+            return
+        logger.warning(
+            "a client read too slowly: %d bytes of the MCP server's messages waited for it; its stream is cut",
+            self.waiting,
+        )
+        self.overflowed = self.gone = True
+        self.child.count("slow_client")
+        self.sender.close()
+        dropped = 0
+        while True:
+            try:
+                dropped += len(self.receiver.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+        if dropped:
+            self._count(-dropped)
+        if self.sending and self.scope is not None:
+            self.scope.cancel()
+        self.budget.release()  # (a put waiting for this stream's room learns it is gone)
 
     def end(self) -> None:
         """No more messages: the response ends once the queue is drained."""
         self.sender.close()
+
+    def close(self) -> None:
+        """The response is over: whatever still counts for it is freed."""
+        self.gone = True
+        self.sender.close()
+        self.receiver.close()
+        if self.waiting:
+            self._count(-self.waiting)
+        self.sending = 0
+        self.budget.release()  # (a put waiting for this stream's room learns it is gone)
+
+
+def _waiting_of(stream: _Stream) -> int:
+    return stream.waiting
 
 
 @dataclass(slots=True)
@@ -223,8 +391,18 @@ class _Waiter:
 class _Child:
     """One stdio server process and the HTTP streams its messages go to (one owner: its session)."""
 
-    def __init__(self, process: Process, label: str, session_id: str | None, count: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        process: Process,
+        label: str,
+        session_id: str | None,
+        count: Callable[[str], None],
+        client: str = "",
+        budget: _Budget | None = None,
+    ) -> None:
         self.process = process
+        self.budget = budget if budget is not None else _Budget(4 << 20, 16 << 20, 64 << 20)
+        self.client = client  # who started it (see client_of)
         self.count = count  # counts a fault by kind (upstream_errors_total)
         self.label = label
         self.session_id = session_id  # None: the shared child of stateless requests
@@ -234,9 +412,11 @@ class _Child:
         self.listener: _Stream | None = None  # the session's GET stream
         self.backlog: deque[bytes] = deque()
         self.backlog_bytes = 0
+        self.buffered = 0  # bytes of its messages waiting for its streams (see _Budget)
         self.answered = False  # it has written a JSON-RPC message (it started, at least)
         self.left: deque[IdKey] = deque(maxlen=BACKLOG)  # requests whose client left before the answer
         self.started = self.used = time.monotonic()
+        self.users = 0  # POSTs being handled for it (a session being started is in use already)
         self.stopping = False
         self.noise = 0
         self.done = False  # it has exited (and what it left unanswered was answered)
@@ -250,8 +430,8 @@ class _Child:
 
     @property
     def busy(self) -> bool:
-        """Something is in flight, or a GET stream is open."""
-        return bool(self.waiting) or self.listener is not None
+        """Something is in flight, a POST is being handled for it, or a GET stream is open."""
+        return bool(self.waiting) or self.listener is not None or self.users > 0
 
     async def write(self, line: bytes) -> bool:
         """Write one message line to the child's stdin; False when the child is gone."""
@@ -403,21 +583,30 @@ class _Child:
         for stream in reversed(self.streams):  # (never a tools/list: the proxy's own fetch reads nothing else)
             if stream.sse and stream.calls and await stream.put(line):
                 return
+        budget = self.budget
         self.backlog.append(line)
         self.backlog_bytes += len(line)
-        while len(self.backlog) > BACKLOG or self.backlog_bytes > BACKLOG_BYTES:
-            self.backlog_bytes -= len(self.backlog.popleft())
+        budget.held += len(line)
+        while len(self.backlog) > BACKLOG or (
+            len(self.backlog) > 1
+            and (self.backlog_bytes > budget.child or budget.waiting + budget.held > budget.process)
+        ):
+            dropped = len(self.backlog.popleft())
+            self.backlog_bytes -= dropped
+            budget.held -= dropped
             logger.warning(
-                "%s: more than %d messages or %d bytes wait for a GET stream: the oldest is dropped",
+                "%s: more than %d messages or %d bytes (child_buffer_bytes) wait for a GET stream, or the "
+                "proxy's process_buffer_bytes are taken: the oldest is dropped",
                 self.label,
                 BACKLOG,
-                BACKLOG_BYTES,
+                budget.child,
             )
 
     def take_backlog(self) -> list[bytes]:
         """The messages held for a GET stream, handed over (the backlog is then empty)."""
         held = list(self.backlog)
         self.backlog.clear()
+        self.budget.held -= self.backlog_bytes
         self.backlog_bytes = 0
         return held
 
@@ -488,9 +677,13 @@ class StdioUpstream:
         max_line: the longest line of the child's stdout relayed, in bytes.
         max_body_bytes: the largest request body (413 past it).
         send_timeout: seconds a client may take to accept one message before its stream is cut.
+        stream_buffer_bytes: bytes of the child's messages that may wait for one stream.
+        child_buffer_bytes: bytes of one child's messages that may wait for its streams together.
+        process_buffer_bytes: bytes of every child's messages that may wait, all together.
+        max_children_per_client: sessions (children) one client may hold at once.
         metrics: where faults are counted (``upstream_errors_total`` by kind: ``exit``, ``start``,
             ``backoff``, ``stdout_noise``, ``oversized_line``, ``invalid_json``, ``idle_timeout``,
-            ``slow_client``), with the processes running (``stdio_children``).
+            ``slow_client``, ``evicted``), with the processes running (``stdio_children``).
     """
 
     def __init__(
@@ -505,6 +698,10 @@ class StdioUpstream:
         max_line: int = 32 * 1024 * 1024,
         max_body_bytes: int = 16 * 1024 * 1024,
         send_timeout: float = 60.0,
+        stream_buffer_bytes: int = 4 * 1024 * 1024,
+        child_buffer_bytes: int = 16 * 1024 * 1024,
+        process_buffer_bytes: int = 64 * 1024 * 1024,
+        max_children_per_client: int = 16,
         metrics: Metrics | None = None,
         refusals: RefusalLog | None = None,
     ) -> None:
@@ -522,14 +719,19 @@ class StdioUpstream:
         self.max_line = max_line
         self.max_body_bytes = max_body_bytes
         self.send_timeout = send_timeout
+        self.budget = _Budget(stream_buffer_bytes, child_buffer_bytes, process_buffer_bytes)
+        self.max_children_per_client = max_children_per_client
         self.sessions: dict[str, _Child] = {}
         self.shared: _Child | None = None
         self._children: set[_Child] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._shared_lock = anyio.Lock()
         self._starting = 0  # children being started (their slots are taken)
-        self._failures = 0  # exits in a row, each soon after its start
-        self._not_before = 0.0  # no start before this monotonic time (back-off)
+        self._starting_for: dict[str, int] = {}  # the same, by client
+        self._failures = 0  # a server that could not start (no session answered): times in a row
+        self._not_before = 0.0  # readyz says not ready before this monotonic time
+        # By client (client_of): [exits in a row, each soon after its start; no start before]
+        self._backoff: OrderedDict[str, list[float]] = OrderedDict()
         self._closed = False
 
     def count(self, kind: str) -> None:
@@ -555,7 +757,12 @@ class StdioUpstream:
             return
         method = scope["method"]
         if method == "POST":
-            await self._post(scope, receive, send)
+            held: list[_Child] = []
+            try:
+                await self._post(scope, receive, send, held)
+            finally:
+                for child in held:
+                    child.users -= 1
         elif method == "GET":
             await self._get(scope, receive, send)
         elif method == "DELETE":
@@ -623,33 +830,86 @@ class StdioUpstream:
     # -- children ------------------------------------------------------------------------------
 
     async def _start(
-        self, session_id: str | None, peer: str | None = None
+        self, session_id: str | None, peer: str | None = None, client: str = ""
     ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
         """A new child for ``session_id`` (``None``: the shared one), or the refusal to send
-        (``peer``: the address of the client it is for)."""
-        wait = self._not_before - time.monotonic()
+        (``peer``: the address of the client it is for, ``client`` its :func:`client_of`)."""
+        failures, not_before = self._backoff.get(client, (0, 0.0))
+        wait = max(not_before, self._not_before) - time.monotonic()
         if wait > 0:
             self.count("backoff")
             message = (
-                f"the MCP server ({self.label}) failed to start {self._failures} times in a row (it could not be "
-                f"started, or exited before answering): the next start is in {wait:.1f} s"
+                f"the MCP server ({self.label}) failed to start {int(max(failures, self._failures))} times in a "
+                f"row (it could not be started, or exited before answering): the next start is in {wait:.1f} s"
             )
             return _refusal(503, message, extra=[(b"retry-after", str(math.ceil(wait)).encode())])
-        if len(self._children) + self._starting >= self.max_children:
-            detail = f"{self.max_children} MCP server processes run, one per session; end one with DELETE"
-            return _refusal(503, self.refusals.refused(CHILDREN, peer, detail), extra=[(b"retry-after", b"1")])
+        refused = await self._room(session_id is not None, peer, client)
+        if refused is not None:
+            return refused
+        self._starting_for[client] = self._starting_for.get(client, 0) + 1
+        try:
+            return await self._spawn(session_id, client)
+        finally:
+            self._starting_for[client] -= 1
+            if not self._starting_for[client]:
+                del self._starting_for[client]
+
+    async def _room(
+        self, session: bool, peer: str | None, client: str
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """Make room for one more child of ``client`` (``session``: a session's, else the shared
+        one): at ``max_children_per_client`` its own longest-idle session is ended, at
+        ``max_children`` anyone's (that session then gets 404, and its client initializes again).
+        ``None`` once there is room; the refusal (503) when every child is busy (something in
+        flight, or a GET stream open)."""
+        while True:
+            running = [c for c in self._children if not c.stopping]
+            mine = [c for c in running if session and not c.shared and c.client == client]
+            if session and len(mine) + self._starting_for.get(client, 0) >= self.max_children_per_client:
+                pool, limit = mine, f"max_children_per_client ({self.max_children_per_client})"
+            elif len(self._children) + self._starting >= self.max_children:
+                stopping = [c for c in self._children if c.stopping]
+                if stopping:  # a slot frees once it is gone
+                    with anyio.move_on_after(2 * self.grace + 1):
+                        await stopping[0].finished.wait()
+                    continue
+                pool, limit = running, f"max_children ({self.max_children})"
+            else:
+                return None
+            victim = min((c for c in pool if not c.busy), key=lambda c: c.used, default=None)
+            if victim is None:
+                detail = f"{limit}: every MCP server process is busy (a request in flight or a GET stream open)"
+                return _refusal(503, self.refusals.refused(CHILDREN, peer, detail), extra=[(b"retry-after", b"1")])
+            logger.info(
+                "%s reached: the longest-idle session's MCP server (pid %d, idle %.1f s) is stopped for a new one",
+                limit,
+                victim.process.pid,
+                time.monotonic() - victim.used,
+            )
+            self.count("evicted")
+            victim.stopping = True
+            self._forget(victim)
+            assert self._task_group is not None
+            self._task_group.start_soon(self._stop, victim)
+            with anyio.move_on_after(2 * self.grace + 1):
+                await victim.finished.wait()
+
+    async def _spawn(
+        self, session_id: str | None, client: str
+    ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Start the child (its slot is free)."""
         env = children.server_env(self.command.env, self.command.passed)
         self._starting += 1  # (the slot is taken while it starts)
         try:
             process = await children.start(self.command.argv, env=env, cwd=self.command.cwd)
         except OSError as exc:
             self.count("start")
-            self._crashed(0.0)
+            self._crashed(None, client, 0.0)
             logger.error("cannot start the MCP server (%s): %s", self.label, exc.strerror or exc)
             return _refusal(502, f"cannot start the MCP server ({self.label}): {exc.strerror or exc}", code=-32603)
         finally:
             self._starting -= 1
-        child = _Child(process, self.label, session_id, self.count)
+        child = _Child(process, self.label, session_id, self.count, client, self.budget)
         logger.info("started %s (pid %d)%s", self.label, process.pid, " for a new session" if session_id else "")
         self._children.add(child)
         if session_id is not None:
@@ -702,6 +962,7 @@ class StdioUpstream:
             child.finished.set()
         self._children.discard(child)
         self._forget(child)
+        child.take_backlog()  # (no GET stream will take it now)
         lived = time.monotonic() - child.started
         if child.noise:
             logger.warning(
@@ -721,31 +982,57 @@ class StdioUpstream:
                 children.last_words(tail),
             )
             self.count("exit")
-            self._crashed(lived, child.answered)
+            self._crashed(child, child.client, lived)
         await child.ended(status)
 
-    def _crashed(self, lived: float, answered: bool = False) -> None:
-        """Count an exit nobody asked for; back off when they come in a row, each soon after its
-        start and before the server said anything (a server that answered and then crashed did
-        start: one client's call that crashes its own session must not refuse everyone else's)."""
-        if answered:
+    def _crashed(self, child: _Child | None, client: str, lived: float) -> None:
+        """Count an exit nobody asked for (``child``; ``None``: it could not be started); back off
+        when they come in a row, each soon after its start and before the server said anything.
+
+        The back-off is the client's whose requests were in flight (else the client that started
+        it): a crash in one client's call never refuses anyone else. A server that answered and
+        then crashed did start: its client is not backed off either. A session's server that could
+        not start at all (it never answered, not even ``initialize``) also makes ``readyz`` say
+        not ready for as long."""
+        answered = child is not None and child.answered
+        owners = {waiter.stream.client for waiter in child.waiting.values()} if child is not None else set()
+        for who in owners or {client}:
+            record = self._backoff.pop(who, [0, 0.0])
+            self._backoff[who] = record
+            if len(self._backoff) > CLIENTS:
+                self._backoff.popitem(last=False)
+            if answered:
+                record[0] = 0
+                continue
+            record[0] = record[0] + 1 if lived < STABLE else 1
+            if record[0] >= 2:
+                delay = min(MAX_BACKOFF, 0.5 * 2 ** (record[0] - 2))
+                record[1] = time.monotonic() + delay
+                logger.warning(
+                    "%s exited %d times in a row in a client's requests: that client's next start waits %g s",
+                    self.label,
+                    int(record[0]),
+                    delay,
+                )
+        if child is not None and (answered or child.shared):
             self._failures = 0
             return
         self._failures = self._failures + 1 if lived < STABLE else 1
         if self._failures >= 2:
-            delay = min(MAX_BACKOFF, 0.5 * 2 ** (self._failures - 2))
-            self._not_before = time.monotonic() + delay
-            logger.warning("%s exited %d times in a row: the next start waits %g s", self.label, self._failures, delay)
+            self._not_before = time.monotonic() + min(MAX_BACKOFF, 0.5 * 2 ** (self._failures - 2))
 
-    async def _shared_child(self) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
+    async def _shared_child(
+        self, peer: str | None, client: str
+    ) -> _Child | tuple[int, list[tuple[bytes, bytes]], bytes]:
         async with self._shared_lock:
             if self.shared is not None:
                 return self.shared
-            return await self._start(None)
+            return await self._start(None, peer, client)
 
     # -- POST ----------------------------------------------------------------------------------
 
-    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _post(self, scope: Scope, receive: Receive, send: Send, held: list[_Child]) -> None:
+        """Answer a POST (``held``: the child it is for, once found, its ``users`` counted)."""
         try:
             body, _, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
@@ -776,9 +1063,9 @@ class StdioUpstream:
         elif any(m.method == "initialize" for m in messages):
             session_id = secrets.token_urlsafe(24)
             minted = [(b"mcp-session-id", session_id.encode())]
-            found = await self._start(session_id, peer_of(scope))
+            found = await self._start(session_id, peer_of(scope), client_of(scope))
         elif _stateless(headers, messages):
-            found = await self._shared_child()
+            found = await self._shared_child(peer_of(scope), client_of(scope))
         else:
             await _respond(send, *_refusal(400, "Bad Request: Mcp-Session-Id header is required", code=-32000))
             return
@@ -786,6 +1073,8 @@ class StdioUpstream:
             await _respond(send, *found)
             return
         child = found
+        child.users += 1  # (never ended for room while this POST runs; no await since it was found)
+        held.append(child)
         line = body.replace(b"\n", b" ").replace(b"\r", b" ") if b"\n" in body or b"\r" in body else body
         if not requests and child.shared:
             # 2026-07-28 defines no client notification over HTTP (a closed stream cancels), and the
@@ -809,9 +1098,7 @@ class StdioUpstream:
             await _respond(send, *_refusal(400, "Invalid Request: a request with this id is in flight in this session"))
             return
         sse = b"text/event-stream" in (header(headers, b"accept") or "").encode()
-        # The shared server's streams never hold its reader up (one slow client must not stall the
-        # others): what waits for a slow one is bounded in bytes instead, and past that it is cut.
-        stream = _Stream(sse, limit=2 * self.max_line if child.shared else None)
+        stream = _Stream(sse, child, self.budget, client_of(scope), bool(scope.get(OWN_FETCH)))
         try:
             line = self._register(child, stream, messages, line)
         except DecodeError:
@@ -821,10 +1108,8 @@ class StdioUpstream:
         try:
             await self._answer(child, stream, line, batch, receive, send, minted)
         finally:
-            stream.gone = True
             child.streams.remove(stream)
-            stream.receiver.close()
-            stream.sender.close()
+            stream.close()
             left = [key for key in stream.open if key in child.waiting]
             for key in left:  # its client left: what the child answers for them goes nowhere
                 waiter = child.waiting.pop(key)
@@ -883,6 +1168,7 @@ class StdioUpstream:
         that stops reading is left with an unfinished response (the ASGI server then closes its
         connection), as the forwarder does."""
         async with anyio.create_task_group() as tg:
+            stream.scope = tg.cancel_scope
             if child.done:  # it exited after this request found it
                 await child.ended(child.status)
             else:  # (a child gone meanwhile answers it as it ends)
@@ -890,13 +1176,21 @@ class StdioUpstream:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
             if stream.sse:
                 await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *minted]})
-                async for item in self._drain(child, stream):
-                    if not await self._send_event(send, item):
-                        tg.cancel_scope.cancel()
-                        return
+                # (closed here, in this task, also when the stream is cut mid-send: its timer's cancel
+                # scope must be left in the task that entered it)
+                async with contextlib.aclosing(self._drain(child, stream)) as drained:
+                    async for item in drained:
+                        if not await self._send_event(send, item):
+                            tg.cancel_scope.cancel()
+                            return
+                        stream.sent()
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
-                lines = [item async for item in self._drain(child, stream)]
+                lines = []  # (a JSON body goes whole: its messages count no more once taken)
+                async with contextlib.aclosing(self._drain(child, stream)) as drained:
+                    async for item in drained:
+                        stream.sent()
+                        lines.append(item)
                 body = b"[" + b",".join(lines) + b"]" if batch else lines[0]
                 headers = [_JSON, (b"content-length", str(len(body)).encode()), *minted]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -915,7 +1209,7 @@ class StdioUpstream:
             self.metrics.client_errors.labels("send_timeout").inc()
         return False
 
-    async def _drain(self, child: _Child, stream: _Stream) -> AsyncIterator[bytes]:
+    async def _drain(self, child: _Child, stream: _Stream) -> AsyncGenerator[bytes, None]:
         """The stream's messages as they come; a request left unanswered ``idle_timeout`` seconds
         after the last one is answered here with an error."""
         while True:
@@ -929,10 +1223,10 @@ class StdioUpstream:
                 continue
             if stream.overflowed:
                 message = (
-                    f"the client read too slowly: more than {stream.limit} bytes of the MCP server's messages "
-                    "waited for it"
+                    "the client read too slowly: more of the MCP server's messages waited for it than the "
+                    f"proxy holds (stream_buffer_bytes {self.budget.stream}, child_buffer_bytes "
+                    f"{self.budget.child}, process_buffer_bytes {self.budget.process})"
                 )
-                self.count("slow_client")
             else:
                 message = f"the MCP server ({self.label}) sent nothing for {self.idle_timeout:g} s (idle_timeout)"
                 self.count("idle_timeout")
@@ -972,28 +1266,32 @@ class StdioUpstream:
         if child.listener is not None:
             await _respond(send, *_refusal(409, "Conflict: only one GET stream is allowed per session"))
             return
-        stream = child.listener = _Stream(sse=True)
+        stream = child.listener = _Stream(True, child, self.budget)
         held = child.take_backlog()
         try:
             async with anyio.create_task_group() as tg:
+                stream.scope = tg.cancel_scope
                 tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
                 await send({"type": "http.response.start", "status": 200, "headers": list(_SSE_HEADERS)})
                 for line in held:
                     if not await self._send_event(send, line):
                         tg.cancel_scope.cancel()
                         return
-                async for item in stream.receiver:
+                while True:
+                    try:
+                        item = await stream.take()
+                    except anyio.EndOfStream:
+                        break
                     if not await self._send_event(send, item):
                         tg.cancel_scope.cancel()
                         return
+                    stream.sent()
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 tg.cancel_scope.cancel()
         finally:
-            stream.gone = True
             if child.listener is stream:
                 child.listener = None
-            stream.receiver.close()
-            stream.sender.close()
+            stream.close()
 
     async def _delete(self, scope: Scope, send: Send) -> None:
         child = await self._session(scope, send, "DELETE ends a session")
@@ -1008,6 +1306,16 @@ class StdioUpstream:
 
 
 _VERSION = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+
+
+def client_of(scope: Scope) -> str:
+    """Who a request comes from, as the bounds per client count it: a hash of its
+    ``Authorization`` header (never the token itself), else its address (``peer_of``: behind a
+    trusted proxy, the address it forwarded)."""
+    authorization = header(scope["headers"], b"authorization")
+    if authorization:
+        return "auth:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+    return "peer:" + (peer_of(scope) or "unknown")
 
 
 def _stateless(headers: RawHeaders, messages: list[_Incoming]) -> bool:

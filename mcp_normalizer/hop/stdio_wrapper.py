@@ -9,9 +9,15 @@ came (but for the ``tools/call`` renames of rule ``tool_names``).
 - The wrapper's stdout carries only JSON-RPC messages. Its log (JSON lines, the rewrites among them)
   goes to stderr, or to ``--log-file``. The child's stderr lines go to the log, tagged with the
   server's command, cut at :data:`MAX_LOG_LINE` bytes.
-- A line on the child's stdout that is not a JSON-RPC message (a server that logs to stdout) is
-  logged and counted, never relayed. A line longer than ``max_rewrite_bytes`` is relayed as it
-  came, piece by piece, never held whole.
+- Only whole JSON-RPC messages reach the host. A line on the child's stdout that is not one (a
+  server that logs to stdout, a line that is not JSON) is logged and counted, never relayed; when it
+  shows the id of a request the rules watch (``tools/call``, ``tools/list``), that request gets a
+  JSON-RPC error (``-32603``) at once. A line longer than ``max_rewrite_bytes`` is checked whole
+  and relayed unrewritten; one longer than ``max_message_bytes`` is dropped as it comes, never held,
+  and the request whose id it shows gets a JSON-RPC error naming the setting.
+- A line from the host longer than ``max_request_bytes`` never reaches the server (it could not
+  be renamed): it is dropped as it comes, and the request whose id it shows gets a JSON-RPC error
+  (``-32600``, as the HTTP proxy answers 413).
 - When the host closes stdin, the child's stdin is closed; a child still running after
   ``graceful_shutdown`` seconds gets SIGTERM, and SIGKILL as long again after that (the client's
   shutdown sequence of ``basic/transports.mdx``, stdio). SIGTERM, SIGINT and SIGHUP to the wrapper
@@ -47,10 +53,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..config import NormalizerConfig
 from ..engine.audit import AuditLog
 from ..engine.normalize import Normalizer
-from ..engine.stdio_session import StdioSession
+from ..engine.stdio_session import StdioSession, long_line_id, request_id
 from ..errors import DecodeError
+from ..ops.refusals import BODY_SIZE, refusal_message
 from ..wire.jsoncodec import dumps, loads
-from ..wire.lines import LAST, LINE, PART, LineDecoder
+from ..wire.lines import LAST, LINE, LineDecoder
 from .child import (
     Process,
     child_logger,
@@ -174,20 +181,51 @@ class StdioWrapper:
             relayed.set()
 
     async def _host_to_child(self, child: Process) -> None:
-        decoder = LineDecoder(self.config.proxy.max_request_bytes)
+        limit = self.config.proxy.max_request_bytes
+        decoder = LineDecoder(limit)
         chunks = await _host_chunks(self.host_in)
+        head = tail = b""  # the first and last bytes of a line above the bound (its id is there)
+        size = 0
         try:
             async for chunk in chunks:
                 pieces = decoder.feed(chunk) if chunk else decoder.flush()
                 for piece, kind in pieces:
-                    out = self.session.from_client(piece) if kind == LINE else piece
-                    await child.stdin.send(out + _NEWLINE if kind != PART else out)
+                    if kind == LINE:
+                        await child.stdin.send(self.session.from_client(piece) + _NEWLINE)
+                        continue
+                    head = head or piece[:_EDGE]  # above max_request_bytes: never sent, never held
+                    tail = (tail + piece)[-_EDGE:]
+                    size += len(piece)
+                    if kind == LAST:
+                        with contextlib.suppress(HostGone):
+                            await self._refuse_call(head, tail, size, limit)
+                        head = tail = b""
+                        size = 0
                 if not chunk:
                     break
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return  # the child is gone: its exit is handled by the other side
         # the host is done: the child should exit now (SIGTERM, then SIGKILL, if it does not)
         await stop(child, self.config.proxy.graceful_shutdown, self.label)
+
+    async def _refuse_call(self, head: bytes, tail: bytes, size: int, limit: int) -> None:
+        """A host line of ``size`` bytes, above ``limit`` (``max_request_bytes``), was dropped:
+        the request whose id it shows gets a JSON-RPC error.
+
+        Raises:
+            HostGone: the host closed its end of stdout.
+        """
+        key = request_id(head, tail)
+        logger.warning(
+            "the host sent a line of %d bytes, above max_request_bytes (%d): not passed to %s%s",
+            size,
+            limit,
+            self.label,
+            "" if key is None else "; its request is answered with an error",
+        )
+        if key is not None:
+            message = refusal_message(BODY_SIZE, f"a message of {size} bytes, over {limit} bytes")
+            await self._write(_error(key, message, -32600))
 
     async def _signals(self, child: Process) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
@@ -201,10 +239,11 @@ class StdioWrapper:
     # -- child -> host --------------------------------------------------------------------------
 
     async def _child_to_host(self, child: Process) -> None:
-        decoder = LineDecoder(self.config.proxy.max_rewrite_bytes)
+        limit = self.config.proxy.max_message_bytes
+        decoder = LineDecoder(limit)
         session = self.session
         head = tail = b""  # the first and last bytes of a line above the bound (its id is there)
-        dropping = False  # that line is not a message: none of it goes to the host
+        size = 0
         while True:
             chunk = await receive(child.stdout)
             pieces = decoder.feed(chunk) if chunk else decoder.flush()
@@ -212,20 +251,15 @@ class StdioWrapper:
                 if not chunk and kind == LINE and not _whole(piece):
                     logger.warning("%s ended in the middle of a line: its %d bytes dropped", self.label, len(piece))
                     continue  # a message cut short by the child's end: never relayed half
-                if kind != LINE:  # a line above the bound: relayed as it came, piece by piece
-                    if not head:
-                        head = piece[:_EDGE]
-                        dropping = head.lstrip().removeprefix(_BOM)[:1] not in (b"{", b"[")
-                        if dropping:
-                            self.noise += 1
-                            logger.warning("%s wrote a line above the bound that is not a message: dropped", self.label)
+                if kind != LINE:  # a line above max_message_bytes: dropped as it comes, never held
+                    head = head or piece[:_EDGE]
                     tail = (tail + piece)[-_EDGE:]
+                    size += len(piece)
                     if kind == LAST:
-                        if chunk:  # (cut short by the child's end, it answers nothing: an error will)
-                            session.answered_long(head, tail)
+                        # (cut short by the child's end, it answers nothing: an error will)
+                        await self._too_long(head, tail, size, limit, answer=bool(chunk))
                         head = tail = b""
-                    if not dropping:
-                        await self._write(piece + _NEWLINE if kind == LAST else piece)
+                        size = 0
                     continue
                 line = session.from_server(piece)
                 while line.busy:
@@ -237,10 +271,38 @@ class StdioWrapper:
                         "not a JSON-RPC message on the server's stdout: not relayed",
                         extra={"audit": {"server": self.label, "stdout": text(line.noise)}},
                     )
+                    key = long_line_id(line.noise[:_EDGE], line.noise[-_EDGE:])
+                    if key is not None and session.pending.pop(key, None) is not None:
+                        message = f"the MCP server's response ({self.label}) is not a JSON-RPC message: not relayed"
+                        await self._write(_error(key, message))
                 if line.lines:
                     await self._write(b"".join(out + _NEWLINE for out in line.lines))
             if not chunk:
                 return
+
+    async def _too_long(self, head: bytes, tail: bytes, size: int, limit: int, *, answer: bool) -> None:
+        """A line of the child's of ``size`` bytes, above ``limit`` (``max_message_bytes``), was
+        dropped: with ``answer``, the request whose id it shows gets a JSON-RPC error.
+
+        Raises:
+            HostGone: the host closed its end of stdout.
+        """
+        self.noise += 1
+        key = long_line_id(head, tail) if answer else None
+        logger.warning(
+            "%s wrote a line of %d bytes, above max_message_bytes (%d): dropped%s",
+            self.label,
+            size,
+            limit,
+            "" if key is None else "; its request is answered with an error",
+        )
+        if key is not None:
+            self.session.pending.pop(key, None)
+            message = (
+                f"the MCP server's response was {size} bytes, above the proxy's max_message_bytes ({limit}): "
+                "not relayed"
+            )
+            await self._write(_error(key, message))
 
     async def _child_log(self, child: Process, done: anyio.Event) -> None:
         try:
@@ -278,6 +340,11 @@ class StdioWrapper:
             except (OSError, RuntimeError, ValueError) as exc:  # (a closed pipe; a closed file)
                 self._host_gone = True
                 raise HostGone from exc
+
+
+def _error(key: tuple[str, object], message: str, code: int = -32603) -> bytes:
+    """A JSON-RPC error line for the request ``key`` (its id as the host wrote it)."""
+    return dumps({"jsonrpc": "2.0", "id": key[1], "error": {"code": code, "message": message}}) + _NEWLINE
 
 
 def _is_pipe(file: BinaryIO) -> bool:

@@ -23,7 +23,7 @@ from ..engine.exchange import Exchange
 from ..engine.normalize import Normalizer, Record
 from ..engine.transform import ResponseTransformer
 from ..errors import ResponseRefused
-from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Scope
+from ..types import HANG_UP, JSON, OWN_FETCH, ASGIApp, JSONObject, Message, RawHeaders, Scope
 from ..wire.jsoncodec import dumps
 from ..wire.jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, mint_id, object_only
 from .relay import TransformingSend
@@ -179,6 +179,7 @@ class ToolsFetcher:
             headers.append((b"mcp-method", TOOLS_LIST.encode()))
         sub_scope = {**scope, "method": "POST", "headers": headers}
         sub_scope.pop(HANG_UP, None)  # (the client's connection ending is not this request's end)
+        sub_scope[OWN_FETCH] = True
         transformer = ResponseTransformer(
             page,
             self.normalizer,
