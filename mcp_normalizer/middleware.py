@@ -270,6 +270,7 @@ class NormalizerMiddleware:
                     scope=key,
                     era=info.era,
                     listed=True,
+                    client=client.label,
                 )
         pending = exchange.pending
         if session is not None:

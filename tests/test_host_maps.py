@@ -173,7 +173,7 @@ async def test_claudes_renamed_keys_reach_the_server_as_its_own_whoever_listed_l
     (sent,) = recording.calls()
     assert own_arguments() in sent, sent  # the server's own keys, every value byte for byte
     assert orjson.loads(answer["result"]["content"][0]["text"]) == orjson.loads(own_arguments())
-    assert log.rewrites(rule="tool_names", method="tools/call"), log.lines
+    assert log.rewrites(rule="tool_names", method="tools/call", client="claude-code"), log.lines  # who it was for
 
 
 @pytest.mark.wire
