@@ -27,12 +27,13 @@ import base64
 import json
 import logging
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,14 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 from .host_claude import AnthropicMock, run_claude_code
 from .host_claude import model_name as claude_name
 from .host_codex import ResponsesMock, run_codex
+from .host_gemini import run_gemini_cli
 from .host_loop import HostFailure, McpServer, ModelView
-from .support import ROOT, load_cases, proxy_for, serve
+from .support import EXE, ROOT, load_cases, proxy_for, serve
 
 SERVER = "demo"
 ROUTES = ("direct", "proxy")
 #: Seconds one host run may take in the matrix (a run takes about a second here).
-RUN_TIMEOUT = 30.0
+RUN_TIMEOUT = 20.0
 #: Host runs at once (each is a blocking subprocess; the machine has 2 cores).
 WORKERS = 2
 PAGE = ROOT / "docs" / "hosts-model-view.md"
@@ -135,6 +137,11 @@ RESULT_KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
+#: The kinds also run over stdio: the server's own command directly, ``mcp-normalizer stdio -- CMD``
+#: through the proxy.
+STDIO_KINDS = ("input_schema_null", "boolean_subschema", "problem_empty_content")
+
+
 @dataclass(frozen=True)
 class Kind:
     """One fault kind: its name, where it comes from, the tool and its result."""
@@ -144,6 +151,12 @@ class Kind:
     side: str  # "list" or "result"
     tool: dict[str, Any]
     result: dict[str, Any]
+    way: str = "http"  # "http": a scripted server on loopback; "stdio": a stdio server's command
+
+    @property
+    def key(self) -> str:
+        """The kind's name in the matrix (``NAME (stdio)`` for the stdio way)."""
+        return self.name if self.way == "http" else f"{self.name} (stdio)"
 
 
 def kinds() -> list[Kind]:
@@ -154,7 +167,8 @@ def kinds() -> list[Kind]:
             found[case["kind"]] = Kind(case["kind"], case["id"], "result", case["tool"], case["result"])
     ours = [Kind(name, "defined", "list", spec, OK) for name, spec in LIST_KINDS.items()]
     ours += [Kind(name, "defined", "result", spec, result) for name, (spec, result) in RESULT_KINDS.items()]
-    return [*found.values(), *ours]
+    stdio = [replace(kind, way="stdio") for kind in ours if kind.name in STDIO_KINDS]
+    return [*found.values(), *ours, *stdio]
 
 
 # -- the information items -------------------------------------------------------------------
@@ -313,20 +327,14 @@ def _codex(server: McpServer, tool: str, arguments: dict[str, Any], tmp: Path) -
     return run_codex(server, tool, arguments, tmp, names=["companion"], mock=_CodexMock, timeout=RUN_TIMEOUT)
 
 
-def hosts() -> dict[str, Runner]:
-    """The hosts in the matrix, by name: Claude Code, Codex, and Gemini CLI where its runner exists."""
-    found: dict[str, Runner] = {"claude-code": _claude, "codex": _codex}
-    try:
-        from .host_gemini import run_gemini_cli  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - before tests/host_gemini.py is merged
-        return found
+def _gemini(server: McpServer, tool: str, arguments: dict[str, Any], tmp: Path) -> ModelView:
+    return run_gemini_cli(server, tool, arguments, tmp, timeout=RUN_TIMEOUT)
 
-    def _gemini(server: McpServer, tool: str, arguments: dict[str, Any], tmp: Path) -> ModelView:
-        view: ModelView = run_gemini_cli(server, tool, arguments, tmp, timeout=RUN_TIMEOUT)
-        return view
 
-    found["gemini-cli"] = _gemini
-    return found
+#: The hosts in the matrix, by name.
+HOSTS: dict[str, Runner] = {"claude-code": _claude, "codex": _codex, "gemini-cli": _gemini}
+#: Each host's command in ``tests/hosts`` (:func:`tests.host_loop.host_command`).
+COMMANDS = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
 
 
 def judge(kind: Kind, view: ModelView) -> Outcome:
@@ -349,6 +357,13 @@ def judge(kind: Kind, view: ModelView) -> Outcome:
 @contextmanager
 def _routes(kind: Kind) -> Iterator[dict[str, McpServer]]:
     """The kind's scripted server, directly and through the proxy."""
+    if kind.way == "stdio":  # tests/stdio_server.py; the wrapper runs the checkout's code (env(1):
+        # Gemini CLI drops PYTHONPATH from a server's env)
+        plan = {"tools": [kind.tool, COMPANION.tool], "results": {kind.tool["name"]: kind.result, "companion": OK}}
+        argv = [sys.executable, str(ROOT / "tests" / "stdio_server.py"), json.dumps(plan)]
+        wrapped = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--", *argv]
+        yield {"direct": McpServer(SERVER, command=argv), "proxy": McpServer(SERVER, command=wrapped)}
+        return
     server = ScriptedServer([ToolSpec(kind.tool, returning(kind.result)), COMPANION])
     with serve(server) as up, proxy_for(up + "/mcp") as px:
         yield {"direct": McpServer(SERVER, up + "/mcp"), "proxy": McpServer(SERVER, px + "/mcp")}
@@ -362,7 +377,7 @@ def run_cell(host: str, runner: Runner, kind: Kind, tmp: Path) -> dict[str, Outc
         for route in ROUTES:
             start = time.monotonic()
             try:
-                view = runner(ways[route], kind.tool["name"], arguments, tmp / host / kind.name / route)
+                view = runner(ways[route], kind.tool["name"], arguments, tmp / host / kind.key / route)
             except HostFailure as failure:
                 what = str(failure).splitlines()[0]
                 outcome = Outcome("hung" if "did not end within" in what else "failed", error=what)
@@ -414,14 +429,14 @@ def shows_less(direct: Outcome, proxy: Outcome) -> str | None:
 
 def run_matrix(tmp: Path | None = None, workers: int = WORKERS, only: set[str] | None = None) -> Matrix:
     """Run every cell (``only``: those kinds), ``workers`` host runs at a time."""
-    runners = hosts()
-    every = [kind for kind in kinds() if only is None or kind.name in only]
+    runners = HOSTS
+    every = [kind for kind in kinds() if only is None or kind.key in only]
     jobs = [(host, kind) for kind in every for host in runners]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="host-matrix-") as scratch:
         base = tmp if tmp is not None else Path(scratch)
         with ThreadPoolExecutor(workers) as pool:
-            futures = {(host, kind.name): pool.submit(run_cell, host, runners[host], kind, base) for host, kind in jobs}
+            futures = {(host, kind.key): pool.submit(run_cell, host, runners[host], kind, base) for host, kind in jobs}
             cells = {key: future.result() for key, future in futures.items()}
     return Matrix(list(runners), every, cells, round(time.monotonic() - start, 1))
 
@@ -450,8 +465,10 @@ def table(matrix: Matrix) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for kind in matrix.kinds:
         row = [f"`{kind.name}`" + ("" if kind.source == "defined" else f" ({kind.source})"), f"`{kind.tool['name']}`"]
+        if kind.way == "stdio":
+            row[0] += ", over stdio"
         for host in matrix.hosts:
-            outcome = matrix.cells[(host, kind.name)]
+            outcome = matrix.cells[(host, kind.key)]
             row += [outcome["direct"].cell(), outcome["proxy"].cell()]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
@@ -468,6 +485,13 @@ def differences(matrix: Matrix) -> str:
         out.append("None.\n")
     out += ["\n## Where the proxy shows the model more\n\n"]
     out += [f"- {NAMES[host]}, `{kind}`: {why}.\n" for (host, kind), why in sorted(more.items())] or ["None.\n"]
+    out.append("\n## What the model still misses through the proxy\n\n")
+    short = [
+        f"- {NAMES[host]}, `{kind}`: {routes['proxy'].cell()}.\n"
+        for (host, kind), routes in sorted(matrix.cells.items())
+        if routes["proxy"].status != "offered" or not routes["proxy"].result or routes["proxy"].missing
+    ]
+    out += short or ["Nothing.\n"]
     return "".join(out)
 
 
@@ -525,7 +549,10 @@ def raw(matrix: Matrix, date: str) -> dict[str, Any]:
         "command": COMMAND,
         "seconds": matrix.seconds,
         "hosts": {host: versions()[host] for host in matrix.hosts},
-        "kinds": [{"kind": k.name, "source": k.source, "side": k.side, "tool": k.tool["name"]} for k in matrix.kinds],
+        "kinds": [
+            {"kind": k.key, "source": k.source, "side": k.side, "way": k.way, "tool": k.tool["name"]}
+            for k in matrix.kinds
+        ],
         "cells": [
             {"host": host, "kind": kind, **{route: asdict(outcome) for route, outcome in routes.items()}}
             for (host, kind), routes in matrix.cells.items()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .host_loop import host_command
-from .host_matrix import PAGE, Matrix, page, run_matrix
+from .host_matrix import COMMANDS, PAGE, Matrix, page, run_matrix
 
 pytestmark = pytest.mark.wire
 
@@ -23,6 +23,7 @@ KNOWN_LESS: dict[tuple[str, str], str] = {
     ("codex", "problem_empty_content"): "issue 40: error_problem moves a problem-shaped structuredContent to _meta"
     " for every client; Codex showed the model the whole problem (it reads structuredContent), through the"
     " proxy only '[code] detail' (type, title, status and the extension member are lost)",
+    ("codex", "problem_empty_content (stdio)"): "issue 40: the same behind mcp-normalizer stdio",
     ("codex", "error_result_validated"): "issue 40: an error's structuredContent is dropped through the proxy;"
     " Codex showed it directly (the message 'nope' is only there)",
     ("codex", "null_for_non_nullable"): "issue 40: the null the output schema does not allow is dropped from"
@@ -34,8 +35,8 @@ KNOWN_LESS: dict[tuple[str, str], str] = {
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
-    host_command("claude")  # skips the module when the hosts are not installed
-    host_command("codex")
+    for command in COMMANDS.values():
+        host_command(command)  # skips the module when the hosts are not installed
     return run_matrix(tmp_path_factory.mktemp("matrix"))
 
 
