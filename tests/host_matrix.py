@@ -1,7 +1,9 @@
 """The host matrix (issue 38): what each real host's model receives for each fault kind, directly
 from an MCP server and through the proxy.
 
-A cell is a host x a fault kind x a route (``direct``, ``proxy``), over Streamable HTTP. Each fault
+A cell is a host (Claude Code, Codex, Gemini CLI: :data:`HOSTS`) x a fault kind x a route
+(``direct``, ``proxy``), over Streamable HTTP; the kinds of :data:`STDIO_KINDS` also over stdio (the
+server's own command directly, ``mcp-normalizer stdio -- CMD`` through the proxy). Each fault
 kind is one tool and its result: the first public fault case of each ``kind`` in
 ``../shared/cases/public.json`` (replayed from that file at run time, never copied here), plus the
 kinds below that the hosts lose on the listing side (:data:`LIST_KINDS`) or the result side
@@ -519,11 +521,13 @@ Generated on {date} by `{COMMAND}` ({cells} cells in {matrix.seconds:.0f} s); th
 `docs/hosts-model-view.json`. `tests/test_host_matrix.py` runs the same matrix and fails when this
 table no longer matches it.
 
-Each row is one fault kind: the first public fault case of that kind (its id in brackets, replayed
-from the team's fault cases), or a kind defined in `tests/host_matrix.py`. Each real host is run
-offline against a mock of its model API, once against the scripted MCP server directly and once
-through the proxy in front of it (Streamable HTTP), and the mock records what the model received.
-The server serves the tool under test and a plain companion tool.
+Each row is one fault kind: the first public fault case of that kind (its id in parentheses,
+replayed from the team's fault cases), or a kind defined in `tests/host_matrix.py`. Each real host
+is run offline against a mock of its model API, once against the scripted MCP server directly and
+once through the proxy in front of it (Streamable HTTP), and the mock records what the model
+received. The server serves the tool under test and a plain companion tool. The rows marked "over
+stdio" run the server as a command instead: directly the host starts the server's own command,
+through the proxy `mcp-normalizer stdio -- CMD`.
 
 A cell reads:
 
