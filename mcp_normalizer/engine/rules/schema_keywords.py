@@ -16,7 +16,8 @@ author meant it), so they run for every client. What each replaces is kept in th
   ``dict``/``map`` -> ``object``, ``list`` -> ``array``, any case; ``date-time``/``date``/``time`` ->
   ``string`` with that ``format`` when the node sets none; ``"number|string"`` -> a type array);
   a ``type`` with any other name (``mixed``, ``any``) or a non-name value (``null``, a number) is
-  dropped: the place accepts any value, as a reader ignoring the unknown name would.
+  dropped: the place accepts any value, as a reader ignoring the unknown name would. (A ``type``
+  holding an object is left as it is.)
 - ``required_in_properties`` (``required_in_properties``): ``properties: {required: ["a"]}``, a
   ``required`` array of strings naming sibling properties (an array is never a schema, so it
   cannot be a property named ``required``), moves up into the object's ``required`` (merged, each
@@ -109,12 +110,13 @@ def _type_of(value: JSON) -> tuple[JSON, str | None] | None:
 
 
 def bad_type(value: JSON) -> bool:
-    """True when a ``type`` keyword's value is not a JSON type name or an array of them."""
+    """True when a ``type`` keyword's value is not a JSON type name or an array of them (an object
+    is left alone: ``"type": {`` is mostly a property named ``type``, which the gate cannot tell)."""
     if isinstance(value, str):
         return value not in JSON_TYPES
     if isinstance(value, list):
         return not all(isinstance(name, str) and name in JSON_TYPES for name in value)
-    return True
+    return not isinstance(value, dict)
 
 
 class _Walk:
