@@ -29,7 +29,7 @@ from mcp_normalizer.engine.rules.scan import ToolScan
 from mcp_normalizer.wire.jsoncodec import Raw, fingerprint
 
 from .support import PROPERTY, capture_rewrites, proxy_for, serve, three_clients
-from .test_tool_gates import RulesAlways, _decoded, _same_listed
+from .test_tool_gates import RulesAlways, _decoded, _same_listed, _text
 
 ERA = "2025-11-25"
 KEPT = "dev.mcp-normalizer/original-keywords"
@@ -462,8 +462,8 @@ def tools(draw: st.DrawFn) -> dict[str, Any]:
 
 @pytest.mark.pure
 @PROPERTY
-@given(tools())
-def test_a_closed_gate_means_the_rule_changes_nothing_and_the_fast_listing_is_the_rules(tool: Any) -> None:
+@given(tools(), st.sampled_from(["compact", "spaced", "ascii"]))
+def test_a_closed_gate_means_the_rule_changes_nothing_and_the_fast_listing_is_the_rules(tool: Any, style: str) -> None:
     tool = _decoded(tool)
     ctx = ToolContext(ERA, NormalizerConfig().settings, client=UNKNOWN)
     scan = ToolScan(tool)
@@ -472,7 +472,7 @@ def test_a_closed_gate_means_the_rule_changes_nothing_and_the_fast_listing_is_th
         assert rule in TOOL_RULES and rule.tool_gate is not None and rule.on_tool is not None
         if not rule.tool_gate(scan, ctx):
             assert rule.on_tool(tool, ctx) is None, name
-    text = Raw(fingerprint(tool))
+    text = Raw(_text(tool, style))  # (as servers write it: compact, indented, every non-ASCII escaped)
     config = NormalizerConfig()
     _same_listed(
         Normalizer(config).list_tool_text(text, 0, ERA, UNKNOWN),
