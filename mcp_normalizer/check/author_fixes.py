@@ -67,6 +67,13 @@ AUTHOR_FIXES: dict[str, str] = {
     " JS `slice` on a string with emoji does not: use `Array.from(s).slice(...)`)",
     "input_schema_root_combinator": "give inputSchema one object root (`type: object` with properties); express"
     " alternatives inside it, not as a root anyOf/oneOf/allOf (zod: `z.object` rather than `z.union` at the top)",
+    "invalid_type_keyword": "write type as a JSON type name (`integer`, not `int`; `string` with `format:"
+    " date-time`, not `date-time`); leave type out for a value of any type",
+    "required_in_properties": "put `required` beside `properties`, not inside it",
+    "required_boolean": "list required properties in the object's `required` array instead of `required: true`"
+    " on each property (draft-03)",
+    "enum_not_array": 'write enum as an array (`["x"]`, or `const: "x"`); leave it out rather than null',
+    "input_schema_not_object": "give inputSchema `type: object` at its root; put a single value in a property",
     "tool_name_invalid": "name tools with A-Z, a-z, 0-9, underscore, hyphen and dot only, 1 to 64 characters (the"
     " limit Claude hosts enforce)",
     "boolean_subschema": 'write `{}` for an unconstrained property instead of `true`, and `{"not": {}}` instead of'

@@ -255,6 +255,48 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "invalid_type_keyword",
+            "type is a JSON type name (null, boolean, object, array, number, string, integer) or an array of them",
+            "JSON Schema 2020-12 validation section 6.1.1; MCP 2025-11-25 basic/index.mdx, JSON Schema Usage",
+            (
+                "TS SDK Client 1.x (Ajv: the whole tools/list refused for one outputSchema type name)",
+                "TS client 2.x and Python SDK client (the call of such a tool refused)",
+                "Anthropic API, google-genai (the tool refused)",
+            ),
+        ),
+        FaultKind(
+            "required_in_properties",
+            "properties maps names to schemas; required is an array of names beside it",
+            "JSON Schema 2020-12 validation sections 6.5.3 and core 10.3.2.1",
+            ("Python SDK client (an array among properties: the whole tools/list refused)",),
+        ),
+        FaultKind(
+            "required_boolean",
+            "required is an array of property names (a boolean required is draft-03)",
+            "JSON Schema 2020-12 validation section 6.5.3",
+            (
+                "TS SDK Client 1.x (the whole tools/list refused for one in an outputSchema)",
+                "TS client 2.x and Python SDK client (the call refused)",
+                "Anthropic API, google-genai, OpenAI strict mode",
+            ),
+        ),
+        FaultKind(
+            "enum_not_array",
+            "The value of enum is an array",
+            "JSON Schema 2020-12 validation section 6.1.2",
+            (
+                "TS SDK Client 1.x (the whole tools/list refused for one in an outputSchema)",
+                "TS client 2.x and Python SDK client (the call refused)",
+                "Anthropic API",
+            ),
+        ),
+        FaultKind(
+            "input_schema_not_object",
+            "inputSchema is a JSON Schema object with type: object at its root",
+            "MCP 2025-06-18+ schema.ts Tool.inputSchema",
+            ("TS SDK Client 1.x and 2.x, Python SDK client (the whole tools/list refused)",),
+        ),
+        FaultKind(
             "tool_name_invalid",
             "Tool names SHOULD be 1 to 128 characters of A-Z, a-z, 0-9, underscore, hyphen and dot",
             "MCP 2025-11-25 server/tools.mdx, Tool names",

@@ -51,6 +51,7 @@ from .rules.learned import RULE as LEARN
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK
 from .rules.scan import WALK_DEPTH, ToolScan
+from .rules.schema_keywords import SHAPE
 from .rules.schema_repairs import misshapen_input
 from .rules.schemas import subschemas, widen_at
 from .schema import SchemaCompiler, SchemaUnusable
@@ -194,12 +195,6 @@ _KEYS = re.compile(
 )
 
 
-class _Root(msgspec.Struct):
-    """A schema's root, as :meth:`Normalizer._unchanged` reads it (an object; its ``type``, if any)."""
-
-    type: Any = UNSET
-
-
 class _Listed(msgspec.Struct):
     """A tool as :meth:`Normalizer._unchanged` reads it: its name, its schemas undecoded."""
 
@@ -209,7 +204,6 @@ class _Listed(msgspec.Struct):
 
 
 _LISTED = msgspec.json.Decoder(_Listed)
-_ROOT = msgspec.json.Decoder(_Root)
 #: Plain tool contexts kept (:meth:`Normalizer._plain_context`): eras times clients seen lately.
 _MAX_CONTEXTS = 64
 #: One ``tools/list`` rule as a tool's plan runs it: its hook, its gate (:mod:`.rules.scan`), its mode.
@@ -453,9 +447,14 @@ class Normalizer:
         ``None`` for a tool whose text holds anything a rule or its gate reacts to (:data:`_KEYS`,
         ``true``/``false`` anywhere, an escape that could spell an ASCII letter), for a tool
         something is declared, intervened or learned for, for a client with host faults, for a
-        tool nested deeper than the rules read, and for any root the rules repair. Only the name
-        and the roots of the schemas are decoded (:class:`_Listed`); the ``outputSchema`` is kept
-        as its text, the definition digest made when first asked for (:meth:`ToolEntry.digest`).
+        tool nested deeper than the rules read, for any root the rules repair, and for a schema
+        holding a keyword of :mod:`.rules.schema_keywords` (a type that is no JSON type name, an
+        array among ``properties``: one a substring search cannot tell from a sibling ``required``).
+        The name is decoded and the schemas are read as a skeleton (:data:`.rules.schema_keywords.SHAPE`:
+        msgspec's C decoder types only the keywords those rules repair and the ones holding
+        subschemas and skips every other member without making a value of it: about 1 µs more
+        than reading the roots alone, for the bench's tool); the ``outputSchema`` is kept as its
+        text, the definition digest made when first asked for (:meth:`ToolEntry.digest`).
         ``tests/test_tool_gates.py`` holds this and :meth:`list_tool` to the same answers.
         """
         data = text if isinstance(text, bytes) else bytes(text)
@@ -468,9 +467,11 @@ class Normalizer:
         try:
             listed = _LISTED.decode(data)
             inputs, outputs = listed.inputSchema, listed.outputSchema
-            if isinstance(inputs, UnsetType) or _ROOT.decode(inputs).type is UNSET:
-                return None  # (schema_shape's: no input schema object, or no type at its root)
-            output = None if isinstance(outputs, UnsetType) else _ROOT.decode(outputs)
+            # each schema read as a skeleton (:data:`SHAPE`): it fails for what type_names,
+            # required_boolean, required_in_properties and enum_not_array repair
+            if isinstance(inputs, UnsetType) or SHAPE.decode(inputs).type != "object":
+                return None  # (schema_shape's and input_object_root's: no object root, or no type at it)
+            output = None if isinstance(outputs, UnsetType) else SHAPE.decode(outputs)
         except msgspec.DecodeError:  # (ValidationError included: a name that is not a string, a root not an object)
             return None
         name = listed.name

@@ -37,6 +37,7 @@ from .jsonrpc_envelope import CURSOR_LOOP, ENVELOPE, NULL_CURSOR, STAMP_ID
 from .missing_structured import ERROR_FLAG, PROMOTE_TEXT_JSON, VACUOUS_STRUCTURED_CONTENT
 from .null_values import NULL_ARRAY_TO_EMPTY, NULL_OPTIONAL_MEMBER
 from .object_root import OBJECT_RESULT, OBJECT_ROOT, REWRAP_RESULT, WRAP_RESULT
+from .schema_keywords import ENUM_NOT_ARRAY, INPUT_OBJECT_ROOT, REQUIRED_BOOLEAN, REQUIRED_IN_PROPERTIES, TYPE_NAMES
 from .schema_repairs import DATE_TIME_FORMAT, SCHEMA_DIALECT, SCHEMA_REFS, SCHEMA_SHAPE, TIMESTAMP_OBJECTS
 from .value_repairs import COERCE_TYPES, PRUNE_ADDITIONAL
 
@@ -45,6 +46,11 @@ TOOL_RULES: tuple[Rule, ...] = (
     meta_keys.RULE,
     DROP_OUTPUT_SCHEMA,
     SCHEMA_SHAPE,
+    INPUT_OBJECT_ROOT,  # after schema_shape, which types a root without type
+    TYPE_NAMES,
+    REQUIRED_BOOLEAN,
+    REQUIRED_IN_PROPERTIES,
+    ENUM_NOT_ARRAY,
     BOOLEAN_SUBSCHEMA,  # after schema_shape: a boolean root outputSchema is dropped there
     SCHEMA_DIALECT,
     SCHEMA_TUPLE,  # after schema_dialect: a draft-07 tuple's additionalItems: false becomes items: false there

@@ -45,6 +45,9 @@ TOKENS = (
     b'properties":null',
     b'properties":[]',
     b'required":null',
+    b'required":[',
+    b'required":true',
+    b'required":false',
     b'format":"date',
     b'format":"time"',
 )
@@ -126,6 +129,11 @@ class ToolScan:
                 self._texts[key] = None
         text = self._texts[key]
         return text is None or needle in text
+
+    def search(self, pattern: re.Pattern[bytes]) -> bool:
+        """True when ``pattern`` matches somewhere in the tool's text, or when it cannot be searched."""
+        whole = self.whole
+        return whole is None or pattern.search(whole) is not None
 
     def has_boolean(self) -> bool:
         """True when a ``true`` or ``false`` value may be in the tool (or it cannot be searched)."""
