@@ -76,13 +76,31 @@ def _sources(host: Host) -> str:
     return "; ".join(dict.fromkeys(found)) or "; ".join(host.rejects)
 
 
+_REFERENCE = re.compile(r"[\w.-]+/[\w.-]+(?:#\d+|\s+PR\s+#\d+)(?:(?:,| and) #\d+)*")
+
+
+def _short(sources: Iterable[str]) -> str:
+    """The issue references of ``sources`` (``owner/repo#N``), or each one's text up to its first
+    parenthesis where it has none."""
+    found: list[str] = []
+    for source in sources:
+        found.extend(_REFERENCE.findall(source) or [source.split(" (", 1)[0]])
+    return ", ".join(dict.fromkeys(found))
+
+
 def readme_hosts(hosts: Iterable[Host] = HOSTS) -> str:
     """README.md's "For each host" table: what the proxy repairs for each host, in short."""
     rows = (
-        [host.title, _names(host), _api(host), _changes(host, lambda key, when: when + CONSTRAINTS[key].what)]
+        [
+            host.title,
+            _names(host),
+            _api(host),
+            _changes(host, lambda key, when: when + CONSTRAINTS[key].what),
+            _short([*host.faults.values(), *(v.source for v in host.versions.values())] or host.rejects),
+        ]
         for host in hosts
     )
-    return _table(["host", "`clientInfo.name`", "model API", "what the proxy repairs for it"], rows)
+    return _table(["host", "`clientInfo.name`", "model API", "what the proxy repairs for it", "source"], rows)
 
 
 def rules_hosts(hosts: Iterable[Host] = HOSTS) -> str:
