@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from mcp_normalizer.config import NormalizerConfig
+from mcp_normalizer.engine import host_tables
 from mcp_normalizer.engine.audit import AuditLog
 from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
@@ -125,6 +126,13 @@ def test_the_oracle_finds_the_fault_and_the_repair_removes_it_for_the_host_alone
     assert constraint.rule in rules, (host.profile, rules)
     untouched, others = repaired(key, "mcp")  # a client that is no host
     assert constraint.violates(untouched) and constraint.rule not in others
+    if constraint.subject == "tool":  # the model sends arguments in another form only where the key says
+        fixture = FIXTURES[key]
+        keys = set(fixture["inputSchema"].get("properties", {}))
+        moved = output["name"] != fixture["name"] or set(output["inputSchema"].get("properties", {})) != keys
+        assert moved == constraint.changes_arguments, (key, output)
+    else:
+        assert not constraint.changes_arguments
 
 
 def test_the_oracles_import_none_of_the_repairs() -> None:
@@ -223,3 +231,20 @@ def test_a_client_name_two_hosts_claim_is_refused() -> None:
     with pytest.raises(ConfigError, match="host.g client_names: 'h' is host.h's too"):
         load(data)
     assert load(table()).hosts[0].faults == {IMAGE_SVG: "issue", TOOL_NAME: "issue"}  # the API's and its own
+
+
+def test_a_table_changed_by_hand_is_put_back_and_a_missing_marker_is_named() -> None:
+    text = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    edited = text.replace("| Cursor (`cursor`) | `cursor-vscode` |", "| Cursor (`cursor`) | `cursor` |")
+    assert edited != text
+    assert (
+        host_tables.rendered(
+            {
+                **{path: (ROOT / path).read_text(encoding="utf-8") for path, _, _ in host_tables.TABLES},
+                "docs/rules.md": edited,
+            }
+        )["docs/rules.md"]
+        == text
+    )
+    with pytest.raises(ValueError, match="model-apis"):
+        host_tables.splice(text.replace(host_tables.begin("model-apis"), ""), "model-apis", "| x |")
