@@ -19,6 +19,7 @@ import yaml
 from mcp_normalizer.check.command import _parser as check_parser
 from mcp_normalizer.cli import _demo_parser, _proxy_parser, _stdio_parser
 from mcp_normalizer.config import NormalizerConfig, ProxyConfig, Settings
+from mcp_normalizer.engine import host_tables
 from mcp_normalizer.engine.rules import RULES, RuleSettings
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.keys import variables
@@ -184,6 +185,21 @@ def test_the_troubleshooting_table_lists_every_refusal_with_its_status_and_setti
         cause = CAUSES[key]
         assert (int(status), meaning.strip()) == (cause.status, cause.meaning)
         assert setting.strip() == (f"`{cause.setting}` (`{cause.env}`)" if cause.setting else "—")
+
+
+@pytest.mark.pure
+def test_the_host_tables_are_the_ones_generated_from_hosts_toml() -> None:
+    """README.md's and docs/rules.md's host and model-API tables are rendered from the packaged
+    facts (``scripts/host-tables --write`` after a change to ``mcp_normalizer/hosts.toml``)."""
+    texts = {path: (ROOT / path).read_text(encoding="utf-8") for path, _, _ in host_tables.TABLES}
+    for path, text in host_tables.rendered(texts).items():
+        assert text == texts[path], f"{path}: a host table differs from hosts.toml (scripts/host-tables --write)"
+    for path, name, render in host_tables.TABLES:
+        assert f"{host_tables.begin(name)}\n\n{render()}\n\n<!-- end generated -->" in texts[path]
+    assert (
+        "| Gemini CLI (`gemini-cli`) | `gemini-cli-mcp-client` | `host_schemas`: below version 0.1.13"
+        in texts["docs/rules.md"]
+    )
 
 
 @pytest.mark.wire

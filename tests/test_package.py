@@ -34,7 +34,12 @@ def test_the_wheel_holds_mcp_normalizer_and_nothing_else_at_the_top(wheel: Path)
     tops = {name.split("/", 1)[0] for name in names}
     (info,) = (top for top in tops if top.endswith(".dist-info"))
     assert tops == {"mcp_normalizer", info}
-    packaged = {"mcp_normalizer/py.typed", "mcp_normalizer/normalizer.toml", "mcp_normalizer/interventions.toml"}
+    packaged = {
+        "mcp_normalizer/py.typed",
+        "mcp_normalizer/normalizer.toml",
+        "mcp_normalizer/interventions.toml",
+        "mcp_normalizer/hosts.toml",
+    }
     assert packaged <= set(names)
     shipped = zipfile.ZipFile(wheel).read("mcp_normalizer/normalizer.toml").decode()
     assert shipped == (ROOT / "config" / "normalizer.toml").read_text(encoding="utf-8")  # the file, not a link

@@ -112,7 +112,7 @@ class ClientProfile:
 
     def host_needs(self, fault: str) -> bool:
         """True when this client is a host that rejects ``fault`` (a key of
-        :data:`~mcp_normalizer.engine.rules.host_profiles.HOST_FAULTS`): its repair runs for it alone."""
+        :data:`~mcp_normalizer.engine.rules.host_faults.CONSTRAINTS`): its repair runs for it alone."""
         return fault in self.host_faults
 
     @property

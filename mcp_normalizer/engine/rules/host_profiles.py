@@ -1,52 +1,59 @@
-"""The hosts: what each one sends as its ``clientInfo``, what it rejects that the spec allows, and
-which of those the proxy repairs for it alone. Pure data, no I/O.
+"""The hosts: what each one sends as its ``clientInfo``, the model API behind it, what it rejects
+that the spec allows, and which of those the proxy repairs for it alone. The facts are packaged
+data (``mcp_normalizer/hosts.toml``), validated when first read; no I/O beyond reading it once.
 
 Where :mod:`mcp_normalizer.engine.rules.clients` lists faults every client gets repaired unless it is
 known to accept them, this table is the other way round: a *host fault* is something valid that a
 host refuses, so its repair changes what every other client accepts as it is; it runs for the
-hosts that name the fault and for no one else. The facts come from ``reference/hosts.md`` (the
-hosts' own source where it is public, else the issues that show the failure), each with its
-source. A host is recognised by the ``clientInfo.name`` it sends (``initialize`` params; on
-2026-07-28 every request's ``_meta``); that name is self-reported, and naming a host only ever
-gets a client the output that host can take, with the original kept in ``_meta``.
+hosts that name the fault and for no one else. The faults are the closed set of
+:mod:`~.host_faults`, each with its one repair and an oracle. A host refuses what its model API
+refuses (``[model_api.<family>] refuses``) and what it names itself (``faults``), each with its
+source. The facts come from ``reference/hosts.md`` (the hosts' own source where it is public, else
+the issues that show the failure). A host is recognised by the ``clientInfo.name`` it sends
+(``initialize`` params; on 2026-07-28 every request's ``_meta``); that name is self-reported, and
+naming a host only ever gets a client the output that host can take, with the original kept in
+``_meta``.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
 
-#: An SVG image block (``image/svg+xml``): the Anthropic API takes JPEG, PNG, GIF and WebP only.
-IMAGE_SVG = "image_svg"
-#: A ``resource_link`` content block: rmcp ``=3.1.3`` (Codex, ChatGPT) fails the whole call.
-RESOURCE_LINK = "resource_link_block"
+from ...errors import ConfigError
+from .host_faults import (
+    ARRAY_ITEMS,
+    CONSTRAINTS,
+    IMAGE_SVG,
+    PROPERTY_KEY,
+    RESOURCE_LINK,
+    TOOL_NAME,
+    TYPE_BESIDE_ANYOF,
+)
 
-#: A schema node with ``type`` beside ``anyOf``: older Gemini CLIs send the schema to the Gemini
-#: API, which answers "type and anyOf cannot be both populated".
-TYPE_BESIDE_ANYOF = "type_beside_anyof"
-
-#: A tool name the spec allows but outside ``^[a-zA-Z0-9_-]{1,64}$`` (a dot, 65 to 128 characters):
-#: Claude Desktop and claude.ai refuse every tool of the server.
-TOOL_NAME = "tool_name_strict"
-
-#: An ``inputSchema`` property name outside ``^[a-zA-Z0-9_.-]{1,64}$``: the Anthropic API answers
-#: 400 for every request while one tool has one.
-PROPERTY_KEY = "property_key_strict"
-
-#: An array schema (``type: "array"``) without ``items``: VS Code's Copilot Chat throws "tool
-#: parameters array type must have items" and the chat request fails.
-ARRAY_ITEMS = "array_without_items"
-
-#: What each host fault is, for the log, ``check`` and the docs (docs/rules.md).
-HOST_FAULTS: Mapping[str, str] = {
-    IMAGE_SVG: "an image block of type image/svg+xml",
-    RESOURCE_LINK: "a resource_link content block",
-    TYPE_BESIDE_ANYOF: "type beside anyOf in an inputSchema node",
-    TOOL_NAME: "a tool name outside ^[a-zA-Z0-9_-]{1,64}$ (a dot, more than 64 characters)",
-    PROPERTY_KEY: "an inputSchema property name outside ^[a-zA-Z0-9_.-]{1,64}$",
-    ARRAY_ITEMS: 'an inputSchema node of type "array" without items',
-}
+__all__ = [
+    "ARRAY_ITEMS",
+    "HOSTS",
+    "IMAGE_SVG",
+    "MODEL_APIS",
+    "PROFILES",
+    "PROPERTY_KEY",
+    "RESOURCE_LINK",
+    "TOOL_NAME",
+    "TYPE_BESIDE_ANYOF",
+    "Fact",
+    "Host",
+    "ModelApi",
+    "Versions",
+    "host_for",
+    "load",
+    "version_key",
+]
 
 _VERSION = re.compile(r"v?(\d+(?:\.\d+){0,3})(-)?")
 
@@ -85,6 +92,49 @@ class Versions:
         return (since is None or key >= since) and (fixed is None or key < fixed)
 
 
+#: What a host's :attr:`Host.model_api` names when the user picks the model.
+USER_CHOSEN = "user-chosen"
+#: What a host may show its model of a tool result (:attr:`Host.reads`).
+READS = ("content", "structured_first", "both", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something a model API refuses, with its source, that no host repair of the closed set covers.
+
+    Attributes:
+        what: what it refuses.
+        source: where that comes from.
+        rule: the rule that repairs it for every client, ``""`` when none does.
+    """
+
+    what: str
+    source: str
+    rule: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelApi:
+    """A model API family and the schema and content rules it enforces.
+
+    Attributes:
+        family: its name (``anthropic``, ``openai``, ``openai-strict``, ``gemini``).
+        title: as people call it.
+        source: where its rules are documented.
+        refuses: constraint key (:data:`~.host_faults.CONSTRAINTS`) -> its source; repaired for the
+            hosts that use this API.
+        refuses_unrepaired: what else it refuses, with sources, that no host repair covers.
+        repaired_for_every_client: what it refuses that a rule repairs for every client.
+    """
+
+    family: str
+    title: str
+    source: str
+    refuses: Mapping[str, str] = field(default_factory=dict)
+    refuses_unrepaired: tuple[Fact, ...] = ()
+    repaired_for_every_client: tuple[Fact, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Host:
     """A host and the faults the proxy repairs for it.
@@ -97,6 +147,8 @@ class Host:
         rejects: what else it rejects, with sources, that the proxy does not repair for it.
         versions: host fault -> the versions that reject it, where a source says; a fault not
             named here is rejected by every version.
+
+    :attr:`faults` holds those of its model API and its own.
     """
 
     profile: str
@@ -105,6 +157,17 @@ class Host:
     faults: Mapping[str, str] = field(default_factory=dict)
     rejects: tuple[str, ...] = ()
     versions: Mapping[str, Versions] = field(default_factory=dict)
+    #: The model API family it sends tools to (a key of :data:`MODEL_APIS`), or ``user-chosen``.
+    model_api: str = USER_CHOSEN
+    #: What it shows its model of a result with both ``content`` and ``structuredContent``:
+    #: ``content``, ``structured_first``, ``both`` or ``unknown`` (:data:`READS`).
+    reads: str = "unknown"
+    #: Where :attr:`reads` comes from.
+    reads_source: str = ""
+    #: Where its ``clientInfo.name`` values come from.
+    source: str = ""
+    #: What else the docs' table says of it.
+    note: str = ""
 
     def faults_at(self, version: object) -> frozenset[str]:
         """The faults this host rejects at ``version`` (its ``clientInfo.version``; any JSON)."""
@@ -112,92 +175,178 @@ class Host:
         return frozenset(fault for fault in self.faults if fault not in ranges or ranges[fault].covers(version))
 
 
-_CLAUDE_IMAGES = (
-    "anthropics/claude-code#15807 (an image/svg+xml block gets a 400 from the API); the Anthropic vision docs "
-    "(JPEG, PNG, GIF and WebP only)"
-)
-_CLAUDE_NAMES = (
-    "NetApp/netapp-dataops-toolkit#38, API-200/api200#14 (every tool refused: "
-    "'tools.N.FrontendRemoteMcpToolDefinition.name' must match ^[a-zA-Z0-9_-]{1,64}$)"
-)
-_CLAUDE_KEYS = (
-    "anthropics/claude-code#4668, #79418 (the Anthropic API: property keys must match ^[a-zA-Z0-9_.-]{1,64}$; "
-    "one such tool fails every request)"
-)
-_RMCP_LINKS = "openai/codex#41280 and #33404 (rmcp =3.1.3: 'Unexpected response type' on any resource_link block)"
+@dataclass(frozen=True, slots=True)
+class HostData:
+    """The packaged table: the model APIs and the hosts, in the file's order."""
 
-#: The table, from ``reference/hosts.md``.
-HOSTS: tuple[Host, ...] = (
-    Host(
-        "claude-code",
-        "Claude Code",
-        ("claude-code",),
-        {IMAGE_SVG: _CLAUDE_IMAGES, PROPERTY_KEY: _CLAUDE_KEYS},
-        (
-            "a root oneOf/anyOf/allOf in an inputSchema (anthropics/claude-code#5319): repaired for every client"
-            " by input_combinator when every arm is an object schema; other roots stay",
-        ),
-    ),
-    Host(
-        "claude-desktop",
-        "Claude Desktop",
-        ("claude-ai",),
-        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES, PROPERTY_KEY: _CLAUDE_KEYS},
-    ),
-    Host(
-        "claude-connectors",
-        "claude.ai connectors",
-        ("Anthropic/ClaudeAI", "Anthropic"),
-        {IMAGE_SVG: _CLAUDE_IMAGES, TOOL_NAME: _CLAUDE_NAMES, PROPERTY_KEY: _CLAUDE_KEYS},
-    ),
-    Host(
-        "codex",
-        "OpenAI Codex",
-        ("codex-mcp-client",),
-        {RESOURCE_LINK: _RMCP_LINKS},
-        ("arrays without items, a root oneOf/anyOf/allOf/enum/not (the OpenAI API)",),
-    ),
-    Host(
-        "chatgpt",
-        "ChatGPT connectors",
-        ("openai-mcp",),
-        {RESOURCE_LINK: "openai/codex#41280 (also seen on ChatGPT desktop)"},
-    ),
-    Host(
-        "vscode",
-        "VS Code (Copilot)",
-        ("Visual Studio Code", "Visual-Studio-Code", "Code - OSS"),
-        {
-            ARRAY_ITEMS: "microsoft/vscode-copilot-chat src/extension/tools/common/toolSchemaNormalizer.ts"
-            " (normalizeToolSchema throws 'tool parameters array type must have items'; the request fails)"
-        },
-        (
-            "an inputSchema failing the draft-07 metaschema: the tool is dropped (microsoft/vscode"
-            " mcpServer.ts _normalizeTool); a spec-valid schema passes it",
-        ),
-    ),
-    Host(
-        "cursor",
-        "Cursor",
-        ("cursor-vscode",),
-        rejects=("server name + tool name over 60 characters: hidden (executeautomation/mcp-playwright#145)",),
-    ),
-    Host(
-        "gemini-cli",
-        "Gemini CLI",
-        ("gemini-cli-mcp-client",),
-        {TYPE_BESIDE_ANYOF: "google-gemini/gemini-cli#4121 ('type and anyOf cannot be both populated')"},
-        ("enum on non-strings (JetBrains/mcp-jetbrains#71)",),
-        {
-            TYPE_BESIDE_ANYOF: Versions(
-                fixed_in="0.1.13",
-                source="google-gemini/gemini-cli#4176 (merged 2025-07-15: MCP schemas go as parametersJsonSchema,"
-                " which the API takes as JSON Schema), first in 0.1.13 (tanaikech/ToolsForMCPServer#2: the change"
-                " came between 0.1.12 and 0.1.13)",
+    model_apis: Mapping[str, ModelApi]
+    hosts: tuple[Host, ...]
+
+
+def _text(table: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
+    value = table.get(key, None if required else "")
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ConfigError(f"{where}: {key} must be a non-empty string")
+    return value
+
+
+def _table(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    return value
+
+
+def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _sources(table: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    """A ``{constraint key = source}`` table: every key of the closed set, every source given."""
+    found = _table(table.get(key, {}), f"{where} {key}")
+    for name, source in found.items():
+        if name not in CONSTRAINTS:
+            raise ConfigError(
+                f"{where} {key}: unknown constraint key {name!r} (known: {', '.join(sorted(CONSTRAINTS))})"
             )
-        },
-    ),
-)
+        if not isinstance(source, str) or not source.strip():
+            raise ConfigError(f"{where} {key}.{name}: the source must be a non-empty string")
+    return dict(found)
+
+
+def _facts(table: Mapping[str, Any], key: str, where: str, *, rule: bool) -> tuple[Fact, ...]:
+    raw = table.get(key, [])
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: {key} must be an array of tables")
+    facts = []
+    for index, item in enumerate(raw):
+        here = f"{where} {key} {index}"
+        item = _table(item, here)
+        _only(item, {"what", "source", "rule"} if rule else {"what", "source"}, here)
+        facts.append(
+            Fact(_text(item, "what", here), _text(item, "source", here), _text(item, "rule", here) if rule else "")
+        )
+    return tuple(facts)
+
+
+def _model_api(family: str, table: object) -> ModelApi:
+    where = f"model_api.{family}"
+    table = _table(table, where)
+    _only(table, {"title", "source", "refuses", "refuses_unrepaired", "repaired_for_every_client"}, where)
+    return ModelApi(
+        family,
+        _text(table, "title", where),
+        _text(table, "source", where),
+        _sources(table, "refuses", where),
+        _facts(table, "refuses_unrepaired", where, rule=False),
+        _facts(table, "repaired_for_every_client", where, rule=True),
+    )
+
+
+def _versions(table: Mapping[str, Any], where: str, faults: Mapping[str, str]) -> dict[str, Versions]:
+    found: dict[str, Versions] = {}
+    for key, raw in _table(table.get("versions", {}), f"{where} versions").items():
+        here = f"{where} versions.{key}"
+        if key not in CONSTRAINTS:
+            raise ConfigError(f"{here}: unknown constraint key {key!r} (known: {', '.join(sorted(CONSTRAINTS))})")
+        if key not in faults:
+            raise ConfigError(f"{here}: the host does not refuse {key!r} (neither its faults nor its model API's)")
+        item = _table(raw, here)
+        _only(item, {"since", "fixed_in", "source"}, here)
+        ends: dict[str, str | None] = {}
+        for end in ("since", "fixed_in"):
+            value = item.get(end)
+            if value is not None and (not isinstance(value, str) or version_key(value) is None):
+                raise ConfigError(f"{here}: {end} {value!r} is no version (a number first, as 0.1.13)")
+            ends[end] = value
+        found[key] = Versions(ends["since"], ends["fixed_in"], _text(item, "source", here))
+    return found
+
+
+_HOST_KEYS = {
+    "title",
+    "client_names",
+    "source",
+    "model_api",
+    "reads",
+    "reads_source",
+    "faults",
+    "versions",
+    "rejects",
+    "note",
+}
+
+
+def _host(profile: str, table: object, apis: Mapping[str, ModelApi]) -> Host:
+    where = f"host.{profile}"
+    table = _table(table, where)
+    _only(table, _HOST_KEYS, where)
+    names = table.get("client_names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{where}: client_names must be a non-empty array of non-empty strings")
+    family = _text(table, "model_api", where)
+    if family != USER_CHOSEN and family not in apis:
+        raise ConfigError(f"{where}: unknown model_api {family!r} (known: {', '.join([*apis, USER_CHOSEN])})")
+    reads = _text(table, "reads", where)
+    if reads not in READS:
+        raise ConfigError(f"{where}: reads must be one of {', '.join(READS)}, not {reads!r}")
+    rejects = table.get("rejects", [])
+    if not isinstance(rejects, list) or not all(isinstance(r, str) and r.strip() for r in rejects):
+        raise ConfigError(f"{where}: rejects must be an array of non-empty strings")
+    inherited = dict(apis[family].refuses) if family in apis else {}
+    faults = {**inherited, **_sources(table, "faults", where)}
+    return Host(
+        profile,
+        _text(table, "title", where),
+        tuple(names),
+        faults,
+        tuple(rejects),
+        _versions(table, where, faults),
+        model_api=family,
+        reads=reads,
+        reads_source=_text(table, "reads_source", where),
+        source=_text(table, "source", where),
+        note=_text(table, "note", where, required=False),
+    )
+
+
+def load(data: Mapping[str, Any], where: str = "hosts.toml") -> HostData:
+    """Read a decoded table.
+
+    Raises:
+        ConfigError: naming the entry and the key: an unknown key or constraint key, a missing
+            source, an unknown ``model_api`` or ``reads``, a version that does not parse, a
+            ``clientInfo.name`` two hosts claim.
+    """
+    _only(data, {"model_api", "host"}, where)
+    apis = {
+        family: _model_api(family, table)
+        for family, table in _table(data.get("model_api", {}), f"{where} model_api").items()
+    }
+    hosts = tuple(
+        _host(profile, table, apis) for profile, table in _table(data.get("host", {}), f"{where} host").items()
+    )
+    owners: dict[str, str] = {}
+    for host in hosts:
+        for name in host.client_names:
+            if name in owners:
+                raise ConfigError(f"{where}: host.{host.profile} client_names: {name!r} is host.{owners[name]}'s too")
+            owners[name] = host.profile
+    return HostData(apis, hosts)
+
+
+@cache
+def shipped() -> HostData:
+    """The table shipped in the package (``mcp_normalizer/hosts.toml``), read once."""
+    text = resources.files("mcp_normalizer").joinpath("hosts.toml").read_text(encoding="utf-8")
+    return load(tomllib.loads(text), "mcp_normalizer/hosts.toml")
+
+
+#: The hosts, in the table's order.
+HOSTS: tuple[Host, ...] = shipped().hosts
+#: The model API families by name.
+MODEL_APIS: Mapping[str, ModelApi] = shipped().model_apis
 
 _BY_NAME: dict[str, Host] = {name: host for host in HOSTS for name in host.client_names}
 #: Profiles by name (``check --host``).
