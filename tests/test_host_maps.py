@@ -480,10 +480,10 @@ def test_a_listings_name_map_for_each_profile_is_the_one_a_listing_for_it_makes(
     from mcp_normalizer import NormalizerConfig
     from mcp_normalizer.engine.audit import AuditLog
     from mcp_normalizer.engine.exchange import Exchange
+    from mcp_normalizer.engine.name_maps import names_for
     from mcp_normalizer.engine.normalize import Normalizer
     from mcp_normalizer.engine.rules.clients import profile_for
     from mcp_normalizer.engine.scopes import ScopeStore
-    from mcp_normalizer.engine.tools_list import names_for
     from mcp_normalizer.engine.transform import ResponseTransformer
     from mcp_normalizer.wire.jsonrpc import inspect_request
 

@@ -186,11 +186,11 @@ class ToolSet(dict[str, ToolEntry]):
         names: the listing's name map (rule ``tool_names``), advertised name -> upstream name,
             for the tools advertised under another name; set before :meth:`sealed`.
         named_for: the tool names that map kept (the pattern of
-            :func:`mcp_normalizer.engine.tools_list.names_kept` for the client it was listed for),
+            :func:`mcp_normalizer.engine.name_maps.names_kept` for the client it was listed for),
             ``""`` when unknown; a client whose profile keeps others has its own map, derived
             from the upstream names (:attr:`derived`).
         derived: the listing's name maps for the other name patterns, by pattern, once asked for
-            (:func:`mcp_normalizer.engine.tools_list.names_for`).
+            (:func:`mcp_normalizer.engine.name_maps.names_for`).
         key: the digest (once sealed).
         size: bytes held: the entries' estimates, the names and the mapping itself (once sealed).
     """

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..types import JSONObject
 from ..wire.jsonrpc import IdKey, PendingRequest, object_only
 from .catalog import ToolCatalog, ToolEntry, ToolSet
+from .name_maps import names_for, names_kept
 from .rules.clients import UNKNOWN, ClientProfile
 from .scopes import ScopeState
 
@@ -87,13 +88,11 @@ class Exchange:
 
         With ``config``, the map is the one for this exchange's :attr:`client` (its profile's
         names, derived from the upstream names of the listing:
-        :func:`~mcp_normalizer.engine.tools_list.names_for`), whichever client listed; without,
+        :func:`~mcp_normalizer.engine.name_maps.names_for`), whichever client listed; without,
         the map as the listing was made. ``calls``: the names it is wanted for (a map no call
         can need is not derived)."""
         if self.learned:
             if config is not None:
-                from .tools_list import names_kept  # (tools_list reads exchanges: imported when asked)
-
                 pattern = names_kept(self.client).pattern
                 if any(tools.named_for not in ("", pattern) for tools in self.learned):
                     # pages made for another client (a fetch this exchange joined): the whole
@@ -114,8 +113,6 @@ class Exchange:
     def _names_for(
         self, listing: ToolSet, config: NormalizerConfig, calls: Collection[str] | None
     ) -> Mapping[str, str]:
-        from .tools_list import names_for  # (tools_list reads exchanges: imported when asked)
-
         return names_for(listing, self.client, config, calls)
 
     def listing(self) -> ToolSet | None:
