@@ -36,10 +36,13 @@ from mcp_normalizer.engine.lessons import (
     MAX_LESSONS,
     MAX_PENDING,
     MAX_PENDING_BYTES,
+    MAX_WITNESS,
+    MAX_WITNESS_PARTS,
     Evidence,
     Lesson,
     LessonBook,
     definition_digest,
+    same_witness,
     taught_now,
 )
 from mcp_normalizer.engine.rules.learned import LIST_CHANGED, Learned
@@ -292,6 +295,51 @@ async def test_one_tenants_results_teach_nobody_else_until_another_authorization
     assert lesson["first"] == {"pointers": ["/raw/object"]}  # neither "id" nor "at"
 
 
+async def credentialed_session(url: str, case: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    """A Python SDK session of ``case`` (list, call) sending ``headers`` (its credentials)."""
+    record: dict[str, Any] = await run_python(url, steps(case), {"x-case": case["id"], **headers})
+    return record
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # one bearer token, a cookie the upstream never reads made up for each session
+        (
+            {"authorization": "Bearer tenant-a", "cookie": "junk=1"},
+            {"authorization": "Bearer tenant-a", "cookie": "junk=2"},
+        ),
+        # one session cookie, another cookie beside it made up
+        ({"cookie": "sid=tenant-a; junk=1"}, {"cookie": "junk=2; sid=tenant-a"}),
+        # one session cookie, an Authorization the upstream never reads made up
+        ({"cookie": "sid=tenant-a", "authorization": "Bearer x"}, {"cookie": "sid=tenant-a"}),
+        # one token, its scheme spelled another way
+        ({"authorization": "Bearer tenant-a"}, {"authorization": "bearer  tenant-a"}),
+    ],
+    ids=["bearer-and-made-up-cookies", "cookie-and-made-up-cookies", "cookie-and-made-up-authorization", "scheme"],
+)
+async def test_one_tenant_is_one_witness_whatever_credentials_it_adds_beside_its_own(
+    first: dict[str, str], second: dict[str, str]
+) -> None:
+    """The upstream reads one credential (here: none, so any would do); the proxy cannot know which.
+    A tenant that keeps its own and varies the rest (another cookie, an Authorization the
+    upstream ignores, the scheme's case) is still one witness: another tenant's session lists the
+    tool as the server listed it."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up) as px:
+        url = px + "/mcp"
+        a = await credentialed_session(url, case, first)
+        a_again = await credentialed_session(url, case, second)
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+        c = await python_session(url, case, "tenant-c")  # (its own result is a second witness's)
+    assert not a["steps"][1]["ok"] and not a_again["steps"][1]["ok"]
+    assert listed_object(c) == {"const": "chat.completion"}, c  # tenant A taught tenant C nothing
+    assert lessons == {"lessons": []}
+
+
 @pytest.mark.wire
 @pytest.mark.anyio
 async def test_the_unauthenticated_lessons_endpoint_lists_names_and_places_but_no_ids_or_times(tmp_path: Path) -> None:
@@ -514,7 +562,7 @@ def test_the_pending_evidence_is_bounded_the_oldest_going_first() -> None:
         {"tool": "t", "definition": "0" * 32, "item": "", "witness": "w", "id": "1", "at": 1},  # the root
         {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "", "id": "1", "at": 1},
         {"tool": "t", "definition": "short", "item": "/a", "witness": "w", "id": "1", "at": 1},
-        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "w" * 65, "id": "1", "at": 1},
+        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "w" * (MAX_WITNESS + 1), "id": "1", "at": 1},
     ],
 )
 def test_stored_evidence_of_another_shape_is_never_trusted(stored: Any) -> None:
@@ -554,3 +602,29 @@ def test_a_witness_is_the_authorization_else_the_session_and_stable_with_the_sta
     assert restarted.witness("Bearer a", None, "s9") == same  # the key file: the same witness after a restart
     alone = LessonStore(LessonBook(), "u", None, None)
     assert alone.witness("Bearer a", None, None) != same
+
+
+@pytest.mark.pure
+def test_witnesses_sharing_a_credential_are_one_and_too_many_credentials_are_none(tmp_path: Path) -> None:
+    """A witness is each credential's digest (the authorization, each cookie); two sharing one
+    are one tenant, whatever else they send; a request with more credentials than a witness
+    holds is none (made-up cookies past the bound would hide the one the upstream reads)."""
+    store = LessonStore(LessonBook(), "u", str(tmp_path), None)
+    a = store.witness("Bearer a", "sid=1; junk=1", None)
+    assert a is not None and len(a.split(".")) == 3 and len(a) <= MAX_WITNESS
+    for other in (
+        store.witness("Bearer a", "junk=2", None),
+        store.witness("bearer   a", None, None),
+        store.witness(None, "junk=3;  sid=1", None),
+        store.witness("Bearer made-up", "sid=1", "s2"),
+    ):
+        assert other is not None and same_witness(a, other), other
+    assert not same_witness(a, store.witness("Bearer b", "sid=2", None) or "")
+    assert store.witness("Bearer a", "sid=1; junk=1", None) == store.witness("Bearer a", "junk=1 ; sid=1", None)
+    many = "; ".join(f"junk{n}=1" for n in range(MAX_WITNESS_PARTS))
+    assert store.witness(None, many, None) is not None and store.witness("Bearer a", many, None) is None
+    book = LessonBook()
+    lesson = taught_now("t", "0" * 32, Learned(relax=(PointerPattern.parse("/a"),)), 1, ("/a",))
+    assert not book.witnessed(lesson, a) and not book.witnessed(lesson, store.witness(None, "sid=1", None))
+    assert book.get("t", "0" * 32) is None  # the same tenant twice: still pending
+    assert book.witnessed(lesson, store.witness("Bearer b", None, None)) and book.get("t", "0" * 32) is not None

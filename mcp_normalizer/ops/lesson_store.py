@@ -42,7 +42,7 @@ from pathlib import Path
 import anyio
 import orjson
 
-from ..engine.lessons import DROP, MAX_PENDING, Evidence, Lesson, LessonBook
+from ..engine.lessons import DROP, MAX_PENDING, MAX_WITNESS_PARTS, Evidence, Lesson, LessonBook
 from ..engine.scopes import SharedBackend
 from ..types import JSONObject
 
@@ -129,19 +129,31 @@ class LessonStore:
         self._warned_at = -_WARN_EVERY
 
     def witness(self, authorization: str | None, cookie: str | None, session: str | None) -> str | None:
-        """Who a request comes from, as lessons count witnesses (16 hex digits, a keyed digest):
-        its credentials (``Authorization`` and ``Cookie``) when it has any, else its session;
-        ``None`` for neither (every such client looks the same: it is no witness)."""
-        if authorization is None and cookie is None:
+        """Who a request comes from, as lessons count witnesses: a keyed digest (16 hex digits)
+        of each of its credentials (its ``Authorization``, scheme case and spacing aside, and
+        each cookie of its ``Cookie``), sorted and joined by ``.``, when it has any, else of its
+        session; ``None`` for neither (every such client looks the same: it is no witness), and
+        for more than :data:`~mcp_normalizer.engine.lessons.MAX_WITNESS_PARTS` credentials. Two
+        witnesses sharing a part are one (:func:`~mcp_normalizer.engine.lessons.same_witness`):
+        the proxy cannot tell which credential the upstream reads."""
+        texts = _credentials(authorization, cookie)
+        if not texts:
             if session is None:
                 return None
-            text = "s\0" + session
-        else:
-            text = f"a\0{authorization or ''}\0{cookie or ''}\0{len(authorization or '')}"
+            texts = {"s\0" + session}
+        if len(texts) > MAX_WITNESS_PARTS:
+            return None
         if self._key is None:
             self._key = self._witness_key()
-        data = text.encode("utf-8", "surrogateescape")
-        return hashlib.blake2b(data, key=self._key, digest_size=8, person=b"mcpn-witness").hexdigest()
+        key = self._key
+        return ".".join(
+            sorted(
+                hashlib.blake2b(
+                    text.encode("utf-8", "surrogateescape"), key=key, digest_size=8, person=b"mcpn-witness"
+                ).hexdigest()
+                for text in texts
+            )
+        )
 
     def _witness_key(self) -> bytes:
         """The key witnesses are hashed with: the shared store's secret (every replica's), else
@@ -287,6 +299,20 @@ class LessonStore:
         lessons = [x for x in map(Lesson.from_json, entries if isinstance(entries, list) else []) if x is not None]
         evidence = [x for x in map(Evidence.from_json, found if isinstance(found, list) else []) if x is not None]
         return lessons, evidence[-MAX_PENDING:]
+
+
+def _credentials(authorization: str | None, cookie: str | None) -> set[str]:
+    """The credentials a witness is made of: the ``Authorization`` header (its scheme's case and
+    the spacing aside, as servers read it) and each cookie (``name=value``) of the ``Cookie``
+    header; an empty header is a credential too."""
+    found: set[str] = set()
+    if authorization is not None:
+        scheme, _, rest = authorization.strip().partition(" ")
+        found.add("a\0" + scheme.lower() + " " + " ".join(rest.split()))
+    if cookie is not None:
+        pairs = {pair.strip() for pair in cookie.split(";")} - {""}
+        found |= {"c\0" + pair for pair in pairs} if pairs else {"c\0"}
+    return found
 
 
 def _decoded(value: bytes) -> Lesson | None:
