@@ -460,6 +460,53 @@ def lesson(tool: str = "t", definition: str = "0" * 32, places: tuple[str, ...] 
     return taught_now(tool, definition, learned, 7, places)
 
 
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_state_directory_others_can_write_never_has_the_proxy_write_through_their_links_nor_trust_their_files(
+    tmp_path: Path,
+) -> None:
+    """A state directory that is not the proxy's alone (``1777``, a shared volume): another user
+    links the names the proxy writes beside its files (``<file>.<pid>.partial``) to a file of the
+    proxy's user, and leaves a lessons file and a witness key of its own. The proxy writes none
+    of that user's files (nor changes their mode), never reads a lesson from a file that is not
+    its own (owned by another user, or a link), and keeps learning in files of its own."""
+    case = the_case()
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o1777)
+    victims = [tmp_path / "victim-1", tmp_path / "victim-2"]
+    for victim in victims:
+        victim.write_bytes(b"precious\n")
+        victim.chmod(0o644)
+    forged = taught_now(case["tool"]["name"], definition_digest(case["tool"]), Learned(drop_output_schema=True), 1, ())
+    with upstream(case) as up:
+        digest = upstream_digest(up)
+        (state / f"lessons-{digest}.json.{os.getpid()}.partial").symlink_to(victims[0])
+        (state / f"witness.key.{os.getpid()}.partial").symlink_to(victims[1])
+        planted = state / f"lessons-{digest}.json"
+        planted.write_bytes(orjson.dumps({"upstream": up, "lessons": [forged.as_json()], "evidence": []}))
+        if os.geteuid() == 0:
+            os.chown(planted, 65534, 65534)  # another user's file
+        else:
+            planted.unlink()
+            (tmp_path / "elsewhere.json").write_bytes(orjson.dumps({"lessons": [forged.as_json()]}))
+            planted.symlink_to(tmp_path / "elsewhere.json")  # a link to a file the proxy did not write
+        with proxy_for(up, config(state_dir=str(state))) as px:
+            first = await ts_session(px + "/mcp", case)
+            second = await python_session(px + "/mcp", case)
+        files = {path.name: path for path in state.iterdir()}
+    for victim in victims:
+        assert victim.read_bytes() == b"precious\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    tool = first["steps"][0]["value"]["tools"][0]
+    assert "outputSchema" in tool, tool  # the planted lesson (drop the outputSchema) was not applied
+    assert not first["steps"][1]["ok"] and not second["steps"][1]["ok"]  # (two witnesses of the fault)
+    written = files[f"lessons-{digest}.json"]
+    assert not written.is_symlink() and written.stat().st_uid == os.geteuid()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    (kept,) = orjson.loads(written.read_bytes())["lessons"]
+    assert kept["relax"] == ["/raw/object"] and not kept["drop_output_schema"]
+
+
 @pytest.mark.pure
 def test_the_book_merges_a_key_keeps_its_first_result_and_is_bounded() -> None:
     book = LessonBook()

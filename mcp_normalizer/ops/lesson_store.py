@@ -14,9 +14,11 @@ the shared store (Redis), both optional, both fail-open.
   every worker). Every file is written ``0600``. The lessons file is read once when the proxy
   starts; written whole (to a ``.partial`` file, then renamed: a crash never leaves half a file)
   after an exchange taught something, merged with what the file holds (another worker's lessons
-  and evidence are kept and adopted: two workers' witnesses confirm a lesson). A file that cannot be
-  read or parsed is logged and ignored (the proxy starts with nothing learned); one that cannot be
-  written is logged once per minute.
+  and evidence are kept and adopted: two workers' witnesses confirm a lesson). Files are written
+  new, never through a link (:func:`write_private`), and read only when they are the proxy's own
+  (:func:`read_own`: no link, this user's, writable by no one else). A file that cannot be
+  read or parsed, or is not the proxy's own, is logged and ignored (the proxy starts with nothing
+  learned); one that cannot be written is logged once per minute.
 - Shared store (``state_url``): the hash ``{prefix}k:<upstream digest>``, one field per lesson
   (:meth:`mcp_normalizer.engine.scopes.SharedBackend.read_lessons`), and ``{prefix}k:<upstream
   digest>:e``, one field per pending evidence (witnesses hashed with ``state_secret``, unkeyed when
@@ -31,10 +33,12 @@ writes them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shlex
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -85,11 +89,38 @@ def command_identity(argv: Sequence[str], env: Mapping[str, str] | None = None, 
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (created or replaced in place) readable by the owner only (``0600``)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    """Write ``data`` to a new file at ``path`` readable by the owner only (``0600``), never
+    through a link: whatever has that name (a ``.partial`` left by a crash, or a link another user
+    of a shared directory made there) is removed first, and the file is made new (``O_EXCL``,
+    ``O_NOFOLLOW``), so the proxy never writes a file it did not make.
+
+    Raises:
+        OSError: it cannot (a name another user holds in a sticky directory, among others).
+    """
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
     with os.fdopen(fd, "wb") as file:
-        os.fchmod(file.fileno(), FILE_MODE)  # (a file that was there keeps its mode through O_TRUNC)
+        os.fchmod(file.fileno(), FILE_MODE)  # (whatever the umask)
         file.write(data)
+
+
+def read_own(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the file at ``path`` if it is the proxy's own: a regular file
+    (no link, no FIFO), owned by this user, that no one else may write; what another user of a
+    shared state directory left there is never trusted.
+
+    Raises:
+        FileNotFoundError: there is none.
+        OSError: it cannot be read, or it is not the proxy's own (``PermissionError``).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o022:
+            raise PermissionError(f"{path} is not a file of the proxy's own (another user's, or one others may write)")
+        return file.read(limit + 1)
 
 
 class LessonStore:
@@ -167,7 +198,7 @@ class LessonStore:
         partial = self.directory / f"{KEY_FILE}.{os.getpid()}.partial"
         try:
             try:
-                key = path.read_bytes()
+                key = read_own(path, 32)
             except FileNotFoundError:
                 write_private(partial, os.urandom(32))
                 try:
@@ -176,7 +207,7 @@ class LessonStore:
                     pass
                 finally:
                     partial.unlink(missing_ok=True)
-                key = path.read_bytes()
+                key = read_own(path, 32)
         except OSError as exc:
             logger.warning("cannot read or make %s: %s; witnesses are counted by this process alone", path, exc)
             return os.urandom(32)
@@ -195,8 +226,7 @@ class LessonStore:
         if self.path is None or not self.book.enabled:
             return 0
         try:
-            with self.path.open("rb") as file:
-                raw = file.read(MAX_FILE_BYTES + 1)
+            raw = read_own(self.path, MAX_FILE_BYTES)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -290,8 +320,8 @@ class LessonStore:
         """The lessons and evidence the file holds now (what is neither is dropped)."""
         assert self.path is not None
         try:
-            raw = self.path.read_bytes() if self.path.stat().st_size <= MAX_FILE_BYTES else b"{}"
-            document = orjson.loads(raw)
+            raw = read_own(self.path, MAX_FILE_BYTES)
+            document = orjson.loads(raw) if len(raw) <= MAX_FILE_BYTES else {}
         except (OSError, orjson.JSONDecodeError):
             return [], []
         entries = document.get("lessons") if isinstance(document, dict) else None
