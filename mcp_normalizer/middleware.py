@@ -47,7 +47,7 @@ from .ops.lesson_store import LessonStore
 from .ops.metrics import Metrics
 from .ops.observe import RPC_METHOD_KEY, metric_method
 from .ops.tracing import tracing_for
-from .types import JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
+from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 from .wire.body import buffer_body, replay, with_length
 from .wire.forwarded import ForwardingPolicy, parse_networks
 from .wire.jsonrpc import (
@@ -493,7 +493,7 @@ class NormalizerMiddleware:
         headers: RawHeaders = scope["headers"]
         peer = scope.get("client")
         trusted = peer is not None and self.forwarding.trusts(peer[0])
-        connection = None if trusted else connection_key(peer, scope.get("server"))
+        connection = None if trusted else connection_key(peer, scope.get("server"), scope.get(CONNECTION))
         auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
         credentials = credentials_key(scope_key(self.upstream, None, auth, cookie)) if auth or cookie else None
         return connection, credentials

@@ -19,6 +19,13 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: proxy's own ``tools/list`` fetch) must not carry it.
 HANG_UP = "mcp_normalizer.hang_up"
 
+#: The scope key of the connection a request came on (an extension of this project's listener,
+#: :mod:`mcp_normalizer.hop.server`): a string no other connection of the process ever has, the same
+#: for every request of one connection. What a client said on its connection is remembered by it
+#: (:mod:`mcp_normalizer.engine.client_id`), so a later connection from the same address and port
+#: (an ephemeral port come round) is never taken for it. Under another server the key is absent.
+CONNECTION = "mcp_normalizer.connection"
+
 #: Raw ASGI header list: lower-cased names and values as bytes, in wire order.
 RawHeaders: TypeAlias = list[tuple[bytes, bytes]]
 

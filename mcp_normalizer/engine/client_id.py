@@ -11,8 +11,8 @@ from. The proxy names it, per request, by the first of these that it has:
    connection, else with the same credentials (``Authorization`` and ``Cookie``) — this
    module's :class:`ClientMemory`. A legacy server that runs without sessions (FastMCP
    ``stateless_http``, a TypeScript server without a session id generator) has only the last two:
-   its client's ``initialize`` is remembered for the connection it came on and for its
-   credentials;
+   its client's ``initialize`` is remembered for the connection it came on (while it lasts: a
+   later connection from the same address and port is another's) and for its credentials;
 3. the ``User-Agent`` header, where it names a known host reliably (:data:`USER_AGENTS`).
 
 A connection is not a client's behind a trusted proxy (``trusted_proxies``: it multiplexes many
@@ -81,9 +81,13 @@ class ClientMemory:
         return UNKNOWN
 
 
-def connection_key(client: object, server: object) -> str | None:
-    """The key of one connection (ASGI ``scope["client"]`` and ``scope["server"]``), ``None`` when
-    the server gives no peer."""
+def connection_key(client: object, server: object, connection: object = None) -> str | None:
+    """The key of one connection: the listener's own name for it (``connection``, the scope's
+    :data:`~mcp_normalizer.types.CONNECTION`: never another connection's, though a later one
+    comes from the same address and port), else its ASGI ``scope["client"]`` and
+    ``scope["server"]`` (under another server); ``None`` when there is neither."""
+    if isinstance(connection, str):
+        return f"connection\0{connection}"
     if not isinstance(client, list | tuple) or len(client) < 2:
         return None
     return f"connection\0{client[0]}\0{client[1]}\0{server!r}"
