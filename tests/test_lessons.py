@@ -317,8 +317,10 @@ async def credentialed_session(url: str, case: dict[str, Any], headers: dict[str
         ({"cookie": "sid=tenant-a", "authorization": "Bearer x"}, {"cookie": "sid=tenant-a"}),
         # one token, its scheme spelled another way
         ({"authorization": "Bearer tenant-a"}, {"authorization": "bearer  tenant-a"}),
+        # one token, words after it that a lax server never reads
+        ({"authorization": "Bearer tenant-a"}, {"authorization": "Bearer tenant-a ,made-up"}),
     ],
-    ids=["bearer-and-made-up-cookies", "cookie-and-made-up-cookies", "cookie-and-made-up-authorization", "scheme"],
+    ids=["bearer-made-up-cookies", "cookie-made-up-cookies", "cookie-made-up-authorization", "scheme", "tail"],
 )
 async def test_one_tenant_is_one_witness_whatever_credentials_it_adds_beside_its_own(
     first: dict[str, str], second: dict[str, str]

@@ -161,7 +161,7 @@ class LessonStore:
 
     def witness(self, authorization: str | None, cookie: str | None, session: str | None) -> str | None:
         """Who a request comes from, as lessons count witnesses: a keyed digest (16 hex digits)
-        of each of its credentials (its ``Authorization``, scheme case and spacing aside, and
+        of each of its credentials (its ``Authorization``'s scheme, in any case, and first word;
         each cookie of its ``Cookie``), sorted and joined by ``.``, when it has any, else of its
         session; ``None`` for neither (every such client looks the same: it is no witness), and
         for more than :data:`~mcp_normalizer.engine.lessons.MAX_WITNESS_PARTS` credentials. Two
@@ -332,13 +332,14 @@ class LessonStore:
 
 
 def _credentials(authorization: str | None, cookie: str | None) -> set[str]:
-    """The credentials a witness is made of: the ``Authorization`` header (its scheme's case and
-    the spacing aside, as servers read it) and each cookie (``name=value``) of the ``Cookie``
-    header; an empty header is a credential too."""
+    """The credentials a witness is made of: the ``Authorization`` header's scheme (any case) and
+    first word (a bearer token, Basic's user and password; what a lax server reads of
+    ``Bearer TOKEN anything``) and each cookie (``name=value``) of the ``Cookie`` header; an empty
+    header is a credential too."""
     found: set[str] = set()
     if authorization is not None:
-        scheme, _, rest = authorization.strip().partition(" ")
-        found.add("a\0" + scheme.lower() + " " + " ".join(rest.split()))
+        scheme, *rest = authorization.split() or [""]
+        found.add("a\0" + scheme.lower() + " " + (rest[0] if rest else ""))
     if cookie is not None:
         pairs = {pair.strip() for pair in cookie.split(";")} - {""}
         found |= {"c\0" + pair for pair in pairs} if pairs else {"c\0"}
