@@ -458,6 +458,34 @@ async def test_a_connection_from_a_port_another_client_used_before_is_not_that_c
     assert tool["inputSchema"]["properties"].keys() == SEARCH["inputSchema"]["properties"].keys(), tool
 
 
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_client_in_use_is_remembered_past_the_time_since_it_named_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A legacy server without sessions: Claude Code names itself once (``initialize``) and then
+    uses its connection for longer than a client is remembered (an hour; 1.5 s here): every
+    request that recalls it keeps it remembered, so its call, made 2 s after it named itself and
+    0.9 s after its last list, still reaches the server under the tool's own keys."""
+    from mcp_normalizer.engine.client_id import MAX_REMEMBERED, ClientMemory
+
+    monkeypatch.setattr(ClientMemory.__init__, "__defaults__", (MAX_REMEMBERED, 1.5))
+    recording = Recording(stateless_fastmcp())
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as claude:  # one connection, kept alive; no User-Agent of a host
+            await legacy(claude, url, initialize("claude-code"))
+            await anyio.sleep(1.1)
+            keys = advertised_keys((await legacy(claude, url, LIST))["result"])
+            await anyio.sleep(0.9)
+            call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":%s}}'
+            answer = await legacy(claude, url, call % arguments(keys))
+    assert set(keys.values()) == {"$filter", "max results"}
+    assert answer["result"].get("isError") is not True, answer
+    (sent,) = recording.calls()
+    assert own_arguments() in sent, sent  # not the keys advertised to Claude Code: none lost
+
+
 # -- the legacy eras with sessions: every session its own scope, both upstream forms -------------
 
 

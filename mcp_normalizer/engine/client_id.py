@@ -38,7 +38,8 @@ USER_AGENTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"claude-code/([0-9][0-9A-Za-z.+-]{0,63})(?:[ ;(]|$)"), "claude-code"),
 )
 
-#: Connections and credentials whose client the proxy remembers, and for how long (seconds).
+#: Connections and credentials whose client the proxy remembers, and for how long after it was last
+#: named or recalled there (seconds).
 MAX_REMEMBERED = 10_000
 REMEMBER_TTL = 3600.0
 
@@ -56,7 +57,8 @@ def from_user_agent(value: str | None) -> ClientProfile:
 
 class ClientMemory:
     """The client last named (by its ``clientInfo``) on each connection and with each credential,
-    bounded in entries and time (:class:`~mcp_normalizer.engine.bounded.ExpiringMap`).
+    bounded in entries and in time since it was last named or recalled
+    (:class:`~mcp_normalizer.engine.bounded.ExpiringMap`).
 
     Keys are what :func:`connection_key` and :func:`credentials_key` make; a client that named no
     one is never remembered (it would hide a name given later)."""
@@ -73,10 +75,13 @@ class ClientMemory:
                 self._named[key] = client
 
     def recall(self, keys: Iterable[str | None]) -> ClientProfile:
-        """The client named before under the first of ``keys`` that has one, else :data:`UNKNOWN`."""
+        """The client named before under the first of ``keys`` that has one, else :data:`UNKNOWN`.
+        A client recalled is remembered anew under that key: it is kept while it is in use (a
+        connection open for hours, a token in use), not only for the time since it named itself."""
         for key in keys:
             found = self._named.get(key) if key is not None else None
-            if found is not None:
+            if key is not None and found is not None:
+                self._named[key] = found
                 return found
         return UNKNOWN
 
