@@ -65,6 +65,9 @@ from .wire.responses import error_body, respond
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+#: The key of :data:`~mcp_normalizer.types.CONNECTION` the client that named itself on a connection is kept under.
+_CLIENT = "mcp_normalizer.client"
+
 logger = logging.getLogger(__name__)
 
 
@@ -476,24 +479,42 @@ class NormalizerMiddleware:
         carries (remembered for its connection and credentials), else what its session named,
         else what its connection or its credentials named before, else what its ``User-Agent``
         names reliably; :data:`UNKNOWN` when none of these names one."""
+        held = self._connection(scope)
         if info.client_info is not None:
             client = profile_for(info.client_info)
             self.clients.remember(self._client_keys(scope), client)
+            if held is not None and client is not UNKNOWN and client.name is not None:
+                held[_CLIENT] = client  # (for as long as the connection lasts)
             return client
         if state.client is not UNKNOWN:
             return state.client
+        found = held.get(_CLIENT) if held is not None else None
+        if isinstance(found, ClientProfile):
+            return found
         found = self.clients.recall(self._client_keys(scope))
         if found is not UNKNOWN:
             return found
         return from_user_agent(header(scope["headers"], b"user-agent"))
 
+    def _connection(self, scope: Scope) -> dict[str, object] | None:
+        """What the proxy's listener keeps for the request's connection
+        (:data:`~mcp_normalizer.types.CONNECTION`); ``None`` under another server, and behind a
+        trusted proxy (whose connections carry many clients' requests)."""
+        held = scope.get(CONNECTION)
+        peer = scope.get("client")
+        if not isinstance(held, dict) or (peer is not None and self.forwarding.trusts(peer[0])):
+            return None
+        return held
+
     def _client_keys(self, scope: Scope) -> tuple[str | None, str | None]:
-        """The keys a client is remembered by: its connection (none behind a trusted proxy, whose
-        connections carry many clients' requests) and its credentials (none without any)."""
+        """The keys a client is remembered by: its connection under another server than the
+        proxy's (none behind a trusted proxy, whose connections carry many clients' requests;
+        none with the proxy's listener, whose connections keep their client themselves) and its
+        credentials (none without any)."""
         headers: RawHeaders = scope["headers"]
         peer = scope.get("client")
         trusted = peer is not None and self.forwarding.trusts(peer[0])
-        connection = None if trusted else connection_key(peer, scope.get("server"), scope.get(CONNECTION))
+        connection = None if trusted or CONNECTION in scope else connection_key(peer, scope.get("server"))
         auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
         credentials = credentials_key(scope_key(self.upstream, None, auth, cookie)) if auth or cookie else None
         return connection, credentials

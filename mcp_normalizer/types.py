@@ -20,10 +20,11 @@ ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 HANG_UP = "mcp_normalizer.hang_up"
 
 #: The scope key of the connection a request came on (an extension of this project's listener,
-#: :mod:`mcp_normalizer.hop.server`): a string no other connection of the process ever has, the same
-#: for every request of one connection. What a client said on its connection is remembered by it
-#: (:mod:`mcp_normalizer.engine.client_id`), so a later connection from the same address and port
-#: (an ephemeral port come round) is never taken for it. Under another server the key is absent.
+#: :mod:`mcp_normalizer.hop.server`): a dict, the same object for every request of one connection,
+#: made when it opens and gone with it, where an app keeps what it knows of the connection (the
+#: middleware: the client that named itself on it, :mod:`mcp_normalizer.engine.client_id`). No
+#: later connection from the same address and port gets it, and no other client's words make it
+#: forget. Under another server the key is absent.
 CONNECTION = "mcp_normalizer.connection"
 
 #: Raw ASGI header list: lower-cased names and values as bytes, in wire order.

@@ -16,6 +16,7 @@ spelled)."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import struct
 import sys
@@ -484,6 +485,32 @@ async def test_a_client_in_use_is_remembered_past_the_time_since_it_named_itself
     assert answer["result"].get("isError") is not True, answer
     (sent,) = recording.calls()
     assert own_arguments() in sent, sent  # not the keys advertised to Claude Code: none lost
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_flood_of_clients_naming_themselves_never_makes_the_proxy_forget_an_open_connections_client() -> None:
+    """A legacy server without sessions: Claude Code names itself on its kept-alive connection;
+    then another client sends more ``initialize`` requests than the proxy remembers clients
+    (``max_scopes``, 20 here), each with credentials made up. Claude Code's call on its connection
+    still reaches the server under the tool's own keys: what a connection said lasts as long as
+    the connection, whatever others say."""
+    config = dataclasses.replace(NormalizerConfig.shipped(), max_scopes=20)
+    recording = Recording(stateless_fastmcp())
+    with serve(recording) as up, proxy_for(up + "/mcp", config) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as claude, httpx.AsyncClient(timeout=30) as flood:
+            await legacy(claude, url, initialize("claude-code"))
+            keys = advertised_keys((await legacy(claude, url, LIST))["result"])
+            for n in range(50):
+                headers = {**HEADERS, "mcp-protocol-version": LEGACY, "authorization": f"Bearer made-up-{n}"}
+                await flood.post(url, content=initialize(f"client-{n}"), headers=headers)
+            call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":%s}}'
+            answer = await legacy(claude, url, call % arguments(keys))
+    assert set(keys.values()) == {"$filter", "max results"}
+    assert answer["result"].get("isError") is not True, answer
+    (sent,) = recording.calls()
+    assert own_arguments() in sent, sent
 
 
 # -- the legacy eras with sessions: every session its own scope, both upstream forms -------------

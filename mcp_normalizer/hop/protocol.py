@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import http
-import itertools
 import logging
 import re
 import urllib.parse
@@ -292,7 +291,7 @@ class HttpProtocol(asyncio.Protocol):
         self.transport = Coalescing(raw, self.loop, self.guards.send_timeout)
         self.server = _address(raw.get_extra_info("sockname"))
         self.client = _address(raw.get_extra_info("peername"))
-        self.token = connection_token()
+        self.held: dict[str, object] = {}  # (mcp_normalizer.types.CONNECTION)
         self.scheme = "https" if raw.get_extra_info("sslcontext") else "http"
         if len(self.connections) > self.limit:
             self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
@@ -433,7 +432,7 @@ class HttpProtocol(asyncio.Protocol):
         keep_alive = version != "1.0" and parser.should_keep_alive()
         request = self.parsing = _Request(self, scope, keep_alive, self._continue)
         scope[HANG_UP] = request.hook  # (the request's own: a hook left set by another request never fires for it)
-        scope[CONNECTION] = self.token
+        scope[CONNECTION] = self.held
         if self.active is None:
             self._start(request)
         else:  # pipelined: answered after the one before it
@@ -610,11 +609,3 @@ def _address(value: Any) -> tuple[str, int] | None:
     if isinstance(value, tuple) and len(value) >= 2:
         return str(value[0]), int(value[1])
     return None
-
-
-_CONNECTIONS = itertools.count(1)
-
-
-def connection_token() -> str:
-    """A new connection's :data:`~mcp_normalizer.types.CONNECTION` (this process never makes it again)."""
-    return f"c{next(_CONNECTIONS)}"

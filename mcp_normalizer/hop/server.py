@@ -57,7 +57,7 @@ from .guards import (
     default_max_connections,
     upstream_connection_limit,
 )
-from .protocol import HttpProtocol, connection_token
+from .protocol import HttpProtocol
 
 __all__ = [
     "Guards",
@@ -103,10 +103,11 @@ class _Guarded:
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
-        app, token = self.app, connection_token()
+        app = self.app
+        held: dict[str, object] = {}
 
         async def on_this_connection(scope: Scope, receive: Receive, send: Send) -> None:
-            scope[CONNECTION] = token  # (which connection: mcp_normalizer.types.CONNECTION)
+            scope[CONNECTION] = held  # (what the app keeps for this connection: mcp_normalizer.types.CONNECTION)
             await app(scope, receive, send)
 
         self.app = on_this_connection
