@@ -342,6 +342,52 @@ async def test_one_tenant_is_one_witness_whatever_credentials_it_adds_beside_its
     assert lessons == {"lessons": []}
 
 
+def keyed_by_data(case_id: str, key: str) -> dict[str, Any]:
+    """A tool whose output is keyed by data (``additionalProperties``: an e-mail address per
+    member), answered with ``key``'s status outside its ``enum``."""
+    tool = {
+        "name": "people",
+        "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"total": {"type": "integer"}},
+            "additionalProperties": {"type": "object", "properties": {"status": {"enum": ["active", "inactive"]}}},
+        },
+    }
+    structured = {"total": 1, key: {"status": "suspended"}}
+    result = {"content": [{"type": "text", "text": json.dumps(structured)}], "structuredContent": structured}
+    return {**the_case(), "id": case_id, "tool": tool, "result": result}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_lesson_never_holds_a_tenants_data_keys_and_tenants_with_other_keys_teach_the_same_place(
+    tmp_path: Path,
+) -> None:
+    """A result keyed by data (a member per e-mail address, ``additionalProperties``) fails its
+    ``enum``: the place learned is ``/*/status``, never ``/alice@example.com/status``, neither on
+    the unauthenticated lessons endpoint nor in the state file; and a second tenant whose own
+    data has another key confirms it (the same place), so a third lists the tool relaxed."""
+    alice, bob = keyed_by_data("people-a", "alice@example.com"), keyed_by_data("people-b", "bob@example.com")
+    state = tmp_path / "state"
+    with upstream(alice, bob) as up, proxy_for(up, config(state_dir=str(state))) as px:
+        url = px + "/mcp"
+        a = await python_session(url, alice, "tenant-a")
+        own = await python_session(url, alice, "tenant-a")  # the scope that met it: its own learned state
+        b = await python_session(url, bob, "tenant-b")
+        c = await ts_session(url, alice, "tenant-c")
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert not a["steps"][1]["ok"] and not b["steps"][1]["ok"]
+    schema = c["steps"][0]["value"]["tools"][0]["outputSchema"]
+    assert schema["additionalProperties"]["properties"]["status"] == {} and c["steps"][1]["ok"], c
+    (lesson,) = lessons["lessons"]
+    assert lesson["relax"] == ["/*/status"] and lesson["first"] == {"pointers": ["/*/status"]}, lesson
+    stored = b"".join(path.read_bytes() for path in state.iterdir())
+    assert b"alice" not in stored and b"bob" not in stored
+    assert "alice" not in json.dumps(own["steps"][0]["value"]), own  # (its own list: the place as the schema names it)
+
+
 @pytest.mark.wire
 @pytest.mark.anyio
 async def test_the_unauthenticated_lessons_endpoint_lists_names_and_places_but_no_ids_or_times(tmp_path: Path) -> None:
