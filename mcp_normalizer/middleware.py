@@ -59,6 +59,7 @@ from .wire.jsonrpc import (
     RequestInfo,
     header,
     inspect_request,
+    object_only,
 )
 from .wire.responses import error_body, respond
 
@@ -248,7 +249,7 @@ class NormalizerMiddleware:
             client=client,
             private=private,
             own_stream=True,
-            witness=self._witness(headers),
+            witness=self._witness(headers, info.era),
         )
         names = await self._names(scope, info, exchange, body)
         mismatched = mismatched_calls(exchange, body, info.pending, names, exchange.names())
@@ -329,7 +330,7 @@ class NormalizerMiddleware:
             return
         era = header(headers, b"mcp-protocol-version")
         exchange = Exchange(
-            state.pending, era, key, state, self.scopes.public, client=state.client, witness=self._witness(headers)
+            state.pending, era, key, state, self.scopes.public, client=state.client, witness=self._witness(headers, era)
         )
         unknown: set[str] = set()
         fetch_info = None
@@ -450,13 +451,15 @@ class NormalizerMiddleware:
             header(headers, b"cookie"),
         )
 
-    def _witness(self, headers: RawHeaders) -> str | None:
-        """Who the request comes from, as lessons count witnesses (``None`` while learning is off)."""
+    def _witness(self, headers: RawHeaders, era: str | None) -> str | None:
+        """Who the request comes from, as lessons count witnesses (``None`` while learning is off).
+        Its session counts only in an era that has sessions (before 2026-07-28): a stateless
+        server ignores an ``Mcp-Session-Id``, so one made up per request would make one anonymous
+        client many witnesses."""
         if not self.lessons.enabled:
             return None
-        return self.lesson_store.witness(
-            header(headers, b"authorization"), header(headers, b"cookie"), header(headers, b"mcp-session-id")
-        )
+        session = header(headers, b"mcp-session-id") if object_only(era) else None
+        return self.lesson_store.witness(header(headers, b"authorization"), header(headers, b"cookie"), session)
 
     def _scope_key(self, headers: RawHeaders) -> str:
         return scope_key(

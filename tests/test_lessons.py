@@ -51,7 +51,7 @@ from mcp_normalizer.ops.lesson_store import LessonStore, upstream_digest
 from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 from mcp_normalizer.wire.pointer import PointerPattern
 
-from .support import case_server, initialize, load_cases, proxy_for, rpc, serve, steps
+from .support import MODERN, case_server, initialize, load_cases, proxy_for, rpc, serve, steps
 from .test_shared_state import redis_server
 
 CASE_ID = "decocms-const-mismatch"
@@ -339,6 +339,27 @@ async def test_one_tenant_is_one_witness_whatever_credentials_it_adds_beside_its
         c = await python_session(url, case, "tenant-c")  # (its own result is a second witness's)
     assert not a["steps"][1]["ok"] and not a_again["steps"][1]["ok"]
     assert listed_object(c) == {"const": "chat.completion"}, c  # tenant A taught tenant C nothing
+    assert lessons == {"lessons": []}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_made_up_session_header_is_no_witness_in_the_era_without_sessions() -> None:
+    """2026-07-28 has no sessions: a stateless server ignores ``Mcp-Session-Id``. A client without
+    credentials that sends one made up per request is still no witness (the era's anonymous
+    clients are one crowd): two such results teach nobody else, and the endpoint lists nothing."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up) as px:
+        url = px + "/mcp"
+        made_up = [
+            await run_python(url, steps(case), {"x-case": case["id"], "mcp-session-id": f"made-up-{n}"}, mode=MODERN)
+            for n in (1, 2)
+        ]
+        c = await run_python(url, steps(case), {"x-case": case["id"], "authorization": "Bearer tenant-c"}, mode=MODERN)
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert all(not record["steps"][1]["ok"] for record in made_up), made_up
+    assert listed_object(c) == {"const": "chat.completion"}, c
     assert lessons == {"lessons": []}
 
 

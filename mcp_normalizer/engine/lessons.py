@@ -12,7 +12,8 @@ schema, another description) is another key: nothing learned carries over, nor a
 
 A lesson reaches other tenants only once results seen from two witnesses taught it: a witness is a
 request's credentials, each hashed (the ``Authorization`` header, each cookie of its ``Cookie``),
-or its session where it carries no credential; a request with neither is no witness. Two
+or its session where it carries no credential (in an era that has sessions: before 2026-07-28);
+a request with neither is no witness. Two
 witnesses that share a credential are one (:func:`same_witness`: a tenant that varies what the
 upstream does not read is still one tenant). Until a second witness meets the
 same fault at the same place, what the first saw stays *pending* (:meth:`LessonBook.witnessed`):
