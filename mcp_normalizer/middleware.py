@@ -249,7 +249,7 @@ class NormalizerMiddleware:
             client=client,
             private=private,
             own_stream=True,
-            witness=self._witness(headers, info.era),
+            witness=self._witness(headers, info.era, state),
         )
         names = await self._names(scope, info, exchange, body)
         mismatched = mismatched_calls(exchange, body, info.pending, names, exchange.names())
@@ -330,7 +330,13 @@ class NormalizerMiddleware:
             return
         era = header(headers, b"mcp-protocol-version")
         exchange = Exchange(
-            state.pending, era, key, state, self.scopes.public, client=state.client, witness=self._witness(headers, era)
+            state.pending,
+            era,
+            key,
+            state,
+            self.scopes.public,
+            client=state.client,
+            witness=self._witness(headers, era, state),
         )
         unknown: set[str] = set()
         fetch_info = None
@@ -451,14 +457,16 @@ class NormalizerMiddleware:
             header(headers, b"cookie"),
         )
 
-    def _witness(self, headers: RawHeaders, era: str | None) -> str | None:
+    def _witness(self, headers: RawHeaders, era: str | None, state: ScopeState) -> str | None:
         """Who the request comes from, as lessons count witnesses (``None`` while learning is off).
-        Its session counts only in an era that has sessions (before 2026-07-28): a stateless
-        server ignores an ``Mcp-Session-Id``, so one made up per request would make one anonymous
-        client many witnesses."""
+        Its session counts only where the upstream assigned it: in an era that has sessions
+        (before 2026-07-28), one whose ``initialize`` response the proxy saw carry it (``state``,
+        the session's scope, knows its client). A server without sessions ignores an
+        ``Mcp-Session-Id``: one made up per request would make one anonymous client many."""
         if not self.lessons.enabled:
             return None
-        session = header(headers, b"mcp-session-id") if object_only(era) else None
+        assigned = object_only(era) and state.client is not UNKNOWN
+        session = header(headers, b"mcp-session-id") if assigned else None
         return self.lesson_store.witness(header(headers, b"authorization"), header(headers, b"cookie"), session)
 
     def _scope_key(self, headers: RawHeaders) -> str:

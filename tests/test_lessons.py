@@ -363,6 +363,65 @@ async def test_a_made_up_session_header_is_no_witness_in_the_era_without_session
     assert lessons == {"lessons": []}
 
 
+def sessionless(case: dict[str, Any]) -> ASGIApp:
+    """A legacy server that runs without sessions (as FastMCP ``stateless_http``): it assigns none
+    and reads no ``Mcp-Session-Id``; JSON responses."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = orjson.loads(body)
+        if "id" not in request:
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        method = request["method"]
+        if method == "initialize":
+            result: Any = {
+                "protocolVersion": request["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "sessionless", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [case["tool"]]}
+        else:
+            result = case["result"]
+        answer = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_made_up_session_header_is_no_witness_where_the_server_assigns_no_session() -> None:
+    """A legacy server without sessions ignores ``Mcp-Session-Id``: a client without credentials
+    that makes one up for each of its connections is no witness (only a session the upstream
+    assigned, seen in its ``initialize`` response, is one), so it teaches nobody else."""
+    case = the_case()
+    with serve(sessionless(case)) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        made_up = [
+            await run_python(url, steps(case), {"x-case": case["id"], "mcp-session-id": f"made-up-{n}"}) for n in (1, 2)
+        ]
+        c = await python_session(url, case, "tenant-c")
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert all(not record["steps"][1]["ok"] for record in made_up), made_up
+    assert listed_object(c) == {"const": "chat.completion"}, c
+    assert lessons == {"lessons": []}
+
+
 def keyed_by_data(case_id: str, key: str) -> dict[str, Any]:
     """A tool whose output is keyed by data (``additionalProperties``: an e-mail address per
     member), answered with ``key``'s status outside its ``enum``."""
