@@ -47,7 +47,7 @@ from .ops.lesson_store import LessonStore
 from .ops.metrics import Metrics
 from .ops.observe import RPC_METHOD_KEY, metric_method
 from .ops.tracing import tracing_for
-from .types import JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
+from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 from .wire.body import buffer_body, replay, with_length
 from .wire.forwarded import ForwardingPolicy, parse_networks
 from .wire.jsonrpc import (
@@ -59,11 +59,15 @@ from .wire.jsonrpc import (
     RequestInfo,
     header,
     inspect_request,
+    object_only,
 )
 from .wire.responses import error_body, respond
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+#: The key of :data:`~mcp_normalizer.types.CONNECTION` the client that named itself on a connection is kept under.
+_CLIENT = "mcp_normalizer.client"
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +249,7 @@ class NormalizerMiddleware:
             client=client,
             private=private,
             own_stream=True,
-            witness=self._witness(headers),
+            witness=self._witness(headers, info.era, state),
         )
         names = await self._names(scope, info, exchange, body)
         mismatched = mismatched_calls(exchange, body, info.pending, names, exchange.names())
@@ -327,7 +331,13 @@ class NormalizerMiddleware:
             return
         era = header(headers, b"mcp-protocol-version")
         exchange = Exchange(
-            state.pending, era, key, state, self.scopes.public, client=state.client, witness=self._witness(headers)
+            state.pending,
+            era,
+            key,
+            state,
+            self.scopes.public,
+            client=state.client,
+            witness=self._witness(headers, era, state),
         )
         unknown: set[str] = set()
         fetch_info = None
@@ -448,13 +458,17 @@ class NormalizerMiddleware:
             header(headers, b"cookie"),
         )
 
-    def _witness(self, headers: RawHeaders) -> str | None:
-        """Who the request comes from, as lessons count witnesses (``None`` while learning is off)."""
+    def _witness(self, headers: RawHeaders, era: str | None, state: ScopeState) -> str | None:
+        """Who the request comes from, as lessons count witnesses (``None`` while learning is off).
+        Its session counts only where the upstream assigned it: in an era that has sessions
+        (before 2026-07-28), one whose ``initialize`` response the proxy saw carry it (``state``,
+        the session's scope, knows its client). A server without sessions ignores an
+        ``Mcp-Session-Id``: one made up per request would make one anonymous client many."""
         if not self.lessons.enabled:
             return None
-        return self.lesson_store.witness(
-            header(headers, b"authorization"), header(headers, b"cookie"), header(headers, b"mcp-session-id")
-        )
+        assigned = object_only(era) and state.client is not UNKNOWN
+        session = header(headers, b"mcp-session-id") if assigned else None
+        return self.lesson_store.witness(header(headers, b"authorization"), header(headers, b"cookie"), session)
 
     def _scope_key(self, headers: RawHeaders) -> str:
         return scope_key(
@@ -477,24 +491,42 @@ class NormalizerMiddleware:
         carries (remembered for its connection and credentials), else what its session named,
         else what its connection or its credentials named before, else what its ``User-Agent``
         names reliably; :data:`UNKNOWN` when none of these names one."""
+        held = self._connection(scope)
         if info.client_info is not None:
             client = profile_for(info.client_info)
             self.clients.remember(self._client_keys(scope), client)
+            if held is not None and client is not UNKNOWN and client.name is not None:
+                held[_CLIENT] = client  # (for as long as the connection lasts)
             return client
         if state.client is not UNKNOWN:
             return state.client
+        found = held.get(_CLIENT) if held is not None else None
+        if isinstance(found, ClientProfile):
+            return found
         found = self.clients.recall(self._client_keys(scope))
         if found is not UNKNOWN:
             return found
         return from_user_agent(header(scope["headers"], b"user-agent"))
 
+    def _connection(self, scope: Scope) -> dict[str, object] | None:
+        """What the proxy's listener keeps for the request's connection
+        (:data:`~mcp_normalizer.types.CONNECTION`); ``None`` under another server, and behind a
+        trusted proxy (whose connections carry many clients' requests)."""
+        held = scope.get(CONNECTION)
+        peer = scope.get("client")
+        if not isinstance(held, dict) or (peer is not None and self.forwarding.trusts(peer[0])):
+            return None
+        return held
+
     def _client_keys(self, scope: Scope) -> tuple[str | None, str | None]:
-        """The keys a client is remembered by: its connection (none behind a trusted proxy, whose
-        connections carry many clients' requests) and its credentials (none without any)."""
+        """The keys a client is remembered by: its connection under another server than the
+        proxy's (none behind a trusted proxy, whose connections carry many clients' requests;
+        none with the proxy's listener, whose connections keep their client themselves) and its
+        credentials (none without any)."""
         headers: RawHeaders = scope["headers"]
         peer = scope.get("client")
         trusted = peer is not None and self.forwarding.trusts(peer[0])
-        connection = None if trusted else connection_key(peer, scope.get("server"))
+        connection = None if trusted or CONNECTION in scope else connection_key(peer, scope.get("server"))
         auth, cookie = header(headers, b"authorization"), header(headers, b"cookie")
         credentials = credentials_key(scope_key(self.upstream, None, auth, cookie)) if auth or cookie else None
         return connection, credentials

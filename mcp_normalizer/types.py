@@ -24,6 +24,14 @@ HANG_UP = "mcp_normalizer.hang_up"
 #: stream to make room for it, nor cut it (a client's answer may be waiting on it).
 OWN_FETCH = "mcp_normalizer.own_fetch"
 
+#: The scope key of the connection a request came on (an extension of this project's listener,
+#: :mod:`mcp_normalizer.hop.server`): a dict, the same object for every request of one connection,
+#: made when it opens and gone with it, where an app keeps what it knows of the connection (the
+#: middleware: the client that named itself on it, :mod:`mcp_normalizer.engine.client_id`). No
+#: later connection from the same address and port gets it, and no other client's words make it
+#: forget. Under another server the key is absent.
+CONNECTION = "mcp_normalizer.connection"
+
 #: Raw ASGI header list: lower-cased names and values as bytes, in wire order.
 RawHeaders: TypeAlias = list[tuple[bytes, bytes]]
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 import tomllib
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -469,6 +470,41 @@ def test_a_200_mib_page_is_cut_at_the_bound_as_it_streams_and_the_report_says_so
         "oversized_message",
     )
     assert "page 1 of tools/list is larger than --max-message-bytes (33554432 bytes)" in finding["reason"]
+
+
+def gzip_bomb(media_type: bytes) -> Any:
+    """``tools/list`` answered with ``Content-Encoding: gzip``: blanks without end (after ``data: ``
+    on an SSE stream), each 64 KiB sent inflating to 64 MiB (deflate's ratio; the test holds one
+    block)."""
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)  # (31: the gzip format)
+    block = squeeze.compress(b" " * (64 * MiB)) + squeeze.flush(zlib.Z_FULL_FLUSH)  # (each block inflates alone)
+    head = squeeze.compress(b"data: " if media_type == b"text/event-stream" else b"")
+
+    async def tools_list(message: Any, send: Any) -> None:
+        headers = [(b"content-type", media_type), (b"content-encoding", b"gzip")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": head, "more_body": True})
+        for _ in range(64):  # 4 GiB inflated
+            await send({"type": "http.response.body", "body": block, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    return tools_list
+
+
+@pytest.mark.parametrize("media_type", [b"application/json", b"text/event-stream"])
+def test_a_compressed_answer_is_bounded_as_it_inflates_not_after(tmp_path: Path, media_type: bytes) -> None:
+    """A server may compress its answer (gzip) though check never asks it to: 64 KiB on the wire
+    inflate to 64 MiB. The bound (``--max-message-bytes``) holds for the inflated bytes as they
+    come (a guard: at most what one read of the socket inflates to is held past it)."""
+    with serve(legacy_server(gzip_bomb(media_type))) as up:
+        code, out, peak = check_measured(tmp_path, up + "/mcp", "--max-message-bytes", str(MiB), "--format", "json")
+    small = answering(lambda m: {"tools": [{"name": "a", "inputSchema": {"type": "object"}}]})
+    with serve(legacy_server(small)) as up:
+        _, _, baseline = check_measured(tmp_path, up + "/mcp", "--format", "json")
+    assert peak < baseline + 16 * MiB, (peak - baseline) // MiB
+    report = orjson.loads(out)
+    (finding,) = report["findings"]
+    assert code == 1 and (finding["rule"], finding["kind"]) == ("max_message_bytes", "oversized_message")
 
 
 def paging_forever(delay: float, size: int = 0) -> Any:

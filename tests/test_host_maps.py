@@ -16,16 +16,21 @@ spelled)."""
 
 from __future__ import annotations
 
+import dataclasses
+import socket
+import struct
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
 
+from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.clients import run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec
 from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
@@ -401,6 +406,111 @@ async def test_a_server_without_sessions_gets_claudes_repairs_and_its_call_mappe
     assert orjson.loads(answer["result"]["content"][0]["text"]) == orjson.loads(own_arguments())
     assert advertised_keys(by_agent) == keys
     assert unnamed["tools"][0]["inputSchema"]["properties"].keys() == SEARCH["inputSchema"]["properties"].keys()
+
+
+def post_from(url: str, body: bytes, port: int) -> Any:
+    """One legacy request from the local ``port`` on a connection of its own, reset when answered
+    (no ``TIME_WAIT``: the next connection from that port may come at once, as a busy host's
+    ephemeral ports come round); the response's JSON."""
+    parts = httpx.URL(url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.connect((parts.host, parts.port))
+        head = (
+            f"POST {parts.raw_path.decode()} HTTP/1.1\r\nhost: {parts.netloc.decode()}\r\n"
+            f"content-type: application/json\r\naccept: application/json, text/event-stream\r\n"
+            f"mcp-protocol-version: {LEGACY}\r\ncontent-length: {len(body)}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + body)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            received += sock.recv(65536)
+        head_bytes, _, rest = received.partition(b"\r\n\r\n")
+        length = int(
+            next(
+                line.split(b":")[1] for line in head_bytes.split(b"\r\n") if line.lower().startswith(b"content-length")
+            )
+        )
+        while len(rest) < length:
+            rest += sock.recv(65536)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return orjson.loads(rest[:length])
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+async def test_a_connection_from_a_port_another_client_used_before_is_not_that_client(parser: str) -> None:
+    """A legacy server without sessions: Claude Code initializes on a connection, which then ends.
+    Another client's connection from the same address and port (an ephemeral port comes round;
+    the proxy remembers a connection's client for an hour) that names no one lists the tool as the
+    server lists it: a connection names its client only while it lasts."""
+    config = NormalizerConfig.shipped().with_proxy({"http": parser})
+    with serve(stateless_fastmcp()) as up, proxy_for(up + "/mcp", config) as px:
+        url = px + "/mcp"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        named = await anyio.to_thread.run_sync(post_from, url, initialize("claude-code"), port)
+        listed = await anyio.to_thread.run_sync(post_from, url, LIST, port)
+    assert named["result"]["serverInfo"], named
+    tool = listed["result"]["tools"][0]
+    assert tool["inputSchema"]["properties"].keys() == SEARCH["inputSchema"]["properties"].keys(), tool
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_client_in_use_is_remembered_past_the_time_since_it_named_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A legacy server without sessions: Claude Code names itself once (``initialize``) and then
+    uses its connection for longer than a client is remembered (an hour; 1.5 s here): every
+    request that recalls it keeps it remembered, so its call, made 2 s after it named itself and
+    0.9 s after its last list, still reaches the server under the tool's own keys."""
+    from mcp_normalizer.engine.client_id import MAX_REMEMBERED, ClientMemory
+
+    monkeypatch.setattr(ClientMemory.__init__, "__defaults__", (MAX_REMEMBERED, 1.5))
+    recording = Recording(stateless_fastmcp())
+    with serve(recording) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as claude:  # one connection, kept alive; no User-Agent of a host
+            await legacy(claude, url, initialize("claude-code"))
+            await anyio.sleep(1.1)
+            keys = advertised_keys((await legacy(claude, url, LIST))["result"])
+            await anyio.sleep(0.9)
+            call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":%s}}'
+            answer = await legacy(claude, url, call % arguments(keys))
+    assert set(keys.values()) == {"$filter", "max results"}
+    assert answer["result"].get("isError") is not True, answer
+    (sent,) = recording.calls()
+    assert own_arguments() in sent, sent  # not the keys advertised to Claude Code: none lost
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_flood_of_clients_naming_themselves_never_makes_the_proxy_forget_an_open_connections_client() -> None:
+    """A legacy server without sessions: Claude Code names itself on its kept-alive connection;
+    then another client sends more ``initialize`` requests than the proxy remembers clients
+    (``max_scopes``, 20 here), each with credentials made up. Claude Code's call on its connection
+    still reaches the server under the tool's own keys: what a connection said lasts as long as
+    the connection, whatever others say."""
+    config = dataclasses.replace(NormalizerConfig.shipped(), max_scopes=20)
+    recording = Recording(stateless_fastmcp())
+    with serve(recording) as up, proxy_for(up + "/mcp", config) as px:
+        url = px + "/mcp"
+        async with httpx.AsyncClient(timeout=30) as claude, httpx.AsyncClient(timeout=30) as flood:
+            await legacy(claude, url, initialize("claude-code"))
+            keys = advertised_keys((await legacy(claude, url, LIST))["result"])
+            for n in range(50):
+                headers = {**HEADERS, "mcp-protocol-version": LEGACY, "authorization": f"Bearer made-up-{n}"}
+                await flood.post(url, content=initialize(f"client-{n}"), headers=headers)
+            call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":%s}}'
+            answer = await legacy(claude, url, call % arguments(keys))
+    assert set(keys.values()) == {"$filter", "max results"}
+    assert answer["result"].get("isError") is not True, answer
+    (sent,) = recording.calls()
+    assert own_arguments() in sent, sent
 
 
 # -- the legacy eras with sessions: every session its own scope, both upstream forms -------------

@@ -36,10 +36,13 @@ from mcp_normalizer.engine.lessons import (
     MAX_LESSONS,
     MAX_PENDING,
     MAX_PENDING_BYTES,
+    MAX_WITNESS,
+    MAX_WITNESS_PARTS,
     Evidence,
     Lesson,
     LessonBook,
     definition_digest,
+    same_witness,
     taught_now,
 )
 from mcp_normalizer.engine.rules.learned import LIST_CHANGED, Learned
@@ -48,7 +51,7 @@ from mcp_normalizer.ops.lesson_store import LessonStore, upstream_digest
 from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 from mcp_normalizer.wire.pointer import PointerPattern
 
-from .support import case_server, initialize, load_cases, proxy_for, rpc, serve, steps
+from .support import MODERN, case_server, initialize, load_cases, proxy_for, rpc, serve, steps
 from .test_shared_state import redis_server
 
 CASE_ID = "decocms-const-mismatch"
@@ -292,6 +295,179 @@ async def test_one_tenants_results_teach_nobody_else_until_another_authorization
     assert lesson["first"] == {"pointers": ["/raw/object"]}  # neither "id" nor "at"
 
 
+async def credentialed_session(url: str, case: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    """A Python SDK session of ``case`` (list, call) sending ``headers`` (its credentials)."""
+    record: dict[str, Any] = await run_python(url, steps(case), {"x-case": case["id"], **headers})
+    return record
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # one bearer token, a cookie the upstream never reads made up for each session
+        (
+            {"authorization": "Bearer tenant-a", "cookie": "junk=1"},
+            {"authorization": "Bearer tenant-a", "cookie": "junk=2"},
+        ),
+        # one session cookie, another cookie beside it made up
+        ({"cookie": "sid=tenant-a; junk=1"}, {"cookie": "junk=2; sid=tenant-a"}),
+        # one session cookie, an Authorization the upstream never reads made up
+        ({"cookie": "sid=tenant-a", "authorization": "Bearer x"}, {"cookie": "sid=tenant-a"}),
+        # one token, its scheme spelled another way
+        ({"authorization": "Bearer tenant-a"}, {"authorization": "bearer  tenant-a"}),
+        # one token, words after it that a lax server never reads
+        ({"authorization": "Bearer tenant-a"}, {"authorization": "Bearer tenant-a ,made-up"}),
+    ],
+    ids=["bearer-made-up-cookies", "cookie-made-up-cookies", "cookie-made-up-authorization", "scheme", "tail"],
+)
+async def test_one_tenant_is_one_witness_whatever_credentials_it_adds_beside_its_own(
+    first: dict[str, str], second: dict[str, str]
+) -> None:
+    """The upstream reads one credential (here: none, so any would do); the proxy cannot know which.
+    A tenant that keeps its own and varies the rest (another cookie, an Authorization the
+    upstream ignores, the scheme's case) is still one witness: another tenant's session lists the
+    tool as the server listed it."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up) as px:
+        url = px + "/mcp"
+        a = await credentialed_session(url, case, first)
+        a_again = await credentialed_session(url, case, second)
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+        c = await python_session(url, case, "tenant-c")  # (its own result is a second witness's)
+    assert not a["steps"][1]["ok"] and not a_again["steps"][1]["ok"]
+    assert listed_object(c) == {"const": "chat.completion"}, c  # tenant A taught tenant C nothing
+    assert lessons == {"lessons": []}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_made_up_session_header_is_no_witness_in_the_era_without_sessions() -> None:
+    """2026-07-28 has no sessions: a stateless server ignores ``Mcp-Session-Id``. A client without
+    credentials that sends one made up per request is still no witness (the era's anonymous
+    clients are one crowd): two such results teach nobody else, and the endpoint lists nothing."""
+    case = the_case()
+    with upstream(case) as up, proxy_for(up) as px:
+        url = px + "/mcp"
+        made_up = [
+            await run_python(url, steps(case), {"x-case": case["id"], "mcp-session-id": f"made-up-{n}"}, mode=MODERN)
+            for n in (1, 2)
+        ]
+        c = await run_python(url, steps(case), {"x-case": case["id"], "authorization": "Bearer tenant-c"}, mode=MODERN)
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert all(not record["steps"][1]["ok"] for record in made_up), made_up
+    assert listed_object(c) == {"const": "chat.completion"}, c
+    assert lessons == {"lessons": []}
+
+
+def sessionless(case: dict[str, Any]) -> ASGIApp:
+    """A legacy server that runs without sessions (as FastMCP ``stateless_http``): it assigns none
+    and reads no ``Mcp-Session-Id``; JSON responses."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = orjson.loads(body)
+        if "id" not in request:
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        method = request["method"]
+        if method == "initialize":
+            result: Any = {
+                "protocolVersion": request["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "sessionless", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [case["tool"]]}
+        else:
+            result = case["result"]
+        answer = orjson.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_made_up_session_header_is_no_witness_where_the_server_assigns_no_session() -> None:
+    """A legacy server without sessions ignores ``Mcp-Session-Id``: a client without credentials
+    that makes one up for each of its connections is no witness (only a session the upstream
+    assigned, seen in its ``initialize`` response, is one), so it teaches nobody else."""
+    case = the_case()
+    with serve(sessionless(case)) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        made_up = [
+            await run_python(url, steps(case), {"x-case": case["id"], "mcp-session-id": f"made-up-{n}"}) for n in (1, 2)
+        ]
+        c = await python_session(url, case, "tenant-c")
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert all(not record["steps"][1]["ok"] for record in made_up), made_up
+    assert listed_object(c) == {"const": "chat.completion"}, c
+    assert lessons == {"lessons": []}
+
+
+def keyed_by_data(case_id: str, key: str) -> dict[str, Any]:
+    """A tool whose output is keyed by data (``additionalProperties``: an e-mail address per
+    member), answered with ``key``'s status outside its ``enum``."""
+    tool = {
+        "name": "people",
+        "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"total": {"type": "integer"}},
+            "additionalProperties": {"type": "object", "properties": {"status": {"enum": ["active", "inactive"]}}},
+        },
+    }
+    structured = {"total": 1, key: {"status": "suspended"}}
+    result = {"content": [{"type": "text", "text": json.dumps(structured)}], "structuredContent": structured}
+    return {**the_case(), "id": case_id, "tool": tool, "result": result}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_lesson_never_holds_a_tenants_data_keys_and_tenants_with_other_keys_teach_the_same_place(
+    tmp_path: Path,
+) -> None:
+    """A result keyed by data (a member per e-mail address, ``additionalProperties``) fails its
+    ``enum``: the place learned is ``/*/status``, never ``/alice@example.com/status``, neither on
+    the unauthenticated lessons endpoint nor in the state file; and a second tenant whose own
+    data has another key confirms it (the same place), so a third lists the tool relaxed."""
+    alice, bob = keyed_by_data("people-a", "alice@example.com"), keyed_by_data("people-b", "bob@example.com")
+    state = tmp_path / "state"
+    with upstream(alice, bob) as up, proxy_for(up, config(state_dir=str(state))) as px:
+        url = px + "/mcp"
+        a = await python_session(url, alice, "tenant-a")
+        own = await python_session(url, alice, "tenant-a")  # the scope that met it: its own learned state
+        b = await python_session(url, bob, "tenant-b")
+        c = await ts_session(url, alice, "tenant-c")
+        async with httpx.AsyncClient() as http:
+            lessons = (await http.get(px + "/.mcp-normalizer/lessons")).json()
+    assert not a["steps"][1]["ok"] and not b["steps"][1]["ok"]
+    schema = c["steps"][0]["value"]["tools"][0]["outputSchema"]
+    assert schema["additionalProperties"]["properties"]["status"] == {} and c["steps"][1]["ok"], c
+    (lesson,) = lessons["lessons"]
+    assert lesson["relax"] == ["/*/status"] and lesson["first"] == {"pointers": ["/*/status"]}, lesson
+    stored = b"".join(path.read_bytes() for path in state.iterdir())
+    assert b"alice" not in stored and b"bob" not in stored
+    assert "alice" not in json.dumps(own["steps"][0]["value"]), own  # (its own list: the place as the schema names it)
+
+
 @pytest.mark.wire
 @pytest.mark.anyio
 async def test_the_unauthenticated_lessons_endpoint_lists_names_and_places_but_no_ids_or_times(tmp_path: Path) -> None:
@@ -412,6 +588,53 @@ def lesson(tool: str = "t", definition: str = "0" * 32, places: tuple[str, ...] 
     return taught_now(tool, definition, learned, 7, places)
 
 
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_state_directory_others_can_write_never_has_the_proxy_write_through_their_links_nor_trust_their_files(
+    tmp_path: Path,
+) -> None:
+    """A state directory that is not the proxy's alone (``1777``, a shared volume): another user
+    links the names the proxy writes beside its files (``<file>.<pid>.partial``) to a file of the
+    proxy's user, and leaves a lessons file and a witness key of its own. The proxy writes none
+    of that user's files (nor changes their mode), never reads a lesson from a file that is not
+    its own (owned by another user, or a link), and keeps learning in files of its own."""
+    case = the_case()
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o1777)
+    victims = [tmp_path / "victim-1", tmp_path / "victim-2"]
+    for victim in victims:
+        victim.write_bytes(b"precious\n")
+        victim.chmod(0o644)
+    forged = taught_now(case["tool"]["name"], definition_digest(case["tool"]), Learned(drop_output_schema=True), 1, ())
+    with upstream(case) as up:
+        digest = upstream_digest(up)
+        (state / f"lessons-{digest}.json.{os.getpid()}.partial").symlink_to(victims[0])
+        (state / f"witness.key.{os.getpid()}.partial").symlink_to(victims[1])
+        planted = state / f"lessons-{digest}.json"
+        planted.write_bytes(orjson.dumps({"upstream": up, "lessons": [forged.as_json()], "evidence": []}))
+        if os.geteuid() == 0:
+            os.chown(planted, 65534, 65534)  # another user's file
+        else:
+            planted.unlink()
+            (tmp_path / "elsewhere.json").write_bytes(orjson.dumps({"lessons": [forged.as_json()]}))
+            planted.symlink_to(tmp_path / "elsewhere.json")  # a link to a file the proxy did not write
+        with proxy_for(up, config(state_dir=str(state))) as px:
+            first = await ts_session(px + "/mcp", case)
+            second = await python_session(px + "/mcp", case)
+        files = {path.name: path for path in state.iterdir()}
+    for victim in victims:
+        assert victim.read_bytes() == b"precious\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    tool = first["steps"][0]["value"]["tools"][0]
+    assert "outputSchema" in tool, tool  # the planted lesson (drop the outputSchema) was not applied
+    assert not first["steps"][1]["ok"] and not second["steps"][1]["ok"]  # (two witnesses of the fault)
+    written = files[f"lessons-{digest}.json"]
+    assert not written.is_symlink() and written.stat().st_uid == os.geteuid()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    (kept,) = orjson.loads(written.read_bytes())["lessons"]
+    assert kept["relax"] == ["/raw/object"] and not kept["drop_output_schema"]
+
+
 @pytest.mark.pure
 def test_the_book_merges_a_key_keeps_its_first_result_and_is_bounded() -> None:
     book = LessonBook()
@@ -514,7 +737,7 @@ def test_the_pending_evidence_is_bounded_the_oldest_going_first() -> None:
         {"tool": "t", "definition": "0" * 32, "item": "", "witness": "w", "id": "1", "at": 1},  # the root
         {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "", "id": "1", "at": 1},
         {"tool": "t", "definition": "short", "item": "/a", "witness": "w", "id": "1", "at": 1},
-        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "w" * 65, "id": "1", "at": 1},
+        {"tool": "t", "definition": "0" * 32, "item": "/a", "witness": "w" * (MAX_WITNESS + 1), "id": "1", "at": 1},
     ],
 )
 def test_stored_evidence_of_another_shape_is_never_trusted(stored: Any) -> None:
@@ -554,3 +777,29 @@ def test_a_witness_is_the_authorization_else_the_session_and_stable_with_the_sta
     assert restarted.witness("Bearer a", None, "s9") == same  # the key file: the same witness after a restart
     alone = LessonStore(LessonBook(), "u", None, None)
     assert alone.witness("Bearer a", None, None) != same
+
+
+@pytest.mark.pure
+def test_witnesses_sharing_a_credential_are_one_and_too_many_credentials_are_none(tmp_path: Path) -> None:
+    """A witness is each credential's digest (the authorization, each cookie); two sharing one
+    are one tenant, whatever else they send; a request with more credentials than a witness
+    holds is none (made-up cookies past the bound would hide the one the upstream reads)."""
+    store = LessonStore(LessonBook(), "u", str(tmp_path), None)
+    a = store.witness("Bearer a", "sid=1; junk=1", None)
+    assert a is not None and len(a.split(".")) == 3 and len(a) <= MAX_WITNESS
+    for other in (
+        store.witness("Bearer a", "junk=2", None),
+        store.witness("bearer   a", None, None),
+        store.witness(None, "junk=3;  sid=1", None),
+        store.witness("Bearer made-up", "sid=1", "s2"),
+    ):
+        assert other is not None and same_witness(a, other), other
+    assert not same_witness(a, store.witness("Bearer b", "sid=2", None) or "")
+    assert store.witness("Bearer a", "sid=1; junk=1", None) == store.witness("Bearer a", "junk=1 ; sid=1", None)
+    many = "; ".join(f"junk{n}=1" for n in range(MAX_WITNESS_PARTS))
+    assert store.witness(None, many, None) is not None and store.witness("Bearer a", many, None) is None
+    book = LessonBook()
+    lesson = taught_now("t", "0" * 32, Learned(relax=(PointerPattern.parse("/a"),)), 1, ("/a",))
+    assert not book.witnessed(lesson, a) and not book.witnessed(lesson, store.witness(None, "sid=1", None))
+    assert book.get("t", "0" * 32) is None  # the same tenant twice: still pending
+    assert book.witnessed(lesson, store.witness("Bearer b", None, None)) and book.get("t", "0" * 32) is not None

@@ -11,8 +11,10 @@ from. The proxy names it, per request, by the first of these that it has:
    connection, else with the same credentials (``Authorization`` and ``Cookie``) — this
    module's :class:`ClientMemory`. A legacy server that runs without sessions (FastMCP
    ``stateless_http``, a TypeScript server without a session id generator) has only the last two:
-   its client's ``initialize`` is remembered for the connection it came on and for its
-   credentials;
+   its client's ``initialize`` is remembered for the connection it came on (kept with the
+   connection, :data:`~mcp_normalizer.types.CONNECTION`, as long as it lasts: a later connection
+   from the same address and port is another's, and no flood of other clients makes it forget)
+   and for its credentials;
 3. the ``User-Agent`` header, where it names a known host reliably (:data:`USER_AGENTS`).
 
 A connection is not a client's behind a trusted proxy (``trusted_proxies``: it multiplexes many
@@ -38,7 +40,8 @@ USER_AGENTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"claude-code/([0-9][0-9A-Za-z.+-]{0,63})(?:[ ;(]|$)"), "claude-code"),
 )
 
-#: Connections and credentials whose client the proxy remembers, and for how long (seconds).
+#: Connections and credentials whose client the proxy remembers, and for how long after it was last
+#: named or recalled there (seconds).
 MAX_REMEMBERED = 10_000
 REMEMBER_TTL = 3600.0
 
@@ -55,14 +58,25 @@ def from_user_agent(value: str | None) -> ClientProfile:
 
 
 class ClientMemory:
-    """The client last named (by its ``clientInfo``) on each connection and with each credential,
-    bounded in entries and time (:class:`~mcp_normalizer.engine.bounded.ExpiringMap`).
+    """The client last named (by its ``clientInfo``) with each credential (and, under another
+    server than the proxy's, on each connection), bounded in entries of each kind and in time
+    since it was last named or recalled (:class:`~mcp_normalizer.engine.bounded.ExpiringMap`).
 
     Keys are what :func:`connection_key` and :func:`credentials_key` make; a client that named no
     one is never remembered (it would hide a name given later)."""
 
     def __init__(self, max_entries: int = MAX_REMEMBERED, ttl: float = REMEMBER_TTL) -> None:
-        self._named: ExpiringMap[str, ClientProfile] = ExpiringMap(max_entries, ttl)
+        self._max_entries, self._ttl = max_entries, ttl
+        #: one map per kind of key (``connection``, ``credentials``): made-up credentials, which
+        #: cost nothing, never push a connection out
+        self._named: dict[str, ExpiringMap[str, ClientProfile]] = {}
+
+    def _map(self, key: str) -> ExpiringMap[str, ClientProfile]:
+        kind = key.partition("\0")[0]
+        found = self._named.get(kind)
+        if found is None:
+            found = self._named[kind] = ExpiringMap(self._max_entries, self._ttl)
+        return found
 
     def remember(self, keys: Iterable[str | None], client: ClientProfile) -> None:
         """``client`` named itself on a request with these keys."""
@@ -70,20 +84,27 @@ class ClientMemory:
             return
         for key in keys:
             if key is not None:
-                self._named[key] = client
+                self._map(key)[key] = client
 
     def recall(self, keys: Iterable[str | None]) -> ClientProfile:
-        """The client named before under the first of ``keys`` that has one, else :data:`UNKNOWN`."""
+        """The client named before under the first of ``keys`` that has one, else :data:`UNKNOWN`.
+        A client recalled is remembered anew under that key: it is kept while it is in use (a
+        connection open for hours, a token in use), not only for the time since it named itself."""
         for key in keys:
-            found = self._named.get(key) if key is not None else None
+            if key is None:
+                continue
+            named = self._map(key)
+            found = named.get(key)
             if found is not None:
+                named[key] = found
                 return found
         return UNKNOWN
 
 
 def connection_key(client: object, server: object) -> str | None:
-    """The key of one connection (ASGI ``scope["client"]`` and ``scope["server"]``), ``None`` when
-    the server gives no peer."""
+    """The key of one connection under another server than the proxy's (whose listener gives each
+    connection a place of its own, :data:`~mcp_normalizer.types.CONNECTION`): its ASGI
+    ``scope["client"]`` and ``scope["server"]``; ``None`` when the server gives no peer."""
     if not isinstance(client, list | tuple) or len(client) < 2:
         return None
     return f"connection\0{client[0]}\0{client[1]}\0{server!r}"

@@ -49,8 +49,8 @@ class Exchange:
         own_stream: the response is a POST's: every response on it answers one of ``pending``,
             once (Streamable HTTP, ``basic/transports.mdx``); another reply is refused. ``False``
             for a ``GET`` stream, which may carry the answers to any earlier request.
-        witness: who the results go to, as lessons count witnesses (a keyed digest of the
-            authorization, else of the session: :meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness`);
+        witness: who the results go to, as lessons count witnesses (keyed digests of the
+            credentials, else of the session: :meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness`);
             ``None``: no witness (what its results teach stays with its scope).
     """
 

@@ -11,8 +11,11 @@ schema, another description) is another key: nothing learned carries over, nor a
 (one book per upstream).
 
 A lesson reaches other tenants only once results seen from two witnesses taught it: a witness is a
-hashed authorization (the ``Authorization`` and ``Cookie`` headers), or the session where a request
-carries no credential; a request with neither is no witness. Until a second witness meets the
+request's credentials, each hashed (the ``Authorization`` header, each cookie of its ``Cookie``),
+or its session where it carries no credential (in an era that has sessions: before 2026-07-28);
+a request with neither is no witness. Two
+witnesses that share a credential are one (:func:`same_witness`: a tenant that varies what the
+upstream does not read is still one tenant). Until a second witness meets the
 same fault at the same place, what the first saw stays *pending* (:meth:`LessonBook.witnessed`):
 the scope that met it lists the tool relaxed (its own learned state), nobody else does. So a
 result that merely echoes one client's own argument teaches nobody else. Each place (and
@@ -40,7 +43,7 @@ from ..wire.pointer import PointerPattern
 from .catalog import definition_digest
 from .rules.learned import MAX_PLACES, MAX_POINTER, Learned
 
-__all__ = ["Evidence", "Lesson", "LessonBook", "definition_digest"]
+__all__ = ["Evidence", "Lesson", "LessonBook", "definition_digest", "same_witness"]
 
 #: Lessons one book holds at most (tools of one upstream that taught something).
 MAX_LESSONS = 1000
@@ -54,8 +57,19 @@ MAX_PENDING = 4000
 MAX_PENDING_BYTES = 256 * 1024
 #: The item of a pending entry for ``drop_output_schema`` (a place is a pointer: it begins with ``/``).
 DROP = "drop_output_schema"
-#: Longest witness digest kept (:meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness` makes 16 hex digits).
-MAX_WITNESS = 64
+#: Most credentials one witness is made of (:meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness`:
+#: the ``Authorization`` header and each cookie); a request with more is no witness.
+MAX_WITNESS_PARTS = 8
+#: Longest witness kept: :data:`MAX_WITNESS_PARTS` digests of 16 hex digits, joined by ``.``.
+MAX_WITNESS = MAX_WITNESS_PARTS * 17
+
+
+def same_witness(first: str, second: str) -> bool:
+    """True when two witnesses may be one tenant: they share a credential (a part of
+    :meth:`~mcp_normalizer.ops.lesson_store.LessonStore.witness`). The proxy cannot know which
+    credential the upstream reads, so a tenant that keeps its own and varies the rest (another
+    cookie, an ``Authorization`` the upstream ignores) is still one witness."""
+    return first == second or not set(first.split(".")).isdisjoint(second.split("."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +149,8 @@ class Evidence:
         tool: the tool's name.
         definition: :func:`definition_digest` of the tool as listed.
         item: the place relaxed (a pointer), or :data:`DROP`.
-        witness: who saw it: a keyed digest of the authorization, or of the session without one.
+        witness: who saw it: keyed digests of each credential (the authorization, each cookie),
+            or of the session without any, joined by ``.`` (:func:`same_witness`).
         jsonrpc_id: the id of the response that taught it, as JSON text.
         at: when, in Unix seconds.
     """
@@ -321,7 +336,7 @@ class LessonBook:
         pending no more), else ``None`` (it is kept, pending, if there is room: the oldest goes)."""
         first = self._pending.get(seen.key)
         if first is not None:
-            if first.witness == seen.witness:
+            if same_witness(first.witness, seen.witness):
                 return None
             del self._pending[seen.key]
             self._pending_bytes -= first.size

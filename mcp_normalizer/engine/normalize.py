@@ -24,7 +24,7 @@ from ..errors import DecodeError
 from ..types import JSON, JSONObject
 from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads, spliced
 from ..wire.jsonrpc import IdKey, object_only
-from ..wire.pointer import PointerPattern
+from ..wire.pointer import WILDCARD, PointerPattern, format_pointer
 from . import interventions, suggest
 from .bounded import SizedLRU
 from .catalog import ToolEntry, build_entry
@@ -747,6 +747,7 @@ class Normalizer:
         schema = entry.output_schema
         if found is None or not isinstance(schema, dict):
             return None
+        found = _schema_named(schema, found)
         relaxed: JSON = schema
         for place in found.relax:
             relaxed, count = widen_at(relaxed, place.segments, unconstrained)
@@ -764,3 +765,39 @@ class Normalizer:
             return entry.compiled is None or entry.compiled.is_valid(result.get("structuredContent"))
         except SchemaUnusable:
             return True
+
+
+def _schema_named(schema: JSON, found: Learned) -> Learned:
+    """``found`` with each place spelled as the schema names it: a member the schema does not
+    list in ``properties`` where the place is (one ``additionalProperties`` takes: a key of the
+    result's data, an e-mail address, a customer's id) is written ``*``, as array indexes are. A
+    lesson's places are shown to anyone (``GET {admin_prefix}/lessons``), kept in the state file
+    and offered to every tenant; one tenant's data must be in none of them, and results whose
+    data keys differ teach the same place."""
+    places: dict[str, PointerPattern] = {}
+    for place in found.relax:
+        segments: list[str] = []
+        for segment in place.segments:
+            if segment != WILDCARD and not _names_member(schema, segments, segment):
+                segment = WILDCARD
+            segments.append(segment)
+        text = format_pointer(tuple(segments))
+        places.setdefault(text, PointerPattern.parse(text))
+    relax = tuple(places.values())
+    return found if relax == found.relax else Learned(found.drop_output_schema, relax)
+
+
+def _names_member(schema: JSON, prefix: list[str], name: str) -> bool:
+    """Whether a schema place that validates instance pattern ``prefix`` lists ``name`` in its
+    ``properties`` (:func:`~mcp_normalizer.engine.rules.schemas.widen_at` finds the places)."""
+    seen: list[JSON] = []
+
+    def note(node: JSON) -> JSON:
+        seen.append(node)
+        return node
+
+    widen_at(schema, prefix, note)
+    return any(
+        isinstance(node, dict) and isinstance(node.get("properties"), dict) and name in node["properties"]
+        for node in seen
+    )

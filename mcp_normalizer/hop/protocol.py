@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import httptools
 
 from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_SIZE, HEAD_TIMEOUT, Cause
-from ..types import HANG_UP, ASGIApp, Message
+from ..types import CONNECTION, HANG_UP, ASGIApp, Message
 from .guards import (
     BODY_TIMEOUT_ANSWER,
     HEAD_TIMEOUT_ANSWER,
@@ -291,6 +291,7 @@ class HttpProtocol(asyncio.Protocol):
         self.transport = Coalescing(raw, self.loop, self.guards.send_timeout)
         self.server = _address(raw.get_extra_info("sockname"))
         self.client = _address(raw.get_extra_info("peername"))
+        self.held: dict[str, object] = {}  # (mcp_normalizer.types.CONNECTION)
         self.scheme = "https" if raw.get_extra_info("sslcontext") else "http"
         if len(self.connections) > self.limit:
             self._refused = True  # not lingering: under a flood of connections, descriptors are what is short
@@ -431,6 +432,7 @@ class HttpProtocol(asyncio.Protocol):
         keep_alive = version != "1.0" and parser.should_keep_alive()
         request = self.parsing = _Request(self, scope, keep_alive, self._continue)
         scope[HANG_UP] = request.hook  # (the request's own: a hook left set by another request never fires for it)
+        scope[CONNECTION] = self.held
         if self.active is None:
             self._start(request)
         else:  # pipelined: answered after the one before it

@@ -46,6 +46,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..config import ProxyConfig
 from ..ops.refusals import BODY_TIMEOUT, CONNECTIONS, HEAD_TIMEOUT, Cause, RefusalLog
+from ..types import CONNECTION, ASGIApp, Receive, Scope, Send
 from .guards import (
     BODY_TIMEOUT_ANSWER,
     HEAD_TIMEOUT_ANSWER,
@@ -81,7 +82,8 @@ class _Guarded:
     the guards built in).
 
     It reads only uvicorn's ``cycle`` (the current request, with ``more_body``,
-    ``response_started`` and ``response_complete``), ``connections``, ``transport``, ``loop``, and
+    ``response_started`` and ``response_complete``), ``connections``, ``transport``, ``loop``,
+    ``app`` (wrapped per connection to put :data:`~mcp_normalizer.types.CONNECTION` in each scope), and
     the ``connection_made`` / ``data_received`` / ``on_response_complete`` / ``connection_lost``
     hooks.
     """
@@ -89,6 +91,7 @@ class _Guarded:
     guards: Guards
     limit: int
     # the protocol's own attributes (uvicorn's H11Protocol has them)
+    app: ASGIApp
     cycle: Any
     connections: set[Any]
     transport: asyncio.Transport
@@ -100,6 +103,14 @@ class _Guarded:
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
+        app = self.app
+        held: dict[str, object] = {}
+
+        async def on_this_connection(scope: Scope, receive: Receive, send: Send) -> None:
+            scope[CONNECTION] = held  # (what the app keeps for this connection: mcp_normalizer.types.CONNECTION)
+            await app(scope, receive, send)
+
+        self.app = on_this_connection
         # What uvicorn writes goes through it (its flow control keeps the real transport).
         self.transport = cast(asyncio.Transport, Coalescing(transport, self.loop, self.guards.send_timeout))
         if len(self.connections) > self.limit:

@@ -14,9 +14,11 @@ the shared store (Redis), both optional, both fail-open.
   every worker). Every file is written ``0600``. The lessons file is read once when the proxy
   starts; written whole (to a ``.partial`` file, then renamed: a crash never leaves half a file)
   after an exchange taught something, merged with what the file holds (another worker's lessons
-  and evidence are kept and adopted: two workers' witnesses confirm a lesson). A file that cannot be
-  read or parsed is logged and ignored (the proxy starts with nothing learned); one that cannot be
-  written is logged once per minute.
+  and evidence are kept and adopted: two workers' witnesses confirm a lesson). Files are written
+  new, never through a link (:func:`write_private`), and read only when they are the proxy's own
+  (:func:`read_own`: no link, this user's, writable by no one else). A file that cannot be
+  read or parsed, or is not the proxy's own, is logged and ignored (the proxy starts with nothing
+  learned); one that cannot be written is logged once per minute.
 - Shared store (``state_url``): the hash ``{prefix}k:<upstream digest>``, one field per lesson
   (:meth:`mcp_normalizer.engine.scopes.SharedBackend.read_lessons`), and ``{prefix}k:<upstream
   digest>:e``, one field per pending evidence (witnesses hashed with ``state_secret``, unkeyed when
@@ -31,10 +33,12 @@ writes them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shlex
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,7 +46,7 @@ from pathlib import Path
 import anyio
 import orjson
 
-from ..engine.lessons import DROP, MAX_PENDING, Evidence, Lesson, LessonBook
+from ..engine.lessons import DROP, MAX_PENDING, MAX_WITNESS_PARTS, Evidence, Lesson, LessonBook
 from ..engine.scopes import SharedBackend
 from ..types import JSONObject
 
@@ -85,11 +89,38 @@ def command_identity(argv: Sequence[str], env: Mapping[str, str] | None = None, 
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (created or replaced in place) readable by the owner only (``0600``)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    """Write ``data`` to a new file at ``path`` readable by the owner only (``0600``), never
+    through a link: whatever has that name (a ``.partial`` left by a crash, or a link another user
+    of a shared directory made there) is removed first, and the file is made new (``O_EXCL``,
+    ``O_NOFOLLOW``), so the proxy never writes a file it did not make.
+
+    Raises:
+        OSError: it cannot (a name another user holds in a sticky directory, among others).
+    """
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
     with os.fdopen(fd, "wb") as file:
-        os.fchmod(file.fileno(), FILE_MODE)  # (a file that was there keeps its mode through O_TRUNC)
+        os.fchmod(file.fileno(), FILE_MODE)  # (whatever the umask)
         file.write(data)
+
+
+def read_own(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the file at ``path`` if it is the proxy's own: a regular file
+    (no link, no FIFO), owned by this user, that no one else may write; what another user of a
+    shared state directory left there is never trusted.
+
+    Raises:
+        FileNotFoundError: there is none.
+        OSError: it cannot be read, or it is not the proxy's own (``PermissionError``).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o022:
+            raise PermissionError(f"{path} is not a file of the proxy's own (another user's, or one others may write)")
+        return file.read(limit + 1)
 
 
 class LessonStore:
@@ -129,19 +160,31 @@ class LessonStore:
         self._warned_at = -_WARN_EVERY
 
     def witness(self, authorization: str | None, cookie: str | None, session: str | None) -> str | None:
-        """Who a request comes from, as lessons count witnesses (16 hex digits, a keyed digest):
-        its credentials (``Authorization`` and ``Cookie``) when it has any, else its session;
-        ``None`` for neither (every such client looks the same: it is no witness)."""
-        if authorization is None and cookie is None:
+        """Who a request comes from, as lessons count witnesses: a keyed digest (16 hex digits)
+        of each of its credentials (its ``Authorization``'s scheme, in any case, and first word;
+        each cookie of its ``Cookie``), sorted and joined by ``.``, when it has any, else of its
+        session; ``None`` for neither (every such client looks the same: it is no witness), and
+        for more than :data:`~mcp_normalizer.engine.lessons.MAX_WITNESS_PARTS` credentials. Two
+        witnesses sharing a part are one (:func:`~mcp_normalizer.engine.lessons.same_witness`):
+        the proxy cannot tell which credential the upstream reads."""
+        texts = _credentials(authorization, cookie)
+        if not texts:
             if session is None:
                 return None
-            text = "s\0" + session
-        else:
-            text = f"a\0{authorization or ''}\0{cookie or ''}\0{len(authorization or '')}"
+            texts = {"s\0" + session}
+        if len(texts) > MAX_WITNESS_PARTS:
+            return None
         if self._key is None:
             self._key = self._witness_key()
-        data = text.encode("utf-8", "surrogateescape")
-        return hashlib.blake2b(data, key=self._key, digest_size=8, person=b"mcpn-witness").hexdigest()
+        key = self._key
+        return ".".join(
+            sorted(
+                hashlib.blake2b(
+                    text.encode("utf-8", "surrogateescape"), key=key, digest_size=8, person=b"mcpn-witness"
+                ).hexdigest()
+                for text in texts
+            )
+        )
 
     def _witness_key(self) -> bytes:
         """The key witnesses are hashed with: the shared store's secret (every replica's), else
@@ -155,7 +198,7 @@ class LessonStore:
         partial = self.directory / f"{KEY_FILE}.{os.getpid()}.partial"
         try:
             try:
-                key = path.read_bytes()
+                key = read_own(path, 32)
             except FileNotFoundError:
                 write_private(partial, os.urandom(32))
                 try:
@@ -164,7 +207,7 @@ class LessonStore:
                     pass
                 finally:
                     partial.unlink(missing_ok=True)
-                key = path.read_bytes()
+                key = read_own(path, 32)
         except OSError as exc:
             logger.warning("cannot read or make %s: %s; witnesses are counted by this process alone", path, exc)
             return os.urandom(32)
@@ -183,8 +226,7 @@ class LessonStore:
         if self.path is None or not self.book.enabled:
             return 0
         try:
-            with self.path.open("rb") as file:
-                raw = file.read(MAX_FILE_BYTES + 1)
+            raw = read_own(self.path, MAX_FILE_BYTES)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -278,8 +320,8 @@ class LessonStore:
         """The lessons and evidence the file holds now (what is neither is dropped)."""
         assert self.path is not None
         try:
-            raw = self.path.read_bytes() if self.path.stat().st_size <= MAX_FILE_BYTES else b"{}"
-            document = orjson.loads(raw)
+            raw = read_own(self.path, MAX_FILE_BYTES)
+            document = orjson.loads(raw) if len(raw) <= MAX_FILE_BYTES else {}
         except (OSError, orjson.JSONDecodeError):
             return [], []
         entries = document.get("lessons") if isinstance(document, dict) else None
@@ -287,6 +329,21 @@ class LessonStore:
         lessons = [x for x in map(Lesson.from_json, entries if isinstance(entries, list) else []) if x is not None]
         evidence = [x for x in map(Evidence.from_json, found if isinstance(found, list) else []) if x is not None]
         return lessons, evidence[-MAX_PENDING:]
+
+
+def _credentials(authorization: str | None, cookie: str | None) -> set[str]:
+    """The credentials a witness is made of: the ``Authorization`` header's scheme (any case) and
+    first word (a bearer token, Basic's user and password; what a lax server reads of
+    ``Bearer TOKEN anything``) and each cookie (``name=value``) of the ``Cookie`` header; an empty
+    header is a credential too."""
+    found: set[str] = set()
+    if authorization is not None:
+        scheme, *rest = authorization.split() or [""]
+        found.add("a\0" + scheme.lower() + " " + (rest[0] if rest else ""))
+    if cookie is not None:
+        pairs = {pair.strip() for pair in cookie.split(";")} - {""}
+        found |= {"c\0" + pair for pair in pairs} if pairs else {"c\0"}
+    return found
 
 
 def _decoded(value: bytes) -> Lesson | None:

@@ -44,7 +44,8 @@ class Learned:
 
     Attributes:
         drop_output_schema: advertise the tool without its ``outputSchema``.
-        relax: places advertised unconstrained (instance pointers, ``*`` for any array item).
+        relax: places advertised unconstrained (instance pointers, ``*`` for any array item and
+            for a member the schema does not name).
     """
 
     drop_output_schema: bool = False
