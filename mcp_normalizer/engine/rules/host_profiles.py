@@ -187,7 +187,14 @@ HOSTS: tuple[Host, ...] = (
         "Gemini CLI",
         ("gemini-cli-mcp-client",),
         {TYPE_BESIDE_ANYOF: "google-gemini/gemini-cli#4121 ('type and anyOf cannot be both populated')"},
-        ("enum on non-strings (JetBrains/mcp-jetbrains#71)",),
+        (
+            "enum on non-strings (JetBrains/mcp-jetbrains#71)",
+            "a tools/call result without structuredContent whose first content block is text holding JSON that is"
+            " not an object ('[]', '42', '\"x\"', 'null'): its McpComplianceTransport (@google/gemini-cli-core"
+            " 0.61.0 dist/src/tools/mcp-compliance-transport.js) sets structuredContent to the parsed text, then the"
+            " TS SDK 1.23 it embeds refuses it ('expected record'); the model gets that error, not the text."
+            " A spec-valid result; the proxy does not add a structuredContent for it",
+        ),
         {
             TYPE_BESIDE_ANYOF: Versions(
                 fixed_in="0.1.13",
