@@ -13,7 +13,11 @@ Gemini CLI's own faults, reproduced on its own code:
   embedded TS SDK 1.23 validates it even on ``isError``, so the model reads the SDK's -32602 and
   not the server's error text;
 - only ``content`` reaches the model: a result whose text says less than its ``structuredContent``
-  hides the data (the proxy does not mirror it yet: issue 40).
+  hides the data (the proxy does not mirror it yet: issue 40);
+- a result without ``structuredContent`` whose first text block is JSON but not an object (``[]``):
+  its ``McpComplianceTransport`` makes the parsed text the ``structuredContent``, which its SDK
+  refuses, so the model reads the SDK's error (the host matrix's ``null_optional_fields`` cell
+  through the proxy, whose bytes carry the text alone).
 """
 
 from __future__ import annotations
@@ -28,15 +32,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_normalizer import Settings, create_app
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .host_gemini import ADDED_PROPERTIES, CORE, HOST, GeminiMock, run_gemini_cli, run_gemini_core
 from .host_loop import HostFailure, McpServer, ModelView
-from .support import EXE, ROOT, free_port, proxy_for, running, serve, text
+from .support import EXE, HEADERS, ROOT, free_port, load_cases, proxy_for, running, serve, text
 
 pytestmark = pytest.mark.wire
 
@@ -354,3 +361,150 @@ def test_a_host_left_waiting_is_ended_with_a_failure_naming_the_host(tmp_path: P
     assert message.startswith(f"{HOST}: did not end within 8 s")
     assert "(last model request: " in message  # the turn it waits on, or none on a slow start
     assert "--- host log (tail) ---" in message
+
+
+# -- a JSON text that is not an object: Gemini CLI makes it structuredContent itself ----------------
+
+#: The first public case of kind ``null_optional_fields``: ``list_groups`` answering the text ``[]``
+#: beside ``"_meta": null`` (Apicurio/apicurio-registry#6899).
+META_NULL_CASE = "apicurio-result-meta-null"
+
+
+class Recording:
+    """An ASGI app in front of ``app`` that keeps each HTTP exchange: the request's headers (names
+    lower-case) and body, and the response body's bytes as sent."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.exchanges: list[tuple[dict[str, str], bytes, bytearray]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        request, response = bytearray(), bytearray()
+        self.exchanges.append((headers, b"", response))
+        index = len(self.exchanges) - 1
+
+        async def receiving() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                request.extend(message.get("body", b""))
+                self.exchanges[index] = (headers, bytes(request), response)
+            return message
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                response.extend(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, receiving, sending)
+
+    def answer_to(self, method: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The request of ``method`` and the JSON-RPC message answering it (a JSON body or SSE data)."""
+        for _headers, body, response in self.exchanges:
+            if body and json.loads(body).get("method") == method:
+                raw = bytes(response).decode()
+                datas = [line[5:].strip() for line in raw.splitlines() if line.startswith("data:")]
+                return json.loads(body), json.loads(datas[-1] if datas else raw)
+        raise AssertionError(f"no {method} request")
+
+
+def refused_as_structured(result: str | None, received: str = "array") -> bool:
+    """Whether ``result`` is the SDK's refusal of a ``structuredContent`` that is not an object (the
+    zod issue, pretty-printed and escaped inside the host's error text)."""
+    bare = re.sub(r"\\n|\s|\\", "", result or "")
+    return f"expected record, received {received}" in (result or "") and '"path":["structuredContent"]' in bare
+
+
+def meta_null_case() -> dict[str, Any]:
+    (case,) = [case for case in load_cases("null_optional_fields") if case["id"] == META_NULL_CASE]
+    return case
+
+
+def test_a_json_text_that_is_not_an_object_is_refused_by_gemini_itself(tmp_path: Path) -> None:
+    """Gemini CLI's fault, on its own code (``@google/gemini-cli-core`` as a library): a spec-valid
+    result with no ``structuredContent`` whose first text block is JSON but not an object (``[]``,
+    ``42``) gets one from the host's ``McpComplianceTransport`` (the parsed text), which its TS SDK
+    1.23 refuses ("expected record"): the model gets that error instead of the text, directly and
+    through the proxy alike. A JSON object or plain text is read as sent."""
+    answers = {"arr": "[]", "num": "42", "obj": '{"groups": []}', "plain": "no groups"}
+    tools = [
+        ToolSpec({"name": name, "inputSchema": {"type": "object"}}, returning({"content": text(value)}))
+        for name, value in answers.items()
+    ]
+    views: dict[tuple[str, str], ModelView] = {}
+    with routes(tools) as servers:
+        for name in answers:
+            views[("direct", name)] = run_gemini_core(servers["direct"], name, {}, tmp_path / name)
+        views[("proxy", "arr")] = run_gemini_core(servers["proxy"], "arr", {}, tmp_path / "proxy")
+    for key, view in views.items():
+        assert view.result is not None, key
+    for key in (("direct", "arr"), ("proxy", "arr")):
+        assert refused_as_structured(views[key].result), key
+    assert refused_as_structured(views[("direct", "num")].result, "number")
+    for name in ("obj", "plain"):
+        result = views[("direct", name)].result or ""
+        assert answers[name] in result and "expected record" not in result, name
+
+
+def test_the_meta_null_case_reaches_gemini_through_the_proxy_as_text_alone(tmp_path: Path) -> None:
+    """``apicurio-result-meta-null`` through the proxy with the real Gemini CLI: the host names
+    itself ``gemini-cli-mcp-client`` at 2025-06-18 and sends no ``MCP-Protocol-Version`` header
+    (its ``McpComplianceTransport`` wraps the SDK's transport without ``setProtocolVersion``); the
+    proxy answers the call with the text alone (``_meta: null`` dropped, no ``structuredContent``);
+    the model still reads the SDK's refusal of a ``structuredContent`` array, which only the host
+    can have made. Directly the host hangs: the SDK's transport drops the response (``_meta: null``
+    fails its message schema) and the call waits for its request timeout (30 s here)."""
+    case = meta_null_case()
+    tool = case["tool"]["name"]
+    upstream = Recording(ScriptedServer([ToolSpec(case["tool"], returning(case["result"]))]))
+    with serve(upstream) as up:
+        settings = Settings(upstream=f"{up}/mcp")
+        config = settings.load_config()
+        proxy = Recording(create_app(settings, config=config))
+        with serve(proxy, proxy=config.proxy) as px:
+            view = run_gemini_cli(McpServer("srv", url=f"{px}/mcp"), tool, {}, tmp_path / "proxy")
+        with pytest.raises(HostFailure) as hung:
+            run_gemini_cli(McpServer("srv", url=f"{up}/mcp"), tool, {}, tmp_path / "direct", timeout=8)
+    initialize, _ = proxy.answer_to("initialize")
+    assert initialize["params"]["clientInfo"]["name"] == "gemini-cli-mcp-client"
+    assert initialize["params"]["protocolVersion"] == "2025-06-18"
+    assert all("mcp-protocol-version" not in headers for headers, _body, _response in proxy.exchanges)
+    _, answer = proxy.answer_to("tools/call")
+    assert answer["result"] == case["expected"]["result"] == {"content": [{"type": "text", "text": "[]"}]}
+    assert tool in view.tools
+    assert refused_as_structured(view.result)
+    assert str(hung.value).startswith(f"{HOST}: did not end within 8 s")
+    _, sent = upstream.answer_to("tools/call")  # the server did answer the direct call
+    assert sent["result"] == case["result"]
+
+
+@pytest.mark.anyio
+async def test_as_gemini_speaks_the_proxy_answers_the_meta_null_case_with_the_text_alone() -> None:
+    """The proxy's side of the case without the host: a client naming itself as Gemini CLI 0.61.0
+    does (``gemini-cli-mcp-client``, 2025-06-18, no ``MCP-Protocol-Version`` header on any request)
+    gets the case's expected result: no ``_meta``, no ``structuredContent`` made of the text."""
+    case = meta_null_case()
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"roots": {"listChanged": True}},
+        "clientInfo": {"name": "gemini-cli-mcp-client", "version": "0.61.0"},
+    }
+    with serve(ScriptedServer([ToolSpec(case["tool"], returning(case["result"]))])) as up, proxy_for(f"{up}/mcp") as px:
+        async with httpx.AsyncClient(timeout=10) as http:
+            url = f"{px}/mcp"
+            first = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+            opened = await http.post(url, json=first, headers=HEADERS)
+            session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            await http.post(url, json=listing, headers=session)
+            call = {"name": case["tool"]["name"], "arguments": {}, "_meta": {"progressToken": "t"}}
+            called = await http.post(
+                url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, headers=session
+            )
+    datas = [line[5:].strip() for line in called.text.splitlines() if line.startswith("data:")]
+    answer = json.loads(datas[-1] if datas else called.text)
+    assert answer["result"] == case["expected"]["result"]
