@@ -26,6 +26,7 @@ Run it with ``scripts/host-matrix`` (it writes ``docs/hosts-model-view.md`` and 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import logging
 import re
@@ -39,14 +40,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
+import fastmcp
+import httpx
+import pydantic
+
+from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, protean_server, returning
 
 from .host_claude import AnthropicMock, run_claude_code
 from .host_claude import model_name as claude_name
 from .host_codex import ResponsesMock, run_codex
 from .host_gemini import run_gemini_cli
 from .host_loop import HostFailure, McpServer, ModelView
-from .support import EXE, ROOT, load_cases, proxy_for, serve
+from .support import EXE, ROOT, SHARED, free_port, load_cases, protean_rules, proxy_for, running, serve
 
 SERVER = "demo"
 ROUTES = ("direct", "proxy")
@@ -158,16 +163,64 @@ HOST_CAUSES: dict[tuple[str, str], str] = {
 STDIO_KINDS = ("input_schema_null", "boolean_subschema", "problem_empty_content")
 
 
+#: Rows from real servers (issue 38 item 3): the server, the tool, the arguments the model calls it
+#: with, and what the row shows. The tool's result is what the server answers a plain client directly
+#: in that run (:func:`_direct_result`), so the items judged are the server's own.
+SERVER_KINDS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    # @modelcontextprotocol/server-everything (npm), its Streamable HTTP mode
+    "decimal_sum": ("server-everything", "get-sum", {"a": 1.5, "b": 11}),
+    "structured_weather": ("server-everything", "get-structured-content", {"location": "Chicago"}),
+    "png_image": ("server-everything", "get-tiny-image", {}),
+    # a FastMCP server with the usual faults (:func:`fastmcp_server`)
+    "null_string_naive_datetime": ("fastmcp", "lookup", {"id": 7}),
+    "tool_error": ("fastmcp", "withdraw", {"amount": 12.5}),
+    # the demo's Protean upstream (mcp_normalizer.demo.upstream), behind the shipped rules
+    "null_scope": ("protean", "protean.list_runtimes", {}),
+    "forbidden_problem": ("protean", "protean.scope_list", {}),
+}
+#: The row's first column for each real server.
+SERVER_NAMES = {
+    "server-everything": "server-everything",
+    "fastmcp": "FastMCP",
+    "protean": "the demo's Protean upstream",
+}
+
+
+class _Person(pydantic.BaseModel):
+    id: int
+    name: str = None  # type: ignore[assignment]  # the fault, as FastMCP users write it
+    seen: datetime.datetime  # naive: no offset, against its schema's format date-time
+
+
+def fastmcp_server() -> Any:
+    """A FastMCP server (PyPI ``fastmcp``) with the usual faults: a ``null`` in a declared string
+    and a naive date-time (``lookup``), and a tool that raises (``withdraw``)."""
+    server = fastmcp.FastMCP("fastmcp-faults")
+
+    @server.tool
+    def lookup(id: int) -> _Person:
+        """Find a person (no name known)."""
+        return _Person(id=id, seen=datetime.datetime(2026, 1, 2, 3, 4, 5, 120_000))
+
+    @server.tool
+    def withdraw(amount: float) -> str:
+        """Withdraw from the ledger."""
+        raise fastmcp.exceptions.ToolError(f"E_LEDGER_FORBIDDEN: account 12345 may not withdraw {amount} \u20ac")
+
+    return server
+
+
 @dataclass(frozen=True)
 class Kind:
     """One fault kind: its name, where it comes from, the tool and its result."""
 
     name: str
-    source: str  # a public case's id, or "defined" (this module)
+    source: str  # a public case's id, "defined" (this module), or a real server (:data:`SERVER_NAMES`)
     side: str  # "list" or "result"
     tool: dict[str, Any]
     result: dict[str, Any]
     way: str = "http"  # "http": a scripted server on loopback; "stdio": a stdio server's command
+    arguments: dict[str, Any] | None = None  # a real server's call (None: made from the schema, :func:`fill`)
 
     @property
     def key(self) -> str:
@@ -184,7 +237,11 @@ def kinds() -> list[Kind]:
     ours = [Kind(name, "defined", "list", spec, OK) for name, spec in LIST_KINDS.items()]
     ours += [Kind(name, "defined", "result", spec, result) for name, (spec, result) in RESULT_KINDS.items()]
     stdio = [replace(kind, way="stdio") for kind in ours if kind.name in STDIO_KINDS]
-    return [*found.values(), *ours, *stdio]
+    real = [
+        Kind(name, server, "result", {"name": tool}, {}, arguments=arguments)
+        for name, (server, tool, arguments) in SERVER_KINDS.items()
+    ]
+    return [*found.values(), *ours, *stdio, *real]
 
 
 # -- the information items -------------------------------------------------------------------
@@ -326,8 +383,15 @@ Runner = Callable[[McpServer, str, dict[str, Any], Path], ModelView]
 
 
 def _claude(server: McpServer, tool: str, arguments: dict[str, Any], tmp: Path) -> ModelView:
-    # the model fills the call from the schema it was offered (a proxy may rename properties for Claude)
-    mock = AnthropicMock(claude_name(server.name, tool), {}, fill=lambda declared: fill(declared.get("input_schema")))
+    # the model fills the call from the schema it was offered (a proxy may rename properties for
+    # Claude), with the given arguments where the offered schema has them
+    def made(declared: dict[str, Any]) -> dict[str, Any]:
+        schema = declared.get("input_schema")
+        offered = schema.get("properties") if isinstance(schema, dict) else None
+        given = {k: v for k, v in arguments.items() if isinstance(offered, dict) and k in offered}
+        return {**fill(schema), **given}
+
+    mock = AnthropicMock(claude_name(server.name, tool), {}, fill=made)
     return run_claude_code(server, tool, arguments, tmp, mock=mock, timeout=RUN_TIMEOUT)
 
 
@@ -370,9 +434,60 @@ def judge(kind: Kind, view: ModelView) -> Outcome:
     return Outcome("offered", True, reached, missing, view.result)
 
 
+def _direct_result(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """What a plain client gets from the MCP server at ``url`` calling ``tool``: the server's own result."""
+    accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+    def post(client: httpx.Client, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        response = client.post(url, json=body, headers={**accept, **headers})
+        response.raise_for_status()
+        return response
+
+    def message(response: httpx.Response) -> Any:
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+            return json.loads(data[-1])
+        return response.json()
+
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "matrix", "version": "0"}}
+    with httpx.Client(timeout=RUN_TIMEOUT) as client:
+        opened = post(client, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, {})
+        session = {"mcp-protocol-version": "2025-06-18"}
+        if "mcp-session-id" in opened.headers:
+            session["mcp-session-id"] = opened.headers["mcp-session-id"]
+        post(client, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        answer = message(post(client, call, session))
+    result = answer.get("result")
+    assert isinstance(result, dict), f"{url}: {tool} answered {answer}"
+    return result
+
+
+@contextmanager
+def _real_server(kind: Kind) -> Iterator[tuple[str, Any]]:
+    """A real server's MCP endpoint URL on loopback, and the proxy's rules for it."""
+    if kind.source == "server-everything":
+        loopback = SHARED / "tools" / "loopback.cjs"  # binds it to 127.0.0.1
+        port = free_port()
+        everything = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+        command = ["node", "--require", str(loopback), str(everything / "dist" / "index.js"), "streamableHttp"]
+        with running(command, port, {"PORT": str(port)}):
+            yield f"http://127.0.0.1:{port}/mcp", None
+    elif kind.source == "fastmcp":
+        with serve(fastmcp_server().http_app(path="/mcp"), lifespan="on") as up:
+            yield up + "/mcp", None
+    else:  # the demo's Protean upstream behind what the demo runs: the shipped rules
+        with serve(protean_server()) as up:
+            yield up + "/mcp", protean_rules()
+
+
 @contextmanager
 def _routes(kind: Kind) -> Iterator[dict[str, McpServer]]:
-    """The kind's scripted server, directly and through the proxy."""
+    """The kind's server, directly and through the proxy."""
+    if kind.source in SERVER_NAMES:
+        with _real_server(kind) as (url, rules), proxy_for(url, rules) as px:
+            yield {"direct": McpServer(SERVER, url), "proxy": McpServer(SERVER, px + "/mcp")}
+        return
     if kind.way == "stdio":  # tests/stdio_server.py; the wrapper runs the checkout's code (env(1):
         # Gemini CLI drops PYTHONPATH from a server's env)
         plan = {"tools": [kind.tool, COMPANION.tool], "results": {kind.tool["name"]: kind.result, "companion": OK}}
@@ -388,8 +503,10 @@ def _routes(kind: Kind) -> Iterator[dict[str, McpServer]]:
 def run_cell(host: str, runner: Runner, kind: Kind, tmp: Path) -> dict[str, Outcome]:
     """One host and one kind, directly and through the proxy (each run in its own folder)."""
     outcomes: dict[str, Outcome] = {}
-    arguments = fill(kind.tool.get("inputSchema"))
+    arguments = kind.arguments if kind.arguments is not None else fill(kind.tool.get("inputSchema"))
     with _routes(kind) as ways:
+        if kind.source in SERVER_NAMES:  # the items of the server's own answer
+            kind = replace(kind, result=_direct_result(ways["direct"].url or "", kind.tool["name"], arguments))
         for route in ROUTES:
             start = time.monotonic()
             try:
@@ -480,7 +597,8 @@ def table(matrix: Matrix) -> str:
         head += [f"{NAMES[host]}: direct", f"{NAMES[host]}: proxy"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for kind in matrix.kinds:
-        row = [f"`{kind.name}`" + ("" if kind.source == "defined" else f" ({kind.source})"), f"`{kind.tool['name']}`"]
+        source = SERVER_NAMES.get(kind.source, kind.source)
+        row = [f"`{kind.name}`" + ("" if kind.source == "defined" else f" ({source})"), f"`{kind.tool['name']}`"]
         if kind.way == "stdio":
             row[0] += ", over stdio"
         for host in matrix.hosts:
@@ -542,7 +660,11 @@ is run offline against a mock of its model API, once against the scripted MCP se
 once through the proxy in front of it (Streamable HTTP), and the mock records what the model
 received. The server serves the tool under test and a plain companion tool. The rows marked "over
 stdio" run the server as a command instead: directly the host starts the server's own command,
-through the proxy `mcp-normalizer stdio -- CMD`.
+through the proxy `mcp-normalizer stdio -- CMD`. The last rows are real servers, the server's name in
+parentheses: `@modelcontextprotocol/server-everything` in its Streamable HTTP mode, a FastMCP server
+with the usual faults (a `null` in a declared string, a naive date-time, a tool that raises), and the
+demo's Protean upstream behind the shipped rules; their items are those of the result the server
+gives a plain client directly in the same run, and the host sees all of the server's tools.
 
 A cell reads:
 

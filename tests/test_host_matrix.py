@@ -30,6 +30,13 @@ KNOWN_LESS: dict[tuple[str, str], str] = {
     ' structuredContent; Codex showed the model {"foo":null} directly',
     ("codex", "additional_properties"): "issue 40: a member outside the output schema's properties"
     " (additionalProperties: false) is dropped from structuredContent; Codex showed it to the model directly",
+    ("codex", "forbidden_problem"): "issue 40: the demo's Protean upstream, protean.scope_list: the FORBIDDEN"
+    " problem in structuredContent with empty content; as problem_empty_content, error_problem moves it to _meta"
+    " and Codex reads only '[SCOPE_DENIED] token lacks scope ...' through the proxy (type, title and status lost);"
+    " directly it showed the whole problem",
+    ("codex", "null_string_naive_datetime"): "issue 40: a FastMCP server's Pydantic `name: str = None`: the"
+    " proxy drops the null member of the declared string from structuredContent for Codex, which showed"
+    ' {"name":null} to the model directly',
 }
 
 
