@@ -344,7 +344,7 @@ KINDS: dict[str, FaultKind] = {
             "host_observed",
             "The spec allows it; a host that runs here refuses it (a real run of the host shows it)",
             "MCP 2025-06-18+ schema.ts Tool, CallToolResult; the host's own code (tests/test_check_hosts.py)",
-            (),
+            ("Codex 0.171.0 (a draft-07 tuple items: the tool is not offered)",),
         ),
         FaultKind(
             "host_content",
