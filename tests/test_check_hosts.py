@@ -27,11 +27,24 @@ from typing import Any
 
 import pytest
 
+from mcp_normalizer.check.host_observed import OBSERVED, VERSIONS
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 from mcp_normalizer.engine.rules.host_profiles import PROFILES
 
 from .host_loop import HostFailure, McpServer, host_command
-from .host_matrix import COMMANDS, COMPANION, HOSTS, LIST_KINDS, OK, PLAIN_SCHEMA, RESULT_KINDS, Kind, fill, judge
+from .host_matrix import (
+    COMMANDS,
+    COMPANION,
+    HOSTS,
+    LIST_KINDS,
+    OK,
+    PLAIN_SCHEMA,
+    RESULT_KINDS,
+    Kind,
+    fill,
+    judge,
+    versions,
+)
 from .support import EXE, serve
 
 pytestmark = pytest.mark.wire
@@ -183,3 +196,23 @@ def test_the_clean_control_is_taken_and_clean(verdicts: Verdicts) -> None:
     for host in HOSTS:
         v = verdicts[("clean", host)]
         assert (v.lost, v.code, v.naming) == (None, 0, []), host
+
+
+def test_each_observation_check_names_is_a_loss_a_fixture_reproduces(verdicts: Verdicts) -> None:
+    """``check/host_observed.py`` names only what a real host here lost on a fixture of this module."""
+    for entry in OBSERVED:
+        hits = [
+            fixture
+            for fixture, (tool, result) in FIXTURES.items()
+            if entry.violates(tool if entry.subject == "tool" else result)
+        ]
+        assert hits, entry.does
+        for fixture in hits:
+            assert verdicts[(fixture, entry.profile)].lost is not None, (entry.profile, fixture)
+
+
+def test_the_versions_named_are_the_versions_run() -> None:
+    pinned = versions()  # tests/hosts/package.json
+    assert set(VERSIONS) == set(HOSTS)
+    for host, named in VERSIONS.items():
+        assert named.endswith(" " + pinned[host]), (host, named)
