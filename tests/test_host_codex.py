@@ -188,15 +188,14 @@ def test_null_input_schema_loses_codex_the_server_directly_and_not_through_the_p
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_resource_link_reaches_the_model_with_its_uri_name_and_type(route: str, tmp_path: Path) -> None:
     """rmcp ``=3.1.3`` (Codex Desktop, ChatGPT) fails the whole call on a ``resource_link`` block
-    (openai/codex#41280); the CLI 0.171.0 passes its JSON. Through the proxy Codex gets text naming
-    the link: the model reads the same uri, name and media type either way."""
+    (openai/codex#41280); the CLI 0.171.0 passes its JSON, so the Codex profile no longer names the
+    fault (tests/test_check_hosts.py) and the proxy passes the block as it is: the model reads the
+    same uri, name and media type either way."""
     result = {"content": [{"type": "text", "text": "the view:"}, LINK], "isError": False}
     seen = output(codex(route, [ToolSpec(DENIED | {"name": "view"}, returning(result))], "view", tmp_path))
     assert seen.startswith("the view:")
     for member in (LINK["uri"], LINK["name"], LINK["mimeType"]):
         assert member in seen
-    if route == "proxy":
-        assert '"resource_link"' not in seen  # text naming the link, not the block
 
 
 # -- an SVG image: "image content omitted" -----------------------------------------------------
@@ -208,11 +207,6 @@ def test_directly_codex_gives_the_model_no_svg_image(tmp_path: Path) -> None:
     assert seen == "chart:\nimage content omitted because it could not be processed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 40: the proxy turns an SVG image into something else for the Claude hosts only (image_svg);"
-    " for Codex it passes as is and the model reads 'image content omitted'",
-)
 def test_through_the_proxy_the_svg_image_or_its_source_reaches_the_model(tmp_path: Path) -> None:
     result = {"content": [{"type": "text", "text": "chart:"}, svg_block()], "isError": False}
     seen = output(codex("proxy", [ToolSpec(DENIED | {"name": "chart"}, returning(result))], "chart", tmp_path))

@@ -58,7 +58,7 @@ def claude_accepts(result: dict[str, Any]) -> bool:
 
 
 def rmcp_accepts(result: dict[str, Any]) -> bool:
-    """rmcp ``=3.1.3`` as Codex and ChatGPT pin it (openai/codex ``codex-rs/Cargo.toml``, quoted in
+    """rmcp ``=3.1.3`` as ChatGPT (and Codex before 0.171.0, which takes it) pins it (openai/codex ``codex-rs/Cargo.toml``, quoted in
     openai/codex#41280): its ``CallToolResult`` content takes text, image, audio and embedded
     resources; a ``resource_link`` block fails the whole call with "Unexpected response type"
     (openai/codex#41280, #33404)."""
@@ -100,7 +100,7 @@ async def test_each_host_gets_what_its_validator_accepts_and_the_originals_in_me
         direct = [{"url": up + "/mcp", "clientName": host.client_names[0], "steps": STEPS} for host in hosts]
         through = await run_node("v1", sessions)
         straight = await run_node("v1", direct)
-        python = await run_python(px + "/mcp", STEPS, client_name="codex-mcp-client")
+        python = await run_python(px + "/mcp", STEPS, client_name="openai-mcp")  # ChatGPT
     for host, record, raw in zip(hosts, through, straight, strict=True):
         (step,) = record["steps"]
         (raw_step,) = raw["steps"]
@@ -149,12 +149,12 @@ async def test_a_client_no_profile_names_gets_the_servers_bytes() -> None:
 @pytest.mark.wire
 def test_check_as_a_host_finds_what_it_refuses_directly_and_nothing_through_the_proxy() -> None:
     with serve(server()) as up, proxy_for(up + "/mcp") as px:
-        direct = run_cli("check", up + "/mcp", "--call", "render", "--host", "codex", "--format", "json")
-        through = run_cli("check", px + "/mcp", "--call", "render", "--host", "codex", "--format", "json")
+        direct = run_cli("check", up + "/mcp", "--call", "render", "--host", "chatgpt", "--format", "json")
+        through = run_cli("check", px + "/mcp", "--call", "render", "--host", "chatgpt", "--format", "json")
         anyone = run_cli("check", up + "/mcp", "--call", "render", "--format", "json")
         claude = run_cli("check", up + "/mcp", "--call", "render", "--host", "claude-code", "--format", "json")
     assert direct.returncode == 1, direct.stdout + direct.stderr
-    assert orjson.loads(direct.stdout)["host"] == "codex" and orjson.loads(anyone.stdout)["host"] is None
+    assert orjson.loads(direct.stdout)["host"] == "chatgpt" and orjson.loads(anyone.stdout)["host"] is None
     found = orjson.loads(direct.stdout)["findings"]
     assert [(f["rule"], f["pointers"]) for f in found] == [("host_content", ["/content/3"])]
     assert through.returncode == 0, through.stdout

@@ -24,6 +24,7 @@ from .advisories import advisories
 from .author_fixes import author_fix
 from .date_times import failing_formats
 from .faults import HOST_REFUSALS, KINDS, FaultKind, kind_of
+from .host_observed import Observed, observed
 
 #: What the proxy does about a finding that no rule repairs.
 NOT_REPAIRED = "none: the proxy passes it through unchanged and logs it (clients still reject it)"
@@ -173,6 +174,14 @@ class Auditor:
             catalog[entry.name] = entry
         for record in outcome.records:
             self.add(record, "tools/list")
+        host = self.client.host
+        tools = result.get("tools")
+        if host is not None and isinstance(tools, list):
+            for tool in tools:
+                name = tool.get("name") if isinstance(tool, dict) else None
+                if isinstance(name, str):
+                    for found in observed(host.profile, "tool", tool):
+                        self._observed(name, "tools/list", found)
 
     def list_shape(self, result: JSONObject, scope: str = "", *, first_page: bool = True) -> None:
         """Check what the rules take for granted in a ``tools/list`` page: ``tools`` is a list of
@@ -242,7 +251,26 @@ class Auditor:
         outcome = self.normalizer.tools_call(result, tool, entry, era, size, client=self.client)
         for record in outcome.records:
             self.add(record, "tools/call")
+        host = self.client.host
+        if host is not None:
+            for found in observed(host.profile, "result", result):
+                self._observed(tool, "tools/call", found)
         self.advise(tool, result, entry, scope)
+
+    def _observed(self, tool: str | None, where: str, found: Observed) -> None:
+        """Report what the real host audited as does with a tool or a result (``check --host`` of a
+        host that runs here, :mod:`~mcp_normalizer.check.host_observed`): on the fault a rule already
+        found there (not an advisory), else as a finding of its own (no rule repairs it for the host)."""
+        here = [f for f in self.audit.findings if f.tool == tool and f.where == where]
+        if any(f.host_refusal == found.text for f in here):
+            return
+        for finding in here:
+            if not finding.host_refusal and not finding.advisory:
+                finding.host_refusal = found.text
+                return
+        finding = Finding(tool, where, "conformance", (), found.does, KINDS["host_observed"], NOT_REPAIRED)
+        finding.host_refusal = found.text
+        self.audit.findings.append(finding)
 
     def advise(self, tool: str | None, result: JSONObject, entry: ToolEntry | None, scope: str = "") -> None:
         """Count one audited result and report the faults no rule repairs by default, and those a

@@ -85,6 +85,9 @@ AUTHOR_FIXES: dict[str, str] = {
     " type requires both",
     "annotations_invalid": "use only 'user' and 'assistant' in annotations.audience (MCP Role), a priority from 0"
     " to 1, and an ISO 8601 string for lastModified",
+    "host_observed": "for the host named: an object inputSchema for every tool, object property schemas rather"
+    " than true or false, 2020-12 prefixItems rather than a draft-07 items array, and an error's code and detail"
+    " in a text block beside its problem structuredContent",
     "host_content": "for the hosts that refuse them, send a PNG (or JPEG, GIF, WebP) rather than an SVG image,"
     " repeat a resource_link's URI in a text block, and put a type in each anyOf arm rather than beside anyOf;"
     " all of it is valid, the hosts are at fault",

@@ -341,12 +341,20 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "host_observed",
+            "The spec allows it; a host that runs here refuses it (a real run of the host shows it)",
+            "MCP 2025-06-18+ schema.ts Tool, CallToolResult; the host's own code (tests/test_check_hosts.py)",
+            ("Codex 0.171.0 (a draft-07 tuple items: the tool is not offered)",),
+        ),
+        FaultKind(
             "host_content",
             "The spec allows it (an image of any media type, a resource_link, type beside anyOf); the host refuses it",
             "MCP 2025-06-18+ schema.ts ContentBlock; the host's own rule (reference/hosts.md)",
             (
                 "Claude Code, Claude Desktop, claude.ai: an image/svg+xml image (anthropics/claude-code#15807)",
-                "Codex, ChatGPT: any resource_link block (openai/codex#41280, #33404)",
+                "Codex: an image/svg+xml image ('image content omitted because it could not be processed',"
+                " reproduced with Codex 0.171.0 in tests/test_check_hosts.py)",
+                "ChatGPT: any resource_link block (openai/codex#41280, #33404: rmcp =3.1.3; Codex 0.171.0 takes it)",
                 "Gemini CLI: type beside anyOf in an inputSchema (google-gemini/gemini-cli#4121)",
             ),
         ),
@@ -419,9 +427,9 @@ _CLAUDE_DRAFT_07 = (
 #: Faults of the client table (:data:`~mcp_normalizer.engine.rules.clients.CLIENT_FAULTS`) that no
 #: supported client rejects but a host refuses: for ``check --host`` of that host they are faults,
 #: not advisories (``reference/hosts.md``, "Where hosts refuse what the spec allows"). Profile ->
-#: client fault -> what that host does with it.
+#: client fault -> what that host does with it. Claude Code 2.1.2xx refused draft-07 output schemas
+#: too; 2.1.332 takes them (reproduced in ``tests/test_check_hosts.py``), so it is not here.
 HOST_REFUSALS: dict[str, dict[str, str]] = {
-    "claude-code": {"schema_dialect_draft": "Claude Code (2.1.2xx)" + _CLAUDE_DRAFT_07},
     "claude-desktop": {"schema_dialect_draft": "Claude Desktop and Cowork" + _CLAUDE_DRAFT_07},
     "claude-connectors": {"schema_dialect_draft": "claude.ai connectors" + _CLAUDE_DRAFT_07},
 }
