@@ -58,10 +58,10 @@ def claude_accepts(result: dict[str, Any]) -> bool:
 
 
 def rmcp_accepts(result: dict[str, Any]) -> bool:
-    """rmcp ``=3.1.3`` as ChatGPT (and Codex before 0.171.0, which takes it) pins it (openai/codex ``codex-rs/Cargo.toml``, quoted in
-    openai/codex#41280): its ``CallToolResult`` content takes text, image, audio and embedded
-    resources; a ``resource_link`` block fails the whole call with "Unexpected response type"
-    (openai/codex#41280, #33404)."""
+    """rmcp ``=3.1.3`` as ChatGPT (and Codex before 0.171.0, which takes it) pins it (openai/codex
+    ``codex-rs/Cargo.toml``, quoted in openai/codex#41280): its ``CallToolResult`` content takes
+    text, image, audio and embedded resources; a ``resource_link`` block fails the whole call with
+    "Unexpected response type" (openai/codex#41280, #33404)."""
     return all(block.get("type") in {"text", "image", "audio", "resource"} for block in result["content"])
 
 
