@@ -60,7 +60,7 @@ RUN_TIMEOUT = 20.0
 #: Host runs at once (each is a blocking subprocess; the machine has 2 cores).
 WORKERS = 2
 PAGE = ROOT / "docs" / "hosts-model-view.md"
-RAW = ROOT / "docs" / "hosts-model-view.json"
+RAW = ROOT / "results" / "hosts-model-view.json"  # (the raw run: not committed, results/ is ignored)
 COMMAND = "scripts/host-matrix"
 
 OK_TEXT = "ok: 12.5 caf\u00e9"
@@ -651,7 +651,7 @@ def page(matrix: Matrix, date: str) -> str:
 
 Hosts: {host_list} (pinned in `tests/hosts/package.json`).
 Generated on {date} by `{COMMAND}` ({cells} cells in {matrix.seconds:.0f} s); the raw run is
-`docs/hosts-model-view.json`. `tests/test_host_matrix.py` runs the same matrix and fails when this
+`results/hosts-model-view.json` (not committed). `tests/test_host_matrix.py` runs the same matrix and fails when this
 table no longer matches it.
 
 Each row is one fault kind: the first public fault case of that kind (its id in parentheses,
@@ -707,6 +707,7 @@ def main() -> None:
     matrix = run_matrix()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     PAGE.write_text(page(matrix, date), encoding="utf-8")
+    RAW.parent.mkdir(exist_ok=True)
     RAW.write_text(json.dumps(raw(matrix, date), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{len(matrix.cells) * len(ROUTES)} cells in {matrix.seconds} s: wrote {PAGE} and {RAW}")
 
