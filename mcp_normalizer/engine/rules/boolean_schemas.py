@@ -30,11 +30,10 @@ from __future__ import annotations
 
 from ...types import JSON, JSONObject
 from ...wire.pointer import Path, format_pointer
-from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
+from .base import Rewrite, Rule, ToolContext
 from .scan import ToolScan
-from .schemas import map_schema, tool_subschemas
+from .schemas import repair_tool_schemas, tool_subschemas
 
-SCHEMA_KEYS = ("inputSchema", "outputSchema")
 #: Keywords whose value is one subschema that clients want as an object when it is a boolean.
 _ONE = ("items", "not", "if", "then", "else", "contains", "propertyNames")
 #: Keywords whose value is a map of subschemas.
@@ -91,7 +90,7 @@ class _Objects:
 
 
 def _fix_booleans(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
-    out, kept = _walk(tool, _Objects)
+    out, kept = repair_tool_schemas(tool, _Objects)
     if not kept:
         return None
     reason = "a boolean schema where clients read an object schema (true -> {}, false -> {not: {}}: same values)"
@@ -114,25 +113,10 @@ class _Tuples:
         return {k: v for k, v in node.items() if k != "items"}
 
 
-def _walk(tool: JSONObject, make: type[_Objects] | type[_Tuples]) -> tuple[JSONObject, dict[str, JSON]]:
-    """Run a fresh ``make`` walk over each schema of ``tool``: the new tool and the originals kept."""
-    out, kept = tool, {}
-    for key in SCHEMA_KEYS:
-        schema = tool.get(key)
-        if not isinstance(schema, dict):
-            continue
-        walk = make(f"/{key}")
-        new, _ = map_schema(schema, walk.fix)
-        if walk.kept:
-            out = {**out, key: new}
-            kept.update(walk.kept)
-    return (with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY) if kept else tool), kept
-
-
 def _fix_tuples(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     if not ctx.client.needs("output_schema_tuple"):
         return None
-    out, kept = _walk(tool, _Tuples)
+    out, kept = repair_tool_schemas(tool, _Tuples)
     if not kept:
         return None
     reason = (

@@ -49,9 +49,8 @@ from ...wire.pointer import Path, format_pointer
 from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .scan import ToolScan
 from .schema_repairs import ORIGINAL_INPUT_SCHEMA_KEY
-from .schemas import map_schema, tool_subschemas
+from .schemas import repair_tool_schemas, tool_subschemas
 
-SCHEMA_KEYS = ("inputSchema", "outputSchema")
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _DATE_FORMATS = ("date-time", "date", "time")
 #: Type names that are no JSON type, lower-cased, to the JSON type they mean (and a ``format``).
@@ -244,24 +243,9 @@ class _Enums(_Walk):
         return {**node, "enum": [value]}
 
 
-def _walk(tool: JSONObject, make: Any) -> tuple[JSONObject, dict[str, JSON]]:
-    """Run a fresh ``make`` walk over each schema of ``tool``: the new tool and the originals kept."""
-    out, kept = tool, {}
-    for key in SCHEMA_KEYS:
-        schema = tool.get(key)
-        if not isinstance(schema, dict):
-            continue
-        walk = make(f"/{key}")
-        new, _ = map_schema(schema, walk.fix)
-        if walk.kept:
-            out = {**out, key: new}
-            kept.update(walk.kept)
-    return (with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY) if kept else tool), kept
-
-
 def _hook(name: str, make: Any, action: str, reason: str) -> Any:
     def repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
-        out, kept = _walk(tool, make)
+        out, kept = repair_tool_schemas(tool, make)
         if not kept:
             return None
         return out, Rewrite(name, action, tuple(kept), reason)

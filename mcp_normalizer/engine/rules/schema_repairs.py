@@ -37,12 +37,11 @@ from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .declared import ORIGINAL_OUTPUT_SCHEMA_KEY
 from .scan import ToolScan
-from .schemas import map_schema, resolve_local_ref
+from .schemas import SCHEMA_KEYS, map_schema, resolve_local_ref
 
 #: ``_meta`` key keeping an ``inputSchema`` that was not an object.
 ORIGINAL_INPUT_SCHEMA_KEY = META_PREFIX + "original-input-schema"
 
-SCHEMA_KEYS = ("inputSchema", "outputSchema")
 _STRUCTURAL = frozenset({"$defs", "definitions", "$id", "$schema", "$anchor"})
 _ANNOTATIONS = frozenset(
     {"title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"}

@@ -5,12 +5,14 @@ beyond what a rule intends. Edits copy; the input schema is never mutated.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 from ...errors import DecodeError
 from ...types import JSON, JSONObject
 from ...wire.jsoncodec import dumps
 from ...wire.pointer import WILDCARD, Path, format_pointer
+from .base import ORIGINAL_KEYWORDS_KEY, with_original_values
 
 #: Keywords whose presence means null may be rejected by something other than ``type``/``enum``.
 _NULL_SENSITIVE = ("$ref", "$dynamicRef", "anyOf", "oneOf", "allOf", "not", "const", "if")
@@ -392,3 +394,27 @@ def map_schema(root: JSON, fn: SchemaFn, *, max_depth: int = 64) -> tuple[JSON, 
     """
     mapper = _SchemaMapper(fn, max_depth)
     return mapper.visit(root, ()), mapper.touched
+
+
+#: The two schemas of a tool the schema rules walk.
+SCHEMA_KEYS = ("inputSchema", "outputSchema")
+
+
+def repair_tool_schemas(tool: JSONObject, make: Callable[[str], Any]) -> tuple[JSONObject, dict[str, JSON]]:
+    """Run a fresh walk over each schema of ``tool``: ``make(base)`` (``base`` the schema's pointer,
+    ``/inputSchema``) returns an object whose ``fix`` is a :data:`SchemaFn` for
+    :func:`map_schema` and whose ``kept`` maps each pointer it changed to the value it replaced.
+    Returns the new tool, with those originals under ``_meta[ORIGINAL_KEYWORDS_KEY]``
+    (:func:`~mcp_normalizer.engine.rules.base.with_original_values`), and the originals; ``tool``
+    itself when nothing changed."""
+    out, kept = tool, {}
+    for key in SCHEMA_KEYS:
+        schema = tool.get(key)
+        if not isinstance(schema, dict):
+            continue
+        walk = make(f"/{key}")
+        new, _ = map_schema(schema, walk.fix)
+        if walk.kept:
+            out = {**out, key: new}
+            kept.update(walk.kept)
+    return (with_original_values(out, kept, ORIGINAL_KEYWORDS_KEY) if kept else tool), kept
