@@ -466,12 +466,21 @@ def listening(port: int) -> bool:
 @contextmanager
 def running(argv: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[list[str]]:
     """Run ``argv`` until it listens on ``port``; on exit stop it with SIGTERM and fill the list
-    yielded with its stderr lines. Its stderr goes to a file, not a pipe: a chatty process never
-    blocks on a full pipe nobody reads while the test runs."""
+    yielded with its stderr lines (:func:`listening_process`)."""
+    with listening_process(argv, port, {**os.environ, **(env or {})}) as (_, lines):
+        yield lines
+
+
+@contextmanager
+def listening_process(
+    argv: Sequence[str], port: int, env: Mapping[str, str], stop_timeout: float = 20
+) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
+    """Run ``argv`` with exactly ``env`` until it listens on ``port``; yield the process and a list
+    filled with its stderr lines once it has been stopped (SIGTERM, waited for ``stop_timeout`` s).
+    Its stderr goes to a file, not a pipe: a chatty process never blocks on a full pipe nobody reads
+    while the test runs."""
     with tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
-            argv, stderr=err, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=ROOT
-        )
+        process = subprocess.Popen(list(argv), stderr=err, stdout=subprocess.DEVNULL, env=dict(env), cwd=ROOT)
         lines: list[str] = []
         try:
             deadline = time.monotonic() + 20
@@ -481,10 +490,10 @@ def running(argv: list[str], port: int, env: dict[str, str] | None = None) -> It
                     raise AssertionError(err.read().decode(errors="replace"))
                 assert time.monotonic() < deadline, "the proxy did not start listening"
                 time.sleep(0.05)
-            yield lines
+            yield process, lines
         finally:
             process.send_signal(signal.SIGTERM)
-            process.wait(timeout=20)
+            process.wait(timeout=stop_timeout)
             err.seek(0)
             lines.extend(err.read().decode(errors="replace").splitlines())
 

@@ -51,7 +51,7 @@ from mcp_normalizer.ops.lesson_store import LessonStore, upstream_digest
 from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
 from mcp_normalizer.wire.pointer import PointerPattern
 
-from .support import MODERN, case_server, initialize, load_cases, proxy_for, rpc, serve, steps
+from .support import MODERN, case_server, initialize, load_cases, proxy_for, read_body, rpc, serve, steps
 from .test_shared_state import redis_server
 
 CASE_ID = "decocms-const-mismatch"
@@ -373,13 +373,7 @@ def sessionless(case: dict[str, Any]) -> ASGIApp:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = orjson.loads(body)
+        request = orjson.loads(await read_body(receive))
         if "id" not in request:
             await send({"type": "http.response.start", "status": 202, "headers": []})
             await send({"type": "http.response.body", "body": b""})

@@ -6,10 +6,7 @@ are raw sockets that send a request and then never read, and the proxy's memory 
 
 from __future__ import annotations
 
-import signal
 import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -20,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from .support import EXE, HEADERS, ROOT, free_port, listening
+from .support import EXE, HEADERS, free_port, listening_process
 from .test_stdio_wrapper import fixture, plan_with
 
 pytestmark = pytest.mark.wire
@@ -48,22 +45,8 @@ def proxy_process(command: Sequence[str], env: dict[str, str]) -> Iterator[tuple
     """The proxy serving ``command`` as its own process (``MCP_NORMALIZER_*`` ``env``): its MCP
     URL and its pid. Stopped with SIGTERM at the end."""
     port = free_port()
-    with tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
-            [EXE, "--port", str(port), "--", *command], stderr=err, stdout=subprocess.DEVNULL, env=env, cwd=ROOT
-        )
-        try:
-            deadline = time.monotonic() + 20
-            while not listening(port):
-                if process.poll() is not None:
-                    err.seek(0)
-                    raise AssertionError(err.read().decode(errors="replace"))
-                assert time.monotonic() < deadline, "the proxy did not start listening"
-                time.sleep(0.05)
-            yield f"http://127.0.0.1:{port}/mcp", process.pid
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=30)
+    with listening_process([EXE, "--port", str(port), "--", *command], port, env, stop_timeout=30) as (process, _):
+        yield f"http://127.0.0.1:{port}/mcp", process.pid
 
 
 def rss(pid: int) -> int:
