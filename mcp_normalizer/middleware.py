@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -249,10 +250,10 @@ class NormalizerMiddleware:
             client=client,
             private=private,
             own_stream=True,
-            witness=self._witness(headers, info.era, state),
+            witness_of=self._witness_of(headers, info.era, state),
         )
         names = await self._names(scope, info, exchange, body)
-        mismatched = mismatched_calls(exchange, body, info.pending, names, exchange.names())
+        mismatched = mismatched_calls(exchange, body, info.pending, names)
         if mismatched:
             logger.warning(
                 "%d tools/call named a tool or an argument as the listing names it for another client, not for %s:"
@@ -337,7 +338,7 @@ class NormalizerMiddleware:
             state,
             self.scopes.public,
             client=state.client,
-            witness=self._witness(headers, era, state),
+            witness_of=self._witness_of(headers, era, state),
         )
         unknown: set[str] = set()
         fetch_info = None
@@ -458,6 +459,11 @@ class NormalizerMiddleware:
             header(headers, b"cookie"),
         )
 
+    def _witness_of(self, headers: RawHeaders, era: str | None, state: ScopeState) -> Callable[[], str | None] | None:
+        """What makes the request's witness when a result first needs it (:meth:`_witness`);
+        ``None`` while learning is off."""
+        return partial(self._witness, headers, era, state) if self.lessons.enabled else None
+
     def _witness(self, headers: RawHeaders, era: str | None, state: ScopeState) -> str | None:
         """Who the request comes from, as lessons count witnesses (``None`` while learning is off).
         Its session counts only where the upstream assigned it: in an era that has sessions
@@ -491,21 +497,23 @@ class NormalizerMiddleware:
         carries (remembered for its connection and credentials), else what its session named,
         else what its connection or its credentials named before, else what its ``User-Agent``
         names reliably; :data:`UNKNOWN` when none of these names one."""
-        held = self._connection(scope)
         if info.client_info is not None:
             client = profile_for(info.client_info)
             self.clients.remember(self._client_keys(scope), client)
+            held = self._connection(scope)
             if held is not None and client is not UNKNOWN and client.name is not None:
                 held[_CLIENT] = client  # (for as long as the connection lasts)
             return client
         if state.client is not UNKNOWN:
             return state.client
+        held = self._connection(scope)
         found = held.get(_CLIENT) if held is not None else None
         if isinstance(found, ClientProfile):
             return found
-        found = self.clients.recall(self._client_keys(scope))
-        if found is not UNKNOWN:
-            return found
+        if self.clients:  # (no client has named itself yet: nothing to recall)
+            found = self.clients.recall(self._client_keys(scope))
+            if found is not UNKNOWN:
+                return found
         return from_user_agent(header(scope["headers"], b"user-agent"))
 
     def _connection(self, scope: Scope) -> dict[str, object] | None:

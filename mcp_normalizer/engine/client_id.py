@@ -71,6 +71,10 @@ class ClientMemory:
         #: cost nothing, never push a connection out
         self._named: dict[str, ExpiringMap[str, ClientProfile]] = {}
 
+    def __bool__(self) -> bool:
+        """Whether any client named itself yet (else :meth:`recall` finds nothing, whatever the keys)."""
+        return bool(self._named)
+
     def _map(self, key: str) -> ExpiringMap[str, ClientProfile]:
         kind = key.partition("\0")[0]
         found = self._named.get(kind)

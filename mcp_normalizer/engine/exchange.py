@@ -8,7 +8,7 @@ for the exchange (the middleware, the stdio session, ``check``'s replay, the pro
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -51,7 +51,10 @@ class Exchange:
             for a ``GET`` stream, which may carry the answers to any earlier request.
         witness: who the results go to, as lessons count witnesses (keyed digests of the
             credentials, else of the session: :meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness`);
-            ``None``: no witness (what its results teach stays with its scope).
+            ``None``: no witness (what its results teach stays with its scope). Read it with
+            :meth:`witnessed_by`.
+        witness_of: makes :attr:`witness` the first time a result needs it (hashing credentials
+            costs every request that teaches nothing); ``None`` once made, or when given.
     """
 
     pending: Mapping[IdKey, PendingRequest]
@@ -68,6 +71,13 @@ class Exchange:
     listed: JSONObject | None = None
     own_stream: bool = False
     witness: str | None = None
+    witness_of: Callable[[], str | None] | None = None
+
+    def witnessed_by(self) -> str | None:
+        """Who the results go to, as lessons count witnesses (:attr:`witness`, made on first use)."""
+        if self.witness_of is not None:
+            self.witness, self.witness_of = self.witness_of(), None
+        return self.witness
 
     def tool(self, name: str | None) -> ToolEntry | None:
         """The entry of tool ``name`` as this exchange may use it, if known."""

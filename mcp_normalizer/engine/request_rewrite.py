@@ -23,6 +23,7 @@ from .rules import Rewrite
 from .rules.clients import ClientProfile
 from .rules.host_profiles import PROPERTY_KEY
 from .rules.host_schemas import mentions_invented_key
+from .rules.tool_names import invented
 
 if TYPE_CHECKING:
     from .catalog import ToolEntry
@@ -132,6 +133,8 @@ class _Entries(Protocol):
 
     def tool(self, name: str | None) -> ToolEntry | None: ...
 
+    def names(self) -> Mapping[str, str] | None: ...
+
 
 def argument_keys(
     exchange: _Entries, pending: Mapping[IdKey, PendingRequest], names: Mapping[str, str]
@@ -156,16 +159,22 @@ def mismatched_calls(
     body: bytes,
     pending: Mapping[IdKey, PendingRequest],
     names: Mapping[str, str],
-    listed: Mapping[str, str] | None,
 ) -> int:
     """How many of the requests' ``tools/call`` use a name or an argument key advertised to
     another client profile than the calling one's (and so go upstream as they came): a tool
     name of the listing's map as it was made for another client (``listed``) that the caller's
     own map (``names``) lacks, or, from a client that is not a host some argument names were
-    renamed for, an argument key of the shape those names take that the tool's map holds."""
-    calls = [r for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
-    count = sum(1 for r in calls if r.tool not in names and listed is not None and r.tool in listed)
-    if not calls or exchange.client.host_needs(PROPERTY_KEY) or not mentions_invented_key(body):
+    renamed for, an argument key of the shape those names take that the tool's map holds.
+    ``listed`` is read (:meth:`Exchange.names <mcp_normalizer.engine.exchange.Exchange.names>`
+    without a client) only when a call names a tool the caller's map lacks by a name of the shape
+    rule ``tool_names`` invents (every advertised name has it)."""
+    calls = [r.tool for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
+    if not calls:
+        return 0
+    unnamed = [tool for tool in calls if tool not in names and invented(tool)]  # (only those are advertised)
+    listed = exchange.names() if unnamed else None
+    count = 0 if listed is None else sum(1 for tool in unnamed if tool in listed)
+    if exchange.client.host_needs(PROPERTY_KEY) or not mentions_invented_key(body):
         return count
     try:
         decoded = loads(body)

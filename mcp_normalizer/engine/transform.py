@@ -671,7 +671,7 @@ class ResponseTransformer:
         places = ("/structuredContent",) if found.drop_output_schema else tuple(p.text for p in found.relax)
         book = self.normalizer.lessons
         seen = taught_now(tool, definition, found, self._answering, places)
-        lasting = bool(definition) and book.witnessed(seen, exchange.witness)
+        lasting = bool(definition) and book.witnessed(seen, exchange.witnessed_by())
         scoped = exchange.private and exchange.state.learn(tool, found)
         if not lasting and not scoped:
             in_book = book.enabled and bool(definition) and book.get(tool, definition) is not None
@@ -682,7 +682,7 @@ class ResponseTransformer:
                 reason, action = f"not learned: the lesson book is full ({len(book)} lessons)", "left unchanged"
             elif exchange.private:
                 reason, action = "not learned: what this scope learned is at its bound", "left unchanged"
-                if book.enabled and definition and exchange.witness is not None:
+                if book.enabled and definition and exchange.witnessed_by() is not None:
                     reason += f"; {_PENDING}"
             else:
                 reason = "not learned: the scope has no session and no credential, so every client shares it"
@@ -693,7 +693,7 @@ class ResponseTransformer:
         self._announce = self.mode == "sse" and object_only(exchange.era)
         sent = "; sent notifications/tools/list_changed" if self._announce else ""
         where = "every session of this upstream" if lasting else "this scope"
-        pending = not lasting and book.enabled and bool(definition) and exchange.witness is not None
+        pending = not lasting and book.enabled and bool(definition) and exchange.witnessed_by() is not None
         reason = f"the tool's results do not meet its outputSchema; later tools/list of {where} say so"
         if pending:
             reason += f"; {_PENDING}"

@@ -285,8 +285,14 @@ def _may_misplace(scan: ToolScan, ctx: ToolContext) -> bool:
     # `required` arrays are everywhere; a look at the subschemas (no copy) only where one is
     if not scan.has(b'required":['):
         return False
-    if scan.whole is None:
+    whole = scan.whole
+    if whole is None:
         return True
+    try:  # the skeleton decode (in C) fails for an array among properties, and for a few others
+        TOOL_SHAPE.decode(whole)
+        return False
+    except msgspec.DecodeError:
+        pass
     for node in tool_subschemas(scan.tool):
         properties = node.get("properties")
         if isinstance(properties, dict) and isinstance(properties.get("required"), list):
@@ -399,3 +405,15 @@ class _Shape(msgspec.Struct, gc=False):
 
 #: The decoder of :class:`_Shape` (what ``Normalizer._unchanged`` reads a schema's root and keywords with).
 SHAPE = msgspec.json.Decoder(_Shape)
+
+
+class _ToolShape(msgspec.Struct, gc=False):
+    """A tool as :func:`_may_misplace` reads it: its two schemas as :class:`_Shape` skeletons."""
+
+    inputSchema: _Sub | UnsetType = UNSET
+    outputSchema: _Sub | UnsetType = UNSET
+
+
+#: The decoder of :class:`_ToolShape`: it succeeds only for a tool with no array among any
+#: ``properties`` of its schemas (nor any other value :class:`_Shape` refuses).
+TOOL_SHAPE = msgspec.json.Decoder(_ToolShape)
