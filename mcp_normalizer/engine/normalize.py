@@ -42,8 +42,9 @@ from .rules import (
     lone_surrogates,
 )
 from .rules.base import Response, ResponseContext, ToolGate
-from .rules.clients import UNKNOWN, ClientProfile
+from .rules.clients import UNKNOWN, ClientProfile, with_model_api
 from .rules.declared import unconstrained
+from .rules.gemini_schemas import enum_arguments
 from .rules.host_schemas import host_argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
@@ -236,6 +237,7 @@ class Normalizer:
         self._plans: dict[str | None, tuple[tuple[str, Hook, Mode] | None, ...]] = {}
         self._tool_plans: dict[str | None, tuple[_ToolStep, ...]] = {}
         self._contexts: dict[tuple[str | None, int], tuple[ClientProfile, ToolContext]] = {}
+        self._tool_clients: dict[tuple[bytes, str | None, str | None, str], ClientProfile] = {}
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
         # Keys are bytes, values untracked Structs: a 50,000-tool list adds nothing the cyclic
@@ -257,20 +259,23 @@ class Normalizer:
         """The shared entry of an advertised tool (one per distinct content, nullable places and
         definition as the server listed it); ``text``: the tool's fingerprint, when at hand."""
         arguments = host_argument_map(tool)
+        enums = enum_arguments(tool)
         try:
             text = text if text is not None else fingerprint(tool)
         except DecodeError:
-            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
+            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments, enums=enums)
         try:
             # compact JSON holds no raw line break: the key is unambiguous; its first byte, 0xff,
             # tells it from the keys of the tools listed as they came (JSON texts: :meth:`_unchanged`)
             key = b"\xff" + text + b"\n" + dumps([place.text for place in places]) if places else b"\xff" + text
         except DecodeError:
-            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
+            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments, enums=enums)
         key += b"\n" + definition.encode()
         found = self._entries.get(key)
         if found is None:
-            found = build_entry(tool, places, self.compiler, size=len(text), definition=definition, arguments=arguments)
+            found = build_entry(
+                tool, places, self.compiler, size=len(text), definition=definition, arguments=arguments, enums=enums
+            )
             self._entries[key] = found
         return found
 
@@ -332,6 +337,8 @@ class Normalizer:
         try:
             nullable_on = self.config.mode("nullable", name) is not Mode.OFF
             declared = self.config.tool(name)
+            if declared.model_api:  # the tool's model API family, over the client's
+                client = self._tool_client(client, declared.model_api)
             configured, relax, drop = declared.nullable, declared.relax, declared.drop_output_schema
             declared_by = "declared in config"
             applied = self.interventions.for_tool(tool)
@@ -631,6 +638,17 @@ class Normalizer:
         outcome.result = track.real
         outcome.changed = track.real is not result
         return outcome
+
+    def _tool_client(self, client: ClientProfile, family: str) -> ClientProfile:
+        """``client`` sending a tool to model API ``family`` (``[tools."NAME"] model_api``), one
+        profile per client and family (bounded as the contexts are)."""
+        key = (client.key, client.name, client.version, family)
+        found = self._tool_clients.get(key)
+        if found is None:
+            if len(self._tool_clients) >= _MAX_CONTEXTS:
+                self._tool_clients.clear()
+            found = self._tool_clients[key] = with_model_api(client, family)
+        return found
 
     def _plain_context(self, era: str | None, client: ClientProfile) -> ToolContext:
         """The context of a tool nothing is declared or learned for (one per era and client)."""
