@@ -53,7 +53,7 @@ FORECAST: dict[str, Any] = {
             "days": {"type": "integer", "enum": [1, 2, 7], "description": "days ahead"},
             "metric": {"type": "boolean", "enum": [True, False]},
             "step": {"type": "number", "enum": [1.5, 1e-7, 12.5]},
-            "levels": {"type": "array", "items": {"type": "integer", "enum": [10, 20, 12345678901234567890123]}},
+            "levels": {"type": "array", "items": {"type": "integer", "enum": [10, 20, -40]}},
             "unit": {
                 "anyOf": [
                     {"const": "celsius"},
@@ -85,9 +85,11 @@ SPELLED = {"days": b"2", "metric": b"true", "step": b"1e-7"}
 class Recorder:
     """An ASGI wrapper around the scripted upstream that keeps each POST body as it came."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, respell: dict[bytes, bytes] | None = None) -> None:
         self.app = app
         self.bodies: list[bytes] = []
+        #: texts replaced in each response (same lengths): how another server spells its numbers
+        self.respell = respell or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -110,7 +112,15 @@ class Recorder:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        async def respelled(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                for old, new in self.respell.items():
+                    body = body.replace(old, new)
+                message = {**message, "body": body}
+            await send(message)
+
+        await self.app(scope, replay, respelled if self.respell else send)
 
     def calls(self) -> list[dict[str, Any]]:
         """The ``tools/call`` bodies received, each with its raw ``arguments`` text."""
@@ -127,8 +137,9 @@ async def _answer(call: ToolCall) -> dict[str, Any]:
 
 
 @contextmanager
-def upstream() -> Iterator[tuple[str, Recorder]]:
-    recorder = Recorder(ScriptedServer([ToolSpec(FORECAST, _answer), ToolSpec(PLAIN, _answer)], response_mode="json"))
+def upstream(respell: dict[bytes, bytes] | None = None) -> Iterator[tuple[str, Recorder]]:
+    server = ScriptedServer([ToolSpec(FORECAST, _answer), ToolSpec(PLAIN, _answer)], response_mode="json")
+    recorder = Recorder(server, respell)
     with serve(recorder) as url:
         yield url + "/mcp", recorder
 
@@ -181,7 +192,7 @@ CALLS: list[dict[str, Any]] = [
         "name": "forecast.query",
         "arguments": {"days": "2", "metric": "true", "step": "1e-7", "levels": ["20", "30"], "note": "7"},
     },
-    {"name": "forecast.query", "arguments": {"days": "3", "step": "1.5", "levels": ["12345678901234567890123"]}},
+    {"name": "forecast.query", "arguments": {"days": "3", "step": "1.5", "levels": ["-40"]}},
     {"name": "echo", "arguments": {"text": "2"}},
 ]
 
@@ -200,7 +211,7 @@ def assert_repaired(tool: dict[str, Any]) -> None:
         "description": "days ahead (integer, written as a string)",
     }
     assert schema["properties"]["step"]["enum"] == ["1.5", "1e-7", "12.5"]
-    assert schema["properties"]["levels"]["items"]["enum"] == ["10", "20", "12345678901234567890123"]
+    assert schema["properties"]["levels"]["items"]["enum"] == ["10", "20", "-40"]
     assert kept["/inputSchema/properties/days"] == FORECAST["inputSchema"]["properties"]["days"]
     assert kept["/inputSchema/properties/metric"]["enum"] == [True, False]
     assert schema["properties"]["unit"]["anyOf"][:2] == [{"enum": ["celsius"]}, {"enum": ["fahrenheit"]}]
@@ -210,7 +221,7 @@ def assert_repaired(tool: dict[str, Any]) -> None:
     assert items["required"] == ["id"] and "r\u00e9gion" in items["description"]
     assert kept["/inputSchema/properties/stations/items"]["required"] == ["id", "r\u00e9gion"]
     assert schema["properties"]["note"] == {"type": ["string", "null"]}  # (Gemini CLI handles it itself)
-    assert tool["_meta"][ENUM_ARGUMENTS_KEY]["/days"] == [1, 2, 7]
+    assert tool["_meta"][ENUM_ARGUMENTS_KEY]["/days"] == ["1", "2", "7"]
 
 
 def assert_round_trip(recorder: Recorder, texts: list[str]) -> None:
@@ -230,7 +241,7 @@ def assert_round_trip(recorder: Recorder, texts: list[str]) -> None:
     assert second["message"]["params"]["arguments"] == {
         "days": "3",  # not a value of the enum
         "step": 1.5,
-        "levels": [12345678901234567890123],  # a big integer, exact
+        "levels": [-40],
     }
     assert plain["message"]["params"]["arguments"] == {"text": "2"}
     assert json.loads(texts[0])["step"] == 1e-7
@@ -244,6 +255,37 @@ async def test_gemini_cli_gets_every_key_repaired_and_its_strings_reach_the_upst
     assert_repaired(got["tools"]["forecast.query"])
     assert got["tools"]["echo"] == PLAIN  # nothing to repair: as listed
     assert_round_trip(recorder, got["calls"])
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_number_reaches_the_upstream_spelled_as_the_servers_enum_spells_it() -> None:
+    """A server that writes ``1E-7`` (the scripted one writes ``1e-7``): the client is offered
+    ``"1E-7"``, and the upstream receives ``1E-7``; ``"1e-7"``, no string of the listing, goes as sent."""
+    calls = [
+        {"name": "forecast.query", "arguments": {"days": "7", "step": "1E-7"}},
+        {"name": "forecast.query", "arguments": {"days": "7", "step": "1e-7"}},
+    ]
+    with upstream({b"1e-7": b"1E-7"}) as (url, recorder), proxy_for(url) as px:
+        got = await session(px + "/mcp", GEMINI, calls)
+    step = got["tools"]["forecast.query"]["inputSchema"]["properties"]["step"]
+    assert step["enum"] == ["1.5", "1E-7", "12.5"]
+    assert got["tools"]["forecast.query"]["_meta"][ENUM_ARGUMENTS_KEY]["/step"] == ["1.5", "1E-7", "12.5"]
+    spelled, unlisted = recorder.calls()[-2:]
+    assert b'"step":1E-7' in spelled["raw"] and spelled["message"]["params"]["arguments"]["step"] == 1e-7
+    assert unlisted["message"]["params"]["arguments"] == {"days": 7, "step": "1e-7"}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_big_integer_enum_reaches_the_upstream_exact() -> None:
+    big = {"name": "ledger.pick", "inputSchema": {"type": "object", "properties": {"id": {"enum": [-1, 2**80 + 7]}}}}
+    recorder = Recorder(ScriptedServer([ToolSpec(big, _answer)], response_mode="sse"))
+    with serve(recorder) as url, proxy_for(url + "/mcp") as px:
+        got = await session(px + "/mcp", GEMINI, [{"name": "ledger.pick", "arguments": {"id": str(2**80 + 7)}}])
+    assert got["tools"]["ledger.pick"]["inputSchema"]["properties"]["id"]["enum"] == ["-1", str(2**80 + 7)]
+    (call,) = recorder.calls()
+    assert call["message"]["params"]["arguments"] == {"id": 2**80 + 7}
 
 
 @pytest.mark.wire
@@ -359,7 +401,7 @@ def test_spelling_and_converting_back_keep_every_other_byte() -> None:
         "-0.25",
         "12345678901234567890123",
     ]
-    places = {"/n": (1, 2), "/rows/*/on": (True,), "/caf\u00e9": (1e-7,)}
+    places = {"/n": ("1", "2"), "/rows/*/on": ("true",), "/caf\u00e9": ("1e-7",), "/x": ("not json",)}
     body = '{"n" : "2", "rows": [{"on": "true"}, {"on": "yes"}], "caf\u00e9": "1e-7", "x": "2"}'.encode()
     assert convert_arguments(body, places) == (
         '{"n":2,"rows":[{"on":true},{"on": "yes"}],"caf\u00e9":1e-7,"x":"2"}'.encode()  # the rest as written

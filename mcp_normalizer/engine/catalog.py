@@ -76,7 +76,8 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
             (a tool listed without the rules: the digest costs a decode, and is rarely asked for).
         enums: for a tool listed with its numeric or boolean ``enum`` values as strings (rule
             ``gemini_schemas``), the places of its arguments that hold one (JSON pointers, ``*`` an
-            item) -> the values (:func:`~mcp_normalizer.engine.rules.gemini_schemas.enum_arguments`);
+            item) -> the strings standing for numbers or booleans, each that value's JSON text
+            (:func:`~mcp_normalizer.engine.rules.gemini_schemas.enum_arguments`);
             ``None`` for any other.
     """
 
@@ -93,7 +94,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     arguments: dict[str, str] | None = None
     listed: bytes | None = None
     keys_read: bool = True
-    enums: dict[str, tuple[JSON, ...]] | None = None
+    enums: dict[str, tuple[str, ...]] | None = None
 
     def digest(self) -> str:
         """:attr:`definition`, made from :attr:`listed` the first time it is asked for."""
@@ -158,7 +159,7 @@ def build_entry(
     size: int = 0,
     definition: str = "",
     arguments: dict[str, str] | None = None,
-    enums: dict[str, tuple[JSON, ...]] | None = None,
+    enums: dict[str, tuple[str, ...]] | None = None,
 ) -> ToolEntry:
     """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
     ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed,

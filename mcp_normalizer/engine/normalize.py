@@ -10,6 +10,7 @@ that cannot be made conforming is left as it is, and the reason is logged).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable
@@ -45,6 +46,7 @@ from .rules.base import Response, ResponseContext, ToolGate
 from .rules.clients import UNKNOWN, ClientProfile, with_model_api
 from .rules.declared import unconstrained
 from .rules.gemini_schemas import enum_arguments
+from .rules.host_faults import ENUM_NON_STRING
 from .rules.host_schemas import host_argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
@@ -325,8 +327,11 @@ class Normalizer:
         era: str | None,
         client: ClientProfile = UNKNOWN,
         learned: LearnedTools = NOTHING_LEARNED,
+        text: bytes | None = None,
     ) -> Listing:
-        """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``).
+        """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``;
+        ``text``: its JSON text as listed, when at hand, for the rules that read how its values
+        were written).
 
         A tool whose schemas are too deep or strange to work on passes untouched, learned as
         unvalidatable, with a ``fault`` record; the rest of the list is normalized as usual.
@@ -376,6 +381,8 @@ class Normalizer:
                 )
             else:
                 context = self._plain_context(era, client)
+            if text is not None and client.host_needs(ENUM_NON_STRING):  # its enums' spelling (gemini_schemas)
+                context = dataclasses.replace(context, listed=text)
             for hook, gate, mode in self._tool_plan(name):
                 if gate is not None and not gate(scan, context):
                     continue  # the rule cannot change this tool
@@ -421,7 +428,7 @@ class Normalizer:
             self._listed[key] = found
             return found
         tool = loads(text)
-        listing = self.list_tool(tool, index, era, client, learned)
+        listing = self.list_tool(tool, index, era, client, learned, bytes(text))
         new = spliced(listing.tool, tool, text) if listing.tool is not tool else None
         found = ListedTool(new, listing.records, listing.entry)
         if not listing.fault:

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import DecodeError
-from ..types import JSON
 from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
 from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, id_key, read_batch
 from .rules import Rewrite
@@ -47,7 +46,7 @@ def rename_calls(
     pending: Mapping[IdKey, PendingRequest],
     names: Mapping[str, str],
     keys: Mapping[str, Mapping[str, str]] | None = None,
-    enums: Mapping[str, Mapping[str, tuple[JSON, ...]]] | None = None,
+    enums: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
 ) -> tuple[bytes, dict[IdKey, PendingRequest], list[IdKey]] | None:
     """``body`` with each ``tools/call`` for an advertised name sent under its original name, and
     its argument names advertised under others (for a host that refuses the tool's own) sent under
@@ -105,7 +104,7 @@ def _renamed(
     names: Mapping[str, str],
     keys: Mapping[str, Mapping[str, str]],
     renamed: list[IdKey],
-    enums: Mapping[str, Mapping[str, tuple[JSON, ...]]],
+    enums: Mapping[str, Mapping[str, tuple[str, ...]]],
 ) -> bytes | None:
     if memoryview(message)[:1].tobytes() != b"{":
         return None
@@ -176,14 +175,14 @@ def enum_places(
     pending: Mapping[IdKey, PendingRequest],
     names: Mapping[str, str],
     family_of: Callable[[str], str] | None = None,
-) -> dict[str, Mapping[str, tuple[JSON, ...]]]:
+) -> dict[str, Mapping[str, tuple[str, ...]]]:
     """The enum places of the tools the requests call (:attr:`~mcp_normalizer.engine.catalog.ToolEntry.enums`),
     by upstream name, for the calls whose client was shown them as strings: a client whose model
     API refuses a non-string ``enum`` (rule ``gemini_schemas``), or any client of a tool whose
     ``family_of(name)`` (its ``[tools."NAME"] model_api``) does; empty for any other (the usual
     case, decided before a catalog lookup)."""
     client = exchange.client
-    found: dict[str, Mapping[str, tuple[JSON, ...]]] = {}
+    found: dict[str, Mapping[str, tuple[str, ...]]] = {}
     for request in pending.values():
         if request.method != TOOLS_CALL or request.tool is None:
             continue

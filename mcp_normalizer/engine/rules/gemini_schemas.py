@@ -22,10 +22,12 @@ Each key is one of :mod:`~.host_faults`, whose oracle judges the output:
   ``properties`` are dropped from it and written into its ``description`` ("also required: ...").
 - ``enum_non_string``: an ``enum`` of numbers and booleans at an argument's place (the root's
   ``properties``, their ``properties`` and ``items``, at any depth) becomes the same values as
-  strings, each spelled as JSON writes it (``2``, ``true``, ``1.5``, ``1e-7``), with ``type:
+  strings, each spelled as the server's listing wrote it (``2``, ``true``, ``1.50``, ``1e-7``; as
+  :func:`spell` writes it where the listing's text is not at hand), with ``type:
   "string"`` and the original type in the ``description``. The model then sends the string; a
   ``tools/call`` from such a client has each string argument at such a place that spells one of
-  the values sent upstream as that value (the string's own text, a JSON number or boolean:
+  the values sent upstream as that value (the string's own text, a JSON number or boolean, spelled
+  as the server's listing spelled it, ``1.50`` stays ``1.50``:
   :func:`convert_arguments`, run by :mod:`mcp_normalizer.engine.request_rewrite`); any other
   value passes as it came. This repair changes the form of the arguments, so it runs only where
   the family is known to be ``gemini``. The places and values are kept in the tool's
@@ -105,16 +107,48 @@ def _described(node: JSONObject, note: str) -> str:
     return f"{description} ({note})" if isinstance(description, str) and description else note[:1].upper() + note[1:]
 
 
+def _listed_enum(listed: bytes | None, path: Path) -> list[bytes] | None:
+    """The texts of the ``enum`` values of the ``inputSchema`` node at ``path`` as ``listed`` (the
+    tool's JSON text) writes them, or ``None`` when the text has no such node."""
+    if listed is None:
+        return None
+    try:
+        node: bytes = bytes(split_object(listed)["inputSchema"])
+        for step in path:
+            node = bytes(split_object(node)[step] if isinstance(step, str) else split_array(node)[step])
+        return [bytes(item) for item in split_array(split_object(node)["enum"])]
+    except (DecodeError, KeyError, IndexError):
+        return None
+
+
+def _spellings(values: list[JSON], texts: list[bytes] | None) -> list[str]:
+    """Each of ``values`` as a string: a string as it is; a number or boolean as the listed text
+    wrote it, when that text is the value (``1.50``, ``1E-7``), else as :func:`spell` writes it."""
+    out: list[str] = []
+    for index, value in enumerate(values):
+        if isinstance(value, str):
+            out.append(value)
+            continue
+        text = texts[index] if texts is not None and len(texts) == len(values) else None
+        try:
+            same = text is not None and type(loads(text)) is type(value) and loads(text) == value
+        except DecodeError:
+            same = False
+        out.append(text.decode("ascii") if same and text is not None and text.isascii() else spell(value))
+    return out
+
+
 class _Walk:
     """One tool's walk: the repairs its client needs, what each replaced, the enum places."""
 
-    __slots__ = ("enums", "kept", "needs", "original", "touched")
+    __slots__ = ("enums", "kept", "listed", "needs", "original", "touched")
 
-    def __init__(self, original: JSON, needs: frozenset[str]) -> None:
+    def __init__(self, original: JSON, needs: frozenset[str], listed: bytes | None = None) -> None:
         self.original = original
         self.needs = needs
+        self.listed = listed
         self.kept: dict[str, JSON] = {}
-        self.enums: dict[str, list[JSON]] = {}
+        self.enums: dict[str, list[str]] = {}
         self.touched: list[str] = []
 
     def _original_at(self, path: Path) -> JSON:
@@ -159,7 +193,7 @@ class _Walk:
         place = _argument_place(path)
         if place is None:
             return node
-        strings = [v if isinstance(v, str) else spell(v) for v in values]
+        strings = _spellings(values, _listed_enum(self.listed, path))
         if len(set(strings)) != len(strings):
             return node  # two values one spelling ("1" and 1): no way back
         kinds = sorted({_kind(v) for v in values if not isinstance(v, str)})
@@ -173,7 +207,9 @@ class _Walk:
         if "default" in node and not isinstance(default, str) and default in values:
             out["default"] = strings[values.index(default)]
         out["description"] = _described(node, f"{' or '.join(kinds)}, written as a string")
-        self.enums[format_pointer(place)] = [v for v in values if not isinstance(v, str)]
+        self.enums[format_pointer(place)] = [
+            text for text, v in zip(strings, values, strict=True) if not isinstance(v, str)
+        ]
         return out
 
 
@@ -233,7 +269,7 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
     schema = tool.get("inputSchema")
     if not needs or not isinstance(schema, dict):
         return None
-    walk = _Walk(schema, needs)
+    walk = _Walk(schema, needs, ctx.listed)
     new, _ = map_schema(schema, walk.fix)
     if new is schema:
         return None
@@ -259,37 +295,52 @@ def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
     )
 
 
-def enum_arguments(tool: JSONObject) -> dict[str, tuple[JSON, ...]] | None:
+def enum_arguments(tool: JSONObject) -> dict[str, tuple[str, ...]] | None:
     """The enum places this rule left in an advertised tool's ``_meta`` (argument pointer -> the
-    original values), ``None`` when it left none."""
+    strings that stand for a number or a boolean, each that value's JSON text), ``None`` when it
+    left none."""
     meta = tool.get("_meta")
     found = meta.get(ENUM_ARGUMENTS_KEY) if isinstance(meta, dict) else None
     if not isinstance(found, dict) or not found:
         return None
-    return {place: tuple(values) for place, values in found.items() if isinstance(values, list)} or None
+    places = {
+        place: tuple(text for text in texts if isinstance(text, str))
+        for place, texts in found.items()
+        if isinstance(texts, list)
+    }
+    return places or None
 
 
 def _segments(pointer: str) -> list[str]:
     return [s.replace("~1", "/").replace("~0", "~") for s in pointer.split("/")[1:]]
 
 
-def convert_arguments(arguments: bytes | Raw, enums: Mapping[str, tuple[JSON, ...]]) -> bytes | None:
+def convert_arguments(arguments: bytes | Raw, enums: Mapping[str, tuple[str, ...]]) -> bytes | None:
     """``arguments`` (a ``tools/call``'s arguments object, as sent) with each string at an enum
-    place of ``enums`` (:func:`enum_arguments`) that spells one of its values written as that value
-    (the string's text: a JSON number or boolean), every other byte as it came; ``None`` when none
-    is converted.
+    place of ``enums`` (:func:`enum_arguments`) that is one of its texts written as that text (a
+    JSON number or boolean, as the server's enum wrote it), every other byte as it came; ``None``
+    when none is converted.
 
     Raises:
         DecodeError: ``arguments`` is not a JSON object.
     """
     text = bytes(arguments)
     changed = False
-    for pointer, values in enums.items():
-        spellings = {spell(value) for value in values}
+    for pointer, texts in enums.items():
+        spellings = {spelled for spelled in texts if _is_json_scalar(spelled)}
         new = _convert(text, _segments(pointer), spellings)
         if new is not None:
             text, changed = new, True
     return text if changed else None
+
+
+def _is_json_scalar(text: str) -> bool:
+    """Whether ``text`` is the JSON text of a number or a boolean (what may be written unquoted)."""
+    try:
+        value = loads(text)
+    except DecodeError:
+        return False
+    return isinstance(value, int | float) and text.strip() == text
 
 
 def _convert(text: bytes, segments: list[str], spellings: set[str]) -> bytes | None:
