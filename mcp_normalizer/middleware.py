@@ -321,7 +321,9 @@ class NormalizerMiddleware:
             wanted |= {tool for tool, entry in entries.items() if entry is None or not entry.keys_read}
         if exchange.client.host_needs(ENUM_NON_STRING):  # a call's enum strings need the tool's entry
             mapped = names or {}
-            wanted |= {tool for tool in calls if exchange.tool(mapped.get(tool, tool)) is None}
+            entries = {tool: exchange.tool(mapped.get(tool, tool)) for tool in calls}
+            # no entry, or one listed to another client without the rules (its enums not read)
+            wanted |= {tool for tool, entry in entries.items() if entry is None or not entry.keys_read}
         if not wanted or not self.config.fetch_tools_list:
             return names or {}
         await self.fetcher.fetch_for(scope, info, exchange, wanted, anyio.Event(), read_keys=True)

@@ -29,7 +29,7 @@ import pytest
 from mcp_normalizer.config import NormalizerConfig, Settings, rule_config
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
 from mcp_normalizer.engine.rules.clients import profile_for, resolve_model_api
-from mcp_normalizer.engine.rules.gemini_schemas import ENUM_ARGUMENTS_KEY, convert_arguments, spell
+from mcp_normalizer.engine.rules.gemini_schemas import ENUM_ARGUMENTS_KEY, convert_arguments, enum_arguments, spell
 from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, ENUM_NON_STRING, GEMINI_CONSTRAINTS
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.types import Receive, Scope, Send
@@ -407,3 +407,11 @@ def test_spelling_and_converting_back_keep_every_other_byte() -> None:
         '{"n":2,"rows":[{"on":true},{"on": "yes"}],"caf\u00e9":1e-7,"x":"2"}'.encode()  # the rest as written
     )
     assert convert_arguments(b'{"n": 2}', places) is None
+    # a tool listed to another client: the places this rule would give its own enums
+    assert enum_arguments(FORECAST) == {
+        "/days": ("1", "2", "7"),
+        "/metric": ("true", "false"),
+        "/step": ("1.5", "1e-7", "12.5"),
+        "/levels/*": ("10", "20", "-40"),
+    }
+    assert enum_arguments(PLAIN) is None

@@ -296,19 +296,47 @@ def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
 
 
 def enum_arguments(tool: JSONObject) -> dict[str, tuple[str, ...]] | None:
-    """The enum places this rule left in an advertised tool's ``_meta`` (argument pointer -> the
-    strings that stand for a number or a boolean, each that value's JSON text), ``None`` when it
-    left none."""
+    """The enum places of an advertised tool (argument pointer -> the strings that stand for a
+    number or a boolean, each that value's JSON text): those this rule left in its ``_meta``
+    (listed to a client whose family is ``gemini``), else those it would give the tool's own
+    ``inputSchema`` (listed to another client: its enums are the server's), spelled as
+    :func:`spell` writes them; ``None`` when there are none. A call from a ``gemini`` client is
+    converted by them, whichever client listed the tool last."""
     meta = tool.get("_meta")
     found = meta.get(ENUM_ARGUMENTS_KEY) if isinstance(meta, dict) else None
-    if not isinstance(found, dict) or not found:
-        return None
-    places = {
-        place: tuple(text for text in texts if isinstance(text, str))
-        for place, texts in found.items()
-        if isinstance(texts, list)
-    }
-    return places or None
+    if isinstance(found, dict) and found:
+        places = {
+            place: tuple(text for text in texts if isinstance(text, str))
+            for place, texts in found.items()
+            if isinstance(texts, list)
+        }
+        return places or None
+    schema = tool.get("inputSchema")
+    derived: dict[str, tuple[str, ...]] = {}
+    if isinstance(schema, dict):
+        _own_enums(schema, (), derived, 0)
+    return derived or None
+
+
+def _own_enums(node: JSONObject, place: tuple[str, ...], out: dict[str, tuple[str, ...]], depth: int) -> None:
+    """The enum places of a schema's argument places under ``node`` (at ``place``), into ``out``."""
+    if depth > 64:
+        return
+    values = node.get("enum")
+    if place and isinstance(values, list) and any(not isinstance(v, str) for v in values):
+        if all(isinstance(v, str | int | float) for v in values):
+            strings = [v if isinstance(v, str) else spell(v) for v in values]
+            if len(set(strings)) == len(strings):
+                texts = tuple(text for text, v in zip(strings, values, strict=True) if not isinstance(v, str))
+                out[format_pointer(place)] = texts
+    members = node.get("properties")
+    if isinstance(members, dict):
+        for name, member in members.items():
+            if isinstance(member, dict) and name != _ITEM:
+                _own_enums(member, (*place, name), out, depth + 1)
+    items = node.get("items")
+    if place and isinstance(items, dict):
+        _own_enums(items, (*place, _ITEM), out, depth + 1)
 
 
 def _segments(pointer: str) -> list[str]:
