@@ -10,6 +10,10 @@ Everything is validated when loaded, so a bad value stops the process before it 
     max_validate_bytes = 4194304 # larger tools/call results pass on unread (logged)
     fetch_tools_list = true      # fetch tools/list when a call names an unknown tool
     fetch_timeout = 10.0         # seconds
+    model_api = ""               # the model API family of clients whose host does not say
+
+    [clients."cursor-vscode"]    # per clientInfo.name
+    model_api = "gemini"
 
     [rules]                      # per rule: "on" | "off" | "report"
     text_mirror = "on"
@@ -19,6 +23,7 @@ Everything is validated when loaded, so a bad value stops the process before it 
     relax = ["/raw/object"]            # places whose values may be anything
     drop_output_schema = false         # advertise the tool without its outputSchema
     rules = { text_mirror = "off" }    # per-tool rule modes
+    model_api = "gemini"               # the model API family this tool goes to, for every client
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from urllib.parse import urlsplit
 
 from .engine.rules import RULES_BY_NAME, Mode, RuleSettings
 from .engine.rules.base import is_meta_key
+from .engine.rules.clients import ClientProfile, resolve_model_api
+from .engine.rules.host_profiles import MODEL_APIS
 from .errors import ConfigError
 from .keys import KEY, Key, documented, from_env, only, pointers, read, setting, spec
 from .wire.forwarded import parse_networks
@@ -89,12 +96,26 @@ class ToolConfig:
         relax: places whose values may be anything (the advertised schema says nothing there).
         drop_output_schema: advertise the tool without its ``outputSchema``.
         rules: rule modes for this tool, overriding the global ones.
+        model_api: the model API family this tool goes to, whichever client lists it (over the
+            client's and its host's; ``""``: theirs).
     """
 
     nullable: tuple[PointerPattern, ...] = ()
     relax: tuple[PointerPattern, ...] = ()
     drop_output_schema: bool = False
     rules: Mapping[str, Mode] = field(default_factory=dict)
+    model_api: str = ""
+
+
+def model_api_family(value: object, where: str) -> str:
+    """``value`` as a ``model_api`` setting: ``""`` (none) or a family of ``hosts.toml``.
+
+    Raises:
+        ConfigError: another value.
+    """
+    if isinstance(value, str) and (value == "" or value in MODEL_APIS):
+        return value
+    raise ConfigError(f"{where} model_api must be one of {', '.join(MODEL_APIS)} (or empty), not {value!r}")
 
 
 @documented
@@ -360,6 +381,8 @@ class NormalizerConfig:
     Attributes:
         rules: global rule modes by rule name (rules not named run in their default mode).
         tools: per-tool declarations by tool name.
+        clients: the model API family named per client, by ``clientInfo.name`` (``[clients."NAME"]
+            model_api``): over the host's own and over ``model_api``.
         settings: knobs the rules read (problem key, mirror size).
         proxy: how the standalone proxy serves (``[proxy]``).
     """
@@ -392,6 +415,25 @@ class NormalizerConfig:
     )
     max_pending: int = setting(1_000, "unanswered ``tools/call`` requests remembered per legacy session (resumption).")
     pending_ttl: float = setting(600.0, "seconds such a request is remembered.")
+    model_api: str = setting(
+        "",
+        "the model API family (``anthropic``, ``openai``, ``openai-strict``, ``gemini``) of the clients whose "
+        "host does not name one (a host that lets the user pick the model, an unknown client): they get that "
+        "family's repairs, as its hosts do. Empty: none (only the repairs every client gets). "
+        '``[clients."NAME"]`` and ``[tools."NAME"]`` name one per client and per tool.',
+    )
+    #: Per-client settings by ``clientInfo.name`` (``[clients."NAME"]``): ``model_api``.
+    clients: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        model_api_family(self.model_api, "[normalizer]")
+
+    def for_client(self, profile: ClientProfile) -> ClientProfile:
+        """``profile`` with the model API family the settings give it
+        (:func:`~mcp_normalizer.engine.rules.clients.resolve_model_api`)."""
+        if not self.model_api and not self.clients:
+            return profile
+        return resolve_model_api(profile, self.model_api, self.clients)
 
     def with_proxy(self, changes: Mapping[str, Any], where: str = "command line:") -> NormalizerConfig:
         """This config with ``[proxy]`` keys changed (the environment over the file, flags over both),
@@ -432,7 +474,7 @@ class NormalizerConfig:
         Raises:
             ConfigError: unknown section, key or rule, bad mode, bad pointer, bad ``_meta`` key.
         """
-        only(data, {"normalizer", "rules", "tools", "proxy"}, source)
+        only(data, {"normalizer", "rules", "tools", "proxy", "clients"}, source)
         values = read(_table(data, "normalizer", source), _NORMALIZER_KEYS, f"{source} [normalizer]")
         problem_key = _meta_key(
             values.pop("problem_meta_key", _DEFAULTS.problem_meta_key), f"{source}: [normalizer] problem_meta_key"
@@ -443,7 +485,7 @@ class NormalizerConfig:
             where = f"{source} [tools.{name!r}]"
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{where} must be a table")
-            only(table, {"nullable", "relax", "drop_output_schema", "rules"}, where)
+            only(table, {"nullable", "relax", "drop_output_schema", "rules", "model_api"}, where)
             drop = table.get("drop_output_schema", False)
             if not isinstance(drop, bool):
                 raise ConfigError(f"{where} drop_output_schema must be true or false")
@@ -452,10 +494,21 @@ class NormalizerConfig:
                 relax=pointers(table, "relax", where),
                 drop_output_schema=drop,
                 rules=_modes(table.get("rules", {}), f"{where} rules"),
+                model_api=model_api_family(table.get("model_api", ""), where),
             )
+        clients: dict[str, str] = {}
+        for name, table in _table(data, "clients", source).items():
+            where = f"{source} [clients.{name!r}]"
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{where} must be a table")
+            only(table, {"model_api"}, where)
+            family = model_api_family(table.get("model_api", ""), where)
+            if family:
+                clients[str(name)] = family
         return cls(
             rules=_modes(_table(data, "rules", source), f"{source} [rules]"),
             tools=tools,
+            clients=clients,
             settings=RuleSettings(problem_meta_key=problem_key, mirror_max_bytes=mirror),
             proxy=ProxyConfig.from_mapping(_table(data, "proxy", source), f"{source} [proxy]"),
             **values,

@@ -31,9 +31,10 @@ from .engine.client_id import ClientMemory, connection_key, credentials_key, fro
 from .engine.exchange import Exchange
 from .engine.lessons import LessonBook
 from .engine.normalize import Normalizer, Record
-from .engine.request_rewrite import REWRITE, argument_keys, mismatched_calls, rename_calls
+from .engine.request_rewrite import REWRITE, argument_keys, enum_places, mismatched_calls, rename_calls
 from .engine.rules.base import Mode
 from .engine.rules.clients import UNKNOWN, ClientProfile, profile_for
+from .engine.rules.host_faults import ENUM_NON_STRING
 from .engine.rules.host_profiles import PROPERTY_KEY
 from .engine.rules.host_schemas import mentions_invented_key
 from .engine.rules.learned import RULE as LEARN_RULE
@@ -239,6 +240,7 @@ class NormalizerMiddleware:
         client = self._identify(scope, info, state)
         if info.initializes and client is not UNKNOWN:
             send = self._naming_session(scope, client, send)
+        client = self.config.for_client(client)  # the model API family the settings name for it
         private = any(header(headers, name) is not None for name in (b"mcp-session-id", b"authorization", b"cookie"))
         exchange = Exchange(
             info.pending,
@@ -262,7 +264,9 @@ class NormalizerMiddleware:
                 client.label,
                 key,
             )
-        renamed = rename_calls(body, info.pending, names, argument_keys(exchange, info.pending, names))
+        keys = argument_keys(exchange, info.pending, names)
+        enums = enum_places(exchange, info.pending, names, self._tool_family)
+        renamed = rename_calls(body, info.pending, names, keys, enums)
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, exchange.pending, calls = renamed
             replayed = replay(body, complete, receive)
@@ -293,6 +297,10 @@ class NormalizerMiddleware:
                 scope, replay(body, complete, receive), trace.send(send), exchange, info, unknown, audit
             )
 
+    def _tool_family(self, tool: str) -> str:
+        """The model API family ``[tools."NAME"] model_api`` names for ``tool`` (``""``: none)."""
+        return self.config.tool(tool).model_api
+
     async def _names(self, scope: Scope, info: RequestInfo, exchange: Exchange, body: bytes) -> Mapping[str, str]:
         """The name map the POST's ``tools/call`` requests are renamed by (rule ``tool_names``): the
         current listing's. A scope with no current listing (never listed, forgotten, listed
@@ -311,6 +319,11 @@ class NormalizerMiddleware:
             mapped = names or {}
             entries = {tool: exchange.tool(mapped.get(tool, tool)) for tool in calls}
             # no entry, or one listed to another client whose property names were not read
+            wanted |= {tool for tool, entry in entries.items() if entry is None or not entry.keys_read}
+        if exchange.client.host_needs(ENUM_NON_STRING):  # a call's enum strings need the tool's entry
+            mapped = names or {}
+            entries = {tool: exchange.tool(mapped.get(tool, tool)) for tool in calls}
+            # no entry, or one listed to another client without the rules (its enums not read)
             wanted |= {tool for tool, entry in entries.items() if entry is None or not entry.keys_read}
         if not wanted or not self.config.fetch_tools_list:
             return names or {}
@@ -337,7 +350,7 @@ class NormalizerMiddleware:
             key,
             state,
             self.scopes.public,
-            client=state.client,
+            client=self.config.for_client(state.client),
             witness_of=self._witness_of(headers, era, state),
         )
         unknown: set[str] = set()

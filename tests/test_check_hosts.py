@@ -54,6 +54,9 @@ SERVER = "demo"
 WORKERS = 3
 RUN_TIMEOUT = 30.0
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+#: Rules for a model API's own schema checks, which run server-side: the mocks here do not model
+#: them (reference/hosts-in-the-loop.md, "Not runnable here"), so a real run cannot settle them.
+SERVER_SIDE = frozenset({"gemini_schemas"})
 
 #: The fixture servers: one tool with one fault each (beside the companion), and a clean control.
 FIXTURES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -143,7 +146,11 @@ def run_check(host: str, fixture: str, url: str) -> tuple[int, list[str]]:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode in (0, 1), f"check --host {host} on {fixture}: {done.stderr}"
     findings = json.loads(done.stdout)["findings"]
-    naming = [f"{f['rule']}: {f['reason']}" for f in findings if not f.get("advisory") and names_host(f, host)]
+    naming = [
+        f"{f['rule']}: {f['reason']}"
+        for f in findings
+        if not f.get("advisory") and names_host(f, host) and f["rule"] not in SERVER_SIDE
+    ]
     return done.returncode, naming
 
 

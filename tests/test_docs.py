@@ -31,7 +31,7 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-RULE_FILE_TABLES = {"normalizer", "rules", "tools", "proxy"}
+RULE_FILE_TABLES = {"normalizer", "rules", "tools", "proxy", "clients"}
 
 
 def nav() -> list[str]:

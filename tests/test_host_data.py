@@ -20,12 +20,17 @@ from mcp_normalizer.engine.exchange import Exchange
 from mcp_normalizer.engine.normalize import Normalizer
 from mcp_normalizer.engine.rules import RULES_BY_NAME
 from mcp_normalizer.engine.rules.clients import profile_for
+from mcp_normalizer.engine.rules.gemini_schemas import ENUM_ARGUMENTS_KEY
 from mcp_normalizer.engine.rules.host_faults import (
+    ANYOF_ARM_KEYWORD,
     ARRAY_ITEMS,
     CONSTRAINTS,
+    ENUM_NON_STRING,
     IMAGE_SVG,
     PROPERTY_KEY,
+    REQUIRED_UNDEFINED,
     RESOURCE_LINK,
+    SCHEMA_KEYWORD,
     TOOL_NAME,
     TYPE_BESIDE_ANYOF,
 )
@@ -61,6 +66,28 @@ FIXTURES: dict[str, dict[str, Any]] = {
     ARRAY_ITEMS: {
         "name": "pair",
         "inputSchema": {"type": "object", "properties": {"p": {"type": "array", "prefixItems": [{"type": "string"}]}}},
+    },
+    SCHEMA_KEYWORD: {
+        "name": "draft7",
+        "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {}},
+    },
+    ANYOF_ARM_KEYWORD: {
+        "name": "unit",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"u": {"anyOf": [{"const": "\u00b0C"}, {"type": "object", "additionalProperties": False}]}},
+        },
+    },
+    REQUIRED_UNDEFINED: {
+        "name": "rows",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"r": {"type": "array", "items": {"type": "object", "properties": {}, "required": ["id"]}}},
+        },
+    },
+    ENUM_NON_STRING: {
+        "name": "level",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "enum": [1, 2.5, 1e-7]}}},
     },
 }
 
@@ -130,6 +157,7 @@ def test_the_oracle_finds_the_fault_and_the_repair_removes_it_for_the_host_alone
         fixture = FIXTURES[key]
         keys = set(fixture["inputSchema"].get("properties", {}))
         moved = output["name"] != fixture["name"] or set(output["inputSchema"].get("properties", {})) != keys
+        moved = moved or ENUM_ARGUMENTS_KEY in output.get("_meta", {})  # values sent in another form
         assert moved == constraint.changes_arguments, (key, output)
     else:
         assert not constraint.changes_arguments

@@ -213,8 +213,13 @@ async def test_gemini_cli_gets_an_equivalent_schema_without_type_beside_anyof() 
         )
     (tool,) = gemini["steps"][0]["value"]["tools"]
     assert gemini_accepts(tool["inputSchema"]) and not gemini_accepts(GEMINI_TOOL["inputSchema"])
-    for record in (fixed, other):  # a Gemini CLI past the fix, and anyone else: the tool as listed
-        assert record["steps"][0]["value"]["tools"] == [GEMINI_TOOL]
+    assert other["steps"][0]["value"]["tools"] == [GEMINI_TOOL]  # anyone else: the tool as listed
+    # a Gemini CLI past the fix keeps type beside anyOf; only the Gemini API's other keys are
+    # repaired (an anyOf arm's const as a one-value enum: rule gemini_schemas)
+    (past,) = fixed["steps"][0]["value"]["tools"]
+    assert past["inputSchema"]["properties"]["n"] == GEMINI_TOOL["inputSchema"]["properties"]["n"]
+    assert past["inputSchema"]["properties"]["when"]["type"] == "string"
+    assert past["inputSchema"]["properties"]["when"]["anyOf"][1] == {"enum": ["now"]}
     kept = tool["_meta"]["dev.mcp-normalizer/original-keywords"]
     assert kept["/inputSchema/properties/when"] == GEMINI_TOOL["inputSchema"]["properties"]["when"]
     samples = [
@@ -466,10 +471,11 @@ def test_versions_order_as_releases_do_and_a_version_nobody_can_read_gets_the_re
     ]
     gemini = PROFILES["gemini-cli"]
     assert TYPE_BESIDE_ANYOF in profile_for({"name": gemini.client_names[0], "version": "0.1.12"}).host_faults
-    assert not profile_for({"name": gemini.client_names[0], "version": "0.42.0"}).host_faults
+    assert TYPE_BESIDE_ANYOF not in profile_for({"name": gemini.client_names[0], "version": "0.42.0"}).host_faults
     assert TYPE_BESIDE_ANYOF in profile_for({"name": gemini.client_names[0]}).host_faults
     past = profile_for({"name": gemini.client_names[0], "version": "0.42.0"})
-    assert past.key == profile_for({"name": "mcp-normalizer-test"}).key  # cached listings are shared with anyone
+    # (the Gemini API's other keys stay: its listings are its own, not anyone's)
+    assert past.key != profile_for({"name": "mcp-normalizer-test"}).key
 
 
 # -- VS Code: arrays without items -----------------------------------------------------------------

@@ -249,7 +249,8 @@ async def audit_server(
         CheckError: the server cannot be reached or does not answer with JSON-RPC.
     """
     name = host.client_names[0] if host is not None else "mcp-normalizer-check"
-    auditor = Auditor(config, profile_for({"name": name}) if host is not None else UNKNOWN)
+    # (the host's model API family as the rule file names it for it: [clients."NAME"] model_api)
+    auditor = Auditor(config, config.for_client(profile_for({"name": name})) if host is not None else UNKNOWN)
     used: str | None = None
     doing = "connecting"
     pages = done = 0

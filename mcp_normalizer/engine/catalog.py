@@ -74,6 +74,11 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
             would cost the huge list its bound), whose map a Claude host's call fetches the list for.
         listed: the tool's text as listed, kept until :meth:`digest` makes ``definition`` of it
             (a tool listed without the rules: the digest costs a decode, and is rarely asked for).
+        enums: for a tool listed with its numeric or boolean ``enum`` values as strings (rule
+            ``gemini_schemas``), the places of its arguments that hold one (JSON pointers, ``*`` an
+            item) -> the strings standing for numbers or booleans, each that value's JSON text
+            (:func:`~mcp_normalizer.engine.rules.gemini_schemas.enum_arguments`);
+            ``None`` for any other.
     """
 
     name: str
@@ -89,6 +94,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     arguments: dict[str, str] | None = None
     listed: bytes | None = None
     keys_read: bool = True
+    enums: dict[str, tuple[str, ...]] | None = None
 
     def digest(self) -> str:
         """:attr:`definition`, made from :attr:`listed` the first time it is asked for."""
@@ -142,6 +148,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
             problem=reason,
             arguments=self.arguments,
             keys_read=self.keys_read,
+            enums=self.enums,
         )
 
 
@@ -152,10 +159,12 @@ def build_entry(
     size: int = 0,
     definition: str = "",
     arguments: dict[str, str] | None = None,
+    enums: dict[str, tuple[str, ...]] | None = None,
 ) -> ToolEntry:
     """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
     ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed,
-    ``arguments`` its argument map (:attr:`ToolEntry.arguments`)."""
+    ``arguments`` its argument map (:attr:`ToolEntry.arguments`), ``enums`` its arguments' enum
+    places (:attr:`ToolEntry.enums`)."""
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, dict) else None
     uri = ui.get("resourceUri") if isinstance(ui, dict) else None
@@ -170,6 +179,7 @@ def build_entry(
         size=size,
         definition=definition,
         arguments=arguments,
+        enums=enums,
     )
 
 

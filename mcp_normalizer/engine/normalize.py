@@ -10,6 +10,7 @@ that cannot be made conforming is left as it is, and the reason is logged).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable
@@ -42,8 +43,10 @@ from .rules import (
     lone_surrogates,
 )
 from .rules.base import Response, ResponseContext, ToolGate
-from .rules.clients import UNKNOWN, ClientProfile
+from .rules.clients import UNKNOWN, ClientProfile, with_model_api
 from .rules.declared import unconstrained
+from .rules.gemini_schemas import enum_arguments
+from .rules.host_faults import ENUM_NON_STRING
 from .rules.host_schemas import host_argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
@@ -236,6 +239,7 @@ class Normalizer:
         self._plans: dict[str | None, tuple[tuple[str, Hook, Mode] | None, ...]] = {}
         self._tool_plans: dict[str | None, tuple[_ToolStep, ...]] = {}
         self._contexts: dict[tuple[str | None, int], tuple[ClientProfile, ToolContext]] = {}
+        self._tool_clients: dict[tuple[bytes, str | None, str | None, str], ClientProfile] = {}
         # Entries by content, shared by every scope that lists the same tool: thousands of clients
         # of one upstream cost one entry per distinct tool, not one per client.
         # Keys are bytes, values untracked Structs: a 50,000-tool list adds nothing the cyclic
@@ -257,20 +261,23 @@ class Normalizer:
         """The shared entry of an advertised tool (one per distinct content, nullable places and
         definition as the server listed it); ``text``: the tool's fingerprint, when at hand."""
         arguments = host_argument_map(tool)
+        enums = enum_arguments(tool)
         try:
             text = text if text is not None else fingerprint(tool)
         except DecodeError:
-            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
+            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments, enums=enums)
         try:
             # compact JSON holds no raw line break: the key is unambiguous; its first byte, 0xff,
             # tells it from the keys of the tools listed as they came (JSON texts: :meth:`_unchanged`)
             key = b"\xff" + text + b"\n" + dumps([place.text for place in places]) if places else b"\xff" + text
         except DecodeError:
-            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments)
+            return build_entry(tool, places, self.compiler, definition=definition, arguments=arguments, enums=enums)
         key += b"\n" + definition.encode()
         found = self._entries.get(key)
         if found is None:
-            found = build_entry(tool, places, self.compiler, size=len(text), definition=definition, arguments=arguments)
+            found = build_entry(
+                tool, places, self.compiler, size=len(text), definition=definition, arguments=arguments, enums=enums
+            )
             self._entries[key] = found
         return found
 
@@ -320,8 +327,11 @@ class Normalizer:
         era: str | None,
         client: ClientProfile = UNKNOWN,
         learned: LearnedTools = NOTHING_LEARNED,
+        text: bytes | None = None,
     ) -> Listing:
-        """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``).
+        """Run the tool rules on one member of a ``tools/list`` page's ``tools`` (at ``index``;
+        ``text``: its JSON text as listed, when at hand, for the rules that read how its values
+        were written).
 
         A tool whose schemas are too deep or strange to work on passes untouched, learned as
         unvalidatable, with a ``fault`` record; the rest of the list is normalized as usual.
@@ -332,6 +342,8 @@ class Normalizer:
         try:
             nullable_on = self.config.mode("nullable", name) is not Mode.OFF
             declared = self.config.tool(name)
+            if declared.model_api:  # the tool's model API family, over the client's
+                client = self._tool_client(client, declared.model_api)
             configured, relax, drop = declared.nullable, declared.relax, declared.drop_output_schema
             declared_by = "declared in config"
             applied = self.interventions.for_tool(tool)
@@ -369,6 +381,8 @@ class Normalizer:
                 )
             else:
                 context = self._plain_context(era, client)
+            if text is not None and client.host_needs(ENUM_NON_STRING):  # its enums' spelling (gemini_schemas)
+                context = dataclasses.replace(context, listed=text)
             for hook, gate, mode in self._tool_plan(name):
                 if gate is not None and not gate(scan, context):
                     continue  # the rule cannot change this tool
@@ -414,7 +428,7 @@ class Normalizer:
             self._listed[key] = found
             return found
         tool = loads(text)
-        listing = self.list_tool(tool, index, era, client, learned)
+        listing = self.list_tool(tool, index, era, client, learned, bytes(text))
         new = spliced(listing.tool, tool, text) if listing.tool is not tool else None
         found = ListedTool(new, listing.records, listing.entry)
         if not listing.fault:
@@ -631,6 +645,17 @@ class Normalizer:
         outcome.result = track.real
         outcome.changed = track.real is not result
         return outcome
+
+    def _tool_client(self, client: ClientProfile, family: str) -> ClientProfile:
+        """``client`` sending a tool to model API ``family`` (``[tools."NAME"] model_api``), one
+        profile per client and family (bounded as the contexts are)."""
+        key = (client.key, client.name, client.version, family)
+        found = self._tool_clients.get(key)
+        if found is None:
+            if len(self._tool_clients) >= _MAX_CONTEXTS:
+                self._tool_clients.clear()
+            found = self._tool_clients[key] = with_model_api(client, family)
+        return found
 
     def _plain_context(self, era: str | None, client: ClientProfile) -> ToolContext:
         """The context of a tool nothing is declared or learned for (one per era and client)."""

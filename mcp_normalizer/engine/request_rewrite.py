@@ -4,23 +4,28 @@ Rule ``tool_names`` (:mod:`mcp_normalizer.engine.rules.tool_names`) advertises t
 under new names; a ``tools/call`` for a new name must reach the upstream under the name the
 upstream knows. For a host that refuses some argument names (the Claude hosts), rule
 ``host_schemas`` advertises those under others too, and the call's arguments go upstream under the
-tool's own names. :func:`rename_calls` rewrites a POST body's ``tools/call`` requests by the scope's
-name map (:attr:`mcp_normalizer.engine.scopes.ScopeState.names`), changing only the ``params.name`` member's text:
-every other byte of the body is copied as it came. The middleware calls it before the inner app
-(or the forwarder) reads the body, in both modes.
+tool's own names. For a client whose tools go to the Gemini API, rule ``gemini_schemas`` advertises
+an argument's numeric or boolean ``enum`` as strings, and a call's string at such a place goes
+upstream as the value it spells (:func:`enum_places`). :func:`rename_calls` rewrites a POST
+body's ``tools/call`` requests by the scope's name map
+(:attr:`mcp_normalizer.engine.scopes.ScopeState.names`), changing only the ``params.name`` member's
+text (and the ``arguments`` members named above): every other byte of the body is copied as it
+came. The middleware calls it before the inner app (or the forwarder) reads the body, in both modes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import DecodeError
 from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
 from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, id_key, read_batch
 from .rules import Rewrite
-from .rules.clients import ClientProfile
+from .rules.clients import ClientProfile, with_model_api
+from .rules.gemini_schemas import convert_arguments
+from .rules.host_faults import ENUM_NON_STRING
 from .rules.host_profiles import PROPERTY_KEY
 from .rules.host_schemas import mentions_invented_key
 from .rules.tool_names import invented
@@ -33,7 +38,7 @@ REWRITE = Rewrite(
     "tool_names",
     "sent the call upstream under the tool's own names",
     ("/params/name",),
-    "renamed in tools/list (the tool, or argument names a host refuses)",
+    "renamed in tools/list (the tool, or argument names a host refuses), or an argument's enum listed as strings",
 )
 
 
@@ -42,6 +47,7 @@ def rename_calls(
     pending: Mapping[IdKey, PendingRequest],
     names: Mapping[str, str],
     keys: Mapping[str, Mapping[str, str]] | None = None,
+    enums: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
 ) -> tuple[bytes, dict[IdKey, PendingRequest], list[IdKey]] | None:
     """``body`` with each ``tools/call`` for an advertised name sent under its original name, and
     its argument names advertised under others (for a host that refuses the tool's own) sent under
@@ -55,17 +61,23 @@ def rename_calls(
         keys: by upstream tool name, its argument map, advertised key -> the tool's own key
             (:mod:`mcp_normalizer.engine.rules.host_schemas`); an argument whose own key the call also
             sends is left as it came.
+        enums: by upstream tool name, its arguments' enum places for a client shown them as
+            strings (:func:`enum_places`): a string there that spells a value goes as that value.
 
     Returns:
         The new body, the requests with their ``tool`` set to the upstream's name (what the result
         rules look up), and the id keys of the rewritten calls; ``None`` when no call is rewritten
         (or the body cannot be rewritten byte for byte: it then goes as it came).
     """
-    if not names and not keys:  # (every POST of a client no rename touches: nothing to look at)
+    if not names and not keys and not enums:  # (every POST of a client no rename touches: nothing to look at)
         return None
     keys = keys or {}
+    enums = enums or {}
     calls = [r for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
-    if not any(r.tool in names or names.get(r.tool or "", r.tool) in keys for r in calls):
+    if not any(
+        r.tool in names or names.get(r.tool or "", r.tool) in keys or names.get(r.tool or "", r.tool) in enums
+        for r in calls
+    ):
         return None
     try:
         items = read_batch(body)
@@ -73,7 +85,7 @@ def rename_calls(
         renamed: list[IdKey] = []
         out: list[Raw] = []
         for message in messages:
-            new = _renamed(message, pending, names, keys, renamed)
+            new = _renamed(message, pending, names, keys, renamed, enums)
             out.append(Raw(new) if new is not None else message)
         if not renamed:
             return None
@@ -93,6 +105,7 @@ def _renamed(
     names: Mapping[str, str],
     keys: Mapping[str, Mapping[str, str]],
     renamed: list[IdKey],
+    enums: Mapping[str, Mapping[str, tuple[str, ...]]],
 ) -> bytes | None:
     if memoryview(message)[:1].tobytes() != b"{":
         return None
@@ -112,6 +125,12 @@ def _renamed(
         params["name"] = Raw(dumps(upstream))
         changed = True
     arguments = params.get("arguments")
+    places = enums.get(upstream)
+    if places and arguments is not None and memoryview(arguments)[:1].tobytes() == b"{":
+        converted = convert_arguments(arguments, places)
+        if converted is not None:
+            arguments = params["arguments"] = Raw(converted)
+            changed = True
     mapping = keys.get(upstream)
     if mapping and arguments is not None and memoryview(arguments)[:1].tobytes() == b"{":
         given = split_object(arguments)
@@ -152,6 +171,33 @@ def argument_keys(
         if entry is not None and entry.arguments:
             keys[upstream] = entry.arguments
     return keys
+
+
+def enum_places(
+    exchange: _Entries,
+    pending: Mapping[IdKey, PendingRequest],
+    names: Mapping[str, str],
+    family_of: Callable[[str], str] | None = None,
+) -> dict[str, Mapping[str, tuple[str, ...]]]:
+    """The enum places of the tools the requests call (:attr:`~mcp_normalizer.engine.catalog.ToolEntry.enums`),
+    by upstream name, for the calls whose client was shown them as strings: a client whose model
+    API refuses a non-string ``enum`` (rule ``gemini_schemas``), or any client of a tool whose
+    ``family_of(name)`` (its ``[tools."NAME"] model_api``) does; empty for any other (the usual
+    case, decided before a catalog lookup)."""
+    client = exchange.client
+    found: dict[str, Mapping[str, tuple[str, ...]]] = {}
+    for request in pending.values():
+        if request.method != TOOLS_CALL or request.tool is None:
+            continue
+        upstream = names.get(request.tool, request.tool)
+        family = family_of(upstream) if family_of is not None else ""
+        shown = with_model_api(client, family) if family else client
+        if not shown.host_needs(ENUM_NON_STRING):
+            continue
+        entry = exchange.tool(upstream)
+        if entry is not None and entry.enums:
+            found[upstream] = entry.enums
+    return found
 
 
 def mismatched_calls(

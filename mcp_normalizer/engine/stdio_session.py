@@ -36,7 +36,7 @@ from ..wire.sse import parse_event
 from .audit import AuditLog
 from .exchange import Exchange
 from .normalize import Normalizer
-from .request_rewrite import argument_keys, rename_calls
+from .request_rewrite import argument_keys, enum_places, rename_calls
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
 from .rules.lone_surrogates import may_hold as may_hold_surrogate
 from .scopes import ScopeStore
@@ -127,7 +127,9 @@ class StdioSession:
         calls = {r.tool for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None}
         names = exchange.names(self.normalizer.config, calls) or {}
         keys = argument_keys(exchange, pending, names)
-        renamed = rename_calls(line, pending, names, keys) if names or keys else None
+        config = self.normalizer.config
+        enums = enum_places(exchange, pending, names, lambda tool: config.tool(tool).model_api)
+        renamed = rename_calls(line, pending, names, keys, enums) if names or keys or enums else None
         if renamed is not None:
             line, pending, _ = renamed
         self.pending.update(pending)
@@ -233,7 +235,14 @@ class StdioSession:
 
     def _exchange(self, pending: dict[IdKey, PendingRequest], sole: IdKey | None = None) -> Exchange:
         return Exchange(
-            pending, self.era, "stdio", self.state, self.store.public, sole=sole, client=self.client, private=True
+            pending,
+            self.era,
+            "stdio",
+            self.state,
+            self.store.public,
+            sole=sole,
+            client=self.normalizer.config.for_client(self.client),
+            private=True,
         )
 
 

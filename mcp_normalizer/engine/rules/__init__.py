@@ -16,6 +16,7 @@ from . import (
     empty_structured,
     envelope,
     error_problem,
+    gemini_schemas,
     host_content,
     host_schemas,
     input_combinator,
@@ -58,6 +59,7 @@ TOOL_RULES: tuple[Rule, ...] = (
     SCHEMA_REFS,
     input_combinator.RULE,  # after schema_refs: arms given as $refs are inlined by then
     host_schemas.RULE,  # after input_combinator, which may hoist a root anyOf's arms
+    gemini_schemas.RULE,  # after host_schemas: its anyOf arms carry their type by then
     nullable.RULE,
     RELAX,
     DATE_TIME_FORMAT,

@@ -139,6 +139,8 @@ class ToolContext:
         client: the client the list goes to (:mod:`mcp_normalizer.engine.rules.clients`: repairs only some need).
         declared_by: where ``relax``/``drop_output_schema`` come from (for the log line).
         nullable_by: where the ``nullable`` places come from (the config, an intervention).
+        listed: the tool's JSON text as the server listed it, where a rule reads how its values
+            were written (``gemini_schemas``: an enum's numbers); ``None`` when not at hand.
     """
 
     era: str | None
@@ -149,6 +151,7 @@ class ToolContext:
     client: ClientProfile = UNKNOWN
     declared_by: str = "declared in config"
     nullable_by: str = "declared in config"
+    listed: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,12 @@ known client only ever keeps more of the server's own (valid) bytes. Pure: no I/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from ...types import JSON
 from ...wire.jsoncodec import dumps
-from .host_profiles import Host, host_for
+from .host_profiles import MODEL_APIS, USER_CHOSEN, Host, host_for
 
 PYTHON_SDK = "mcp"  # the Python SDK client's default clientInfo name
 CONFORMANCE = "conformance-test-client"  # the official conformance suite's client
@@ -97,6 +98,9 @@ class ClientProfile:
         host_faults: the host faults that host rejects at the version the client sent (their
             repairs run for it alone).
         version: its ``clientInfo`` version, if it sent a string (cut to 64 characters).
+        model_api: the model API family its tools go to (a key of
+            :data:`~mcp_normalizer.engine.rules.host_profiles.MODEL_APIS`): its host's, or the one a
+            setting names (:func:`with_model_api`); ``None`` when unknown.
     """
 
     name: str | None = None
@@ -105,6 +109,7 @@ class ClientProfile:
     host: Host | None = None
     host_faults: frozenset[str] = frozenset()
     version: str | None = None
+    model_api: str | None = None
 
     def needs(self, fault: str) -> bool:
         """True when the repair of ``fault`` (a key of :data:`CLIENT_FAULTS`) is applied for this client."""
@@ -114,6 +119,24 @@ class ClientProfile:
         """True when this client is a host that rejects ``fault`` (a key of
         :data:`~mcp_normalizer.engine.rules.host_faults.CONSTRAINTS`): its repair runs for it alone."""
         return fault in self.host_faults
+
+    def fault_source(self, fault: str) -> str:
+        """Where the refusal of ``fault`` comes from: the host's source, else its model API's (a
+        family a setting names), ``""`` when neither names it."""
+        if self.host is not None and fault in self.host.faults:
+            return self.host.faults[fault]
+        api = MODEL_APIS.get(self.model_api) if self.model_api is not None else None
+        return api.refuses.get(fault, "") if api is not None else ""
+
+    @property
+    def title(self) -> str:
+        """The client as a rewrite's reason names it: its host's title, else its name, with the
+        model API a setting named (``mcp (gemini, by setting)``)."""
+        host = self.host
+        if host is not None and self.model_api == (host.model_api if host.model_api != USER_CHOSEN else None):
+            return host.title
+        base = host.title if host is not None else self.label
+        return f"{base} ({self.model_api}, by setting)" if self.model_api is not None else base
 
     @property
     def label(self) -> str:
@@ -138,4 +161,38 @@ def profile_for(client_info: JSON) -> ClientProfile:
     host = host_for(name)
     host_faults = host.faults_at(version) if host is not None else frozenset()
     key = dumps([sorted(accepts), sorted(host_faults)]) if host_faults else dumps(sorted(accepts))
-    return ClientProfile(name, accepts, key, host, host_faults, version)
+    family = host.model_api if host is not None and host.model_api != USER_CHOSEN else None
+    return ClientProfile(name, accepts, key, host, host_faults, version, family)
+
+
+def with_model_api(profile: ClientProfile, family: str | None) -> ClientProfile:
+    """``profile`` sending its tools to model API ``family`` (a key of
+    :data:`~mcp_normalizer.engine.rules.host_profiles.MODEL_APIS`): its host faults are then its
+    host's own (those not inherited from the host's model API, at its version) and every key
+    ``family`` refuses, and its :attr:`~ClientProfile.key` names the family (a listing made for it
+    is never reused for the same client without it). ``profile`` itself when ``family`` is
+    ``None``, unknown, or already its family."""
+    api = MODEL_APIS.get(family) if family is not None else None
+    if api is None or family == profile.model_api:
+        return profile
+    host = profile.host
+    own: frozenset[str] = frozenset()
+    if host is not None:
+        inherited = MODEL_APIS[host.model_api].refuses if host.model_api in MODEL_APIS else {}
+        own = frozenset(fault for fault in host.faults_at(profile.version) if fault not in inherited)
+    faults = own | frozenset(api.refuses)
+    key = dumps([sorted(profile.accepts), sorted(faults), family])
+    return replace(profile, key=key, host_faults=faults, model_api=family)
+
+
+def resolve_model_api(profile: ClientProfile, default: str, by_client: Mapping[str, str]) -> ClientProfile:
+    """``profile`` with the model API family the settings give it: ``by_client[name]`` (the
+    ``[clients."NAME"] model_api`` setting) first, over its host's own; else its host's, when the
+    host names one; else ``default`` (``[normalizer] model_api``; ``""`` names none). A client
+    whose family stays unknown is ``profile`` itself: it gets no model-API repair."""
+    named = by_client.get(profile.name) if profile.name is not None else None
+    if named:
+        return with_model_api(profile, named)
+    if profile.host is not None and profile.host.model_api != USER_CHOSEN:
+        return profile
+    return with_model_api(profile, default or None)

@@ -40,6 +40,20 @@ PROPERTY_KEY = "property_key_strict"
 #: parameters array type must have items" and the chat request fails.
 ARRAY_ITEMS = "array_without_items"
 
+#: A ``$schema`` keyword anywhere in an ``inputSchema``: the Gemini API answers 400 ('Unknown name
+#: "$schema" ... Cannot find field') for the whole request, in ``parameters`` and in
+#: ``parametersJsonSchema`` alike.
+SCHEMA_KEYWORD = "dollar_schema_gemini"
+#: ``const`` or ``additionalProperties`` on an ``anyOf`` arm: the Gemini API's ``Schema`` has neither
+#: ('Unknown name "const" at ...any_of[0]'), and the whole request fails.
+ANYOF_ARM_KEYWORD = "anyof_arm_keyword_gemini"
+#: A ``required`` naming a property its node does not define: the Gemini API answers 400
+#: ('parameters.required[0]: property is not defined').
+REQUIRED_UNDEFINED = "required_undefined_gemini"
+#: An ``enum`` holding a value that is not a string (numbers, booleans): the Gemini API's
+#: ``Schema.enum`` is a list of strings ('Invalid value at ...enum[0] (TYPE_STRING), 0').
+ENUM_NON_STRING = "enum_non_string"
+
 #: What an oracle judges: a content block of a ``CallToolResult``, or a member of ``tools/list``.
 Subject = Literal["block", "tool"]
 
@@ -225,3 +239,93 @@ CONSTRAINTS: Mapping[str, Constraint] = {
         ),
     )
 }
+
+
+def _schema_keyword(tool: JSON) -> bool:
+    """The Gemini API's function parameters: ``$schema`` is no field of its ``Schema`` (``parameters``)
+    nor a keyword its ``parametersJsonSchema`` takes; at any node of the inputSchema."""
+    return any("$schema" in node for node in schema_nodes(_input_schema(tool)))
+
+
+def _anyof_arm_keyword(tool: JSON) -> bool:
+    """The Gemini API's ``Schema`` (ai.google.dev ``Schema`` reference: no ``const``, no
+    ``additionalProperties`` in an ``anyOf`` arm): an arm of any ``anyOf`` of the inputSchema that
+    holds either."""
+    for node in schema_nodes(_input_schema(tool)):
+        arms = node.get("anyOf")
+        if isinstance(arms, list) and any(
+            isinstance(arm, dict) and ("const" in arm or "additionalProperties" in arm) for arm in arms
+        ):
+            return True
+    return False
+
+
+def _required_undefined(tool: JSON) -> bool:
+    """The Gemini API's check of ``required``: each name must be a key of the same node's
+    ``properties`` (a node without ``properties`` defines none)."""
+    for node in schema_nodes(_input_schema(tool)):
+        required = node.get("required")
+        if not isinstance(required, list):
+            continue
+        members = node.get("properties")
+        defined = members if isinstance(members, dict) else {}
+        if any(isinstance(name, str) and name not in defined for name in required):
+            return True
+    return False
+
+
+def _enum_non_string(tool: JSON) -> bool:
+    """The Gemini API's ``Schema.enum``: a list of strings (``TYPE_STRING``); any other value in an
+    ``enum`` of the inputSchema fails the request."""
+    for node in schema_nodes(_input_schema(tool)):
+        values = node.get("enum")
+        if isinstance(values, list) and any(not isinstance(value, str) for value in values):
+            return True
+    return False
+
+
+#: The Gemini keys (appended to :data:`CONSTRAINTS`; ``gemini_schemas`` repairs them).
+GEMINI_CONSTRAINTS: tuple[Constraint, ...] = (
+    Constraint(
+        SCHEMA_KEYWORD,
+        "gemini_schemas",
+        "tool",
+        "a `$schema` keyword in an inputSchema",
+        "every `$schema` of the inputSchema is removed (the dialect marker only: the same values accepted)",
+        False,
+        _schema_keyword,
+    ),
+    Constraint(
+        ANYOF_ARM_KEYWORD,
+        "gemini_schemas",
+        "tool",
+        "`const` or `additionalProperties` on an `anyOf` arm of an inputSchema",
+        "an `anyOf` arm's `const` becomes a one-value `enum` (the same values); its `additionalProperties`"
+        " is removed and written into the arm's description",
+        False,
+        _anyof_arm_keyword,
+    ),
+    Constraint(
+        REQUIRED_UNDEFINED,
+        "gemini_schemas",
+        "tool",
+        "a `required` naming a property its node does not define",
+        "the names a node's `required` lists without defining them are dropped from it and written into its"
+        " description",
+        False,
+        _required_undefined,
+    ),
+    Constraint(
+        ENUM_NON_STRING,
+        "gemini_schemas",
+        "tool",
+        "an `enum` holding numbers or booleans",
+        "an argument's `enum` of numbers or booleans becomes the same values as strings (`type: string`, the"
+        " original type in the description); a call's string argument is sent upstream as the value it"
+        " stands for",
+        True,
+        _enum_non_string,
+    ),
+)
+
+CONSTRAINTS = {**CONSTRAINTS, **{c.key: c for c in GEMINI_CONSTRAINTS}}

@@ -146,8 +146,7 @@ def host_argument_map(tool: JSONObject) -> dict[str, str] | None:
 
 
 def _source(ctx: ToolContext, fault: str) -> str:
-    host = ctx.client.host
-    return host.faults.get(fault, "") if host is not None else ""
+    return ctx.client.fault_source(fault)
 
 
 def _add_items(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
@@ -193,8 +192,7 @@ _STEPS = (_rename_keys, _spread, _items)
 
 
 def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
-    host = ctx.client.host
-    if host is None or not ctx.client.host_faults:
+    if not ctx.client.host_faults:  # (a host, or a client a model_api setting names the family of)
         return None
     pointers: list[str] = []
     reasons: list[str] = []
@@ -207,13 +205,13 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
             reasons.append(done[2])
     if not reasons:
         return None
-    why = f"{'; '.join(reasons)}, for {host.title}"
+    why = f"{'; '.join(reasons)}, for {ctx.client.title}"
     return out, Rewrite("host_schemas", "made a schema the host takes", tuple(pointers), why)
 
 
 def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
     client = ctx.client
-    if client.host is None or not client.host_faults:
+    if not client.host_faults:
         return False
     return (
         client.host_needs(PROPERTY_KEY)
