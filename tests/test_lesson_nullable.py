@@ -39,7 +39,7 @@ from mcp_normalizer.ops.lesson_store import upstream_digest
 from mcp_normalizer.ops.shared_state import _learned, _learned_json
 from mcp_normalizer.wire.pointer import PointerPattern
 
-from .support import EXE, HEADERS, case_server, initialize, load_cases, proxy_for, rpc, serve, steps
+from .support import EXE, HEADERS, case_server, free_port, initialize, load_cases, proxy_for, rpc, running, serve, steps
 from .test_learned import LISTED_KEY, answer, data_lines, listing, through
 from .test_shared_state import redis_server
 
@@ -177,7 +177,7 @@ def rejected(record: dict[str, Any]) -> bool:
 
 @pytest.mark.wire
 @pytest.mark.anyio
-async def test_two_authorizations_in_one_session_teach_a_new_client_the_nullable_schema_on_its_first_list_and_a_restart_keeps_it(
+async def test_two_authorizations_in_one_session_teach_a_new_clients_first_list_and_a_restart_keeps_it(
     tmp_path: Path,
 ) -> None:
     """Before: the Python client (tenant A) lists ``scope`` a plain string and rejects the result.
@@ -484,3 +484,26 @@ async def test_a_replica_sharing_redis_lists_the_place_nullable_once_two_authori
                 c = await ts_session(third + "/mcp", case, "tenant-c", client_name="another-client")
     assert rejected(a) and rejected(b), (a, b)
     assert scope_schema(c) == {"type": ["string", "null"]} and c["steps"][1]["ok"], c
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_the_mcp_normalizer_command_with_state_dir_keeps_the_lesson_across_a_restart(tmp_path: Path) -> None:
+    """The real command (``mcp-normalizer --upstream URL --state-dir DIR``): two authorizations meet
+    the ``null``; the process is stopped (SIGTERM) and started again with the same directory; a
+    new session of another client lists ``scope`` nullable on its first ``tools/list``."""
+    case = protean_case()
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[normalizer]\ninterventions = false\n", encoding="utf-8")
+    state = tmp_path / "state"
+    with upstream(case) as up:
+        port = free_port()
+        argv = [EXE, "--upstream", up, "--port", str(port), "--config", str(rules), "--state-dir", str(state)]
+        with running(argv, port):
+            url = f"http://127.0.0.1:{port}/mcp"
+            met = await one_session_two_authorizations(url, case)
+        with running(argv, port):
+            after = await ts_session(url, case, client_name="after-restart")
+    assert [answer["result"]["structuredContent"] for answer in met] == [RUNTIMES, RUNTIMES]
+    assert scope_schema(after) == {"type": ["string", "null"]} and after["steps"][1]["ok"], after
+    assert after["steps"][1]["value"]["structuredContent"] == RUNTIMES
