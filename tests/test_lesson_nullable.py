@@ -318,8 +318,9 @@ async def test_an_optional_members_null_is_dropped_as_before_and_teaches_nothing
 @pytest.mark.wire
 def test_check_prints_the_declaration_to_write(tmp_path: Path) -> None:
     """``check`` against the server (no proxy) meets the ``null``s and prints, for each tool, the
-    ``[tools."X"] nullable = [...]`` to write (array indexes as ``*``), in its table and its JSON;
-    the rule file it writes, given to the proxy, makes the same audit clean."""
+    ``[tools."X"] nullable = [...]`` to write (array indexes as ``*``, names as written), in its
+    table and its JSON, beside what the proxy would learn (rule ``learn_schema``); the rule file
+    ``--write-config`` writes holds it."""
     protean, series = protean_case(), series_case()
     off = tmp_path / "off.toml"
     off.write_text("[normalizer]\ninterventions = false\n", encoding="utf-8")
@@ -341,13 +342,15 @@ def test_check_prints_the_declaration_to_write(tmp_path: Path) -> None:
             str(written),
         )
     protean_json, protean_table = found[protean["id"]]
-    (finding,) = (f for f in orjson.loads(protean_json.stdout)["findings"] if f["tool"] == "protean.list_runtimes")
+    findings = orjson.loads(protean_json.stdout)["findings"]
+    finding, learned = (f for f in findings if f["tool"] == "protean.list_runtimes")
     assert finding["fix"] == '[tools."protean.list_runtimes"]\nnullable = ["/runtimes/*/scope"]', finding
+    assert (learned["rule"], learned["repair"]) == ("learn_schema", f"would learn nullable {SCOPE}"), learned
     assert '[tools."protean.list_runtimes"]' in protean_table.stdout and 'nullable = ["/runtimes/*/scope"]' in (
         protean_table.stdout
     ), protean_table.stdout
     series_json, _ = found[series["id"]]
-    (finding,) = (f for f in orjson.loads(series_json.stdout)["findings"] if f["tool"] == "metrics.series")
+    finding, _ = (f for f in orjson.loads(series_json.stdout)["findings"] if f["tool"] == "metrics.series")
     assert finding["fix"] == f'[tools."metrics.series"]\nnullable = ["{SERIES_PLACE}"]', finding
     assert f'nullable = ["{SERIES_PLACE}"]' in written.read_text(encoding="utf-8"), done.stderr
 
@@ -507,3 +510,25 @@ async def test_the_mcp_normalizer_command_with_state_dir_keeps_the_lesson_across
     assert [answer["result"]["structuredContent"] for answer in met] == [RUNTIMES, RUNTIMES]
     assert scope_schema(after) == {"type": ["string", "null"]} and after["steps"][1]["ok"], after
     assert after["steps"][1]["value"]["structuredContent"] == RUNTIMES
+
+
+@pytest.mark.pure
+def test_a_learned_place_is_only_advertised_a_wrong_value_there_is_never_replaced() -> None:
+    """A declared ``nullable`` place also turns an invalid value there into ``null`` (the original
+    in ``_meta``); a learned one never does: after learning ``/s``, ``{"s": [12.5]}`` passes as
+    sent (``unrepaired``), and ``{"s": null}`` conforms."""
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}
+    store = ScopeStore()
+    through(store, listing(schema), "tools/list")
+    through(store, answer({"s": None}))
+    relisted, _ = through(store, listing(schema), "tools/list")
+    assert data_lines(relisted)[0]["result"]["tools"][0]["outputSchema"]["properties"]["s"] == {
+        "type": ["string", "null"]
+    }
+    out, log = through(store, answer({"s": [12.5]}, 3))
+    sent = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"s": [12.5]}}
+    assert data_lines(out)[-1]["result"] == sent  # nothing added: no _meta, no null
+    assert not [line for line in log if line["rule"] == "nullable"]
+    assert [line["event"] for line in log if line["rule"] == "conformance"] == ["unrepaired"]
+    out, log = through(store, answer({"s": None}, 4))
+    assert data_lines(out)[-1]["result"]["structuredContent"] == {"s": None} and not log

@@ -721,7 +721,7 @@ class Normalizer:
             fix = suggest.for_violations(tool, structured, unrepaired or every)
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
-            nulls = self.config.mode("nullable", tool) is Mode.ON  # (else a learned place is never advertised)
+            nulls = self.config.mode("nullable", tool) is not Mode.OFF  # (else a learned place is never advertised)
             taught = learned.from_violations(structured, unrepaired, entry.output_schema if nulls else None)
             self._learn(track, tool, self._relaxing(entry, (structured, repaired), taught))
             return
