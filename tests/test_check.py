@@ -86,10 +86,13 @@ def test_the_interventions_table_repairs_the_old_protean_shape_and_without_it_ch
     (entry,) = (e for e in shipped().entries if e.id == "protean-legacy-runtime-scope")
     assert finding["author"] == entry.author_fix  # the entry's own word for the server's authors
     assert code_off == 1, err_off
-    (finding,) = (f for f in orjson.loads(out_off)["findings"] if f["tool"] == "protean.list_runtimes")
+    found = [f for f in orjson.loads(out_off)["findings"] if f["tool"] == "protean.list_runtimes"]
+    finding, learned = found
     assert finding["where"] == "tools/call" and finding["rule"] == "conformance"
     assert finding["kind"] == "unrepaired"
     assert finding["fix"] == '[tools."protean.list_runtimes"]\nnullable = ["/runtimes/*/scope"]'
+    # and without the table the proxy learns it (rule learn_schema, issue 39)
+    assert (learned["rule"], learned["repair"]) == ("learn_schema", "would learn nullable /runtimes/*/scope")
     assert tomllib.loads(finding["fix"]) == {"tools": {"protean.list_runtimes": {"nullable": ["/runtimes/*/scope"]}}}
 
 

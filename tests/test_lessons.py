@@ -479,6 +479,7 @@ async def test_the_unauthenticated_lessons_endpoint_lists_names_and_places_but_n
         "definition": definition_digest(case["tool"]),
         "drop_output_schema": False,
         "relax": ["/raw/object"],
+        "nullable": [],
         "first": {"pointers": ["/raw/object"]},
     }
     (stored,) = orjson.loads((tmp_path / f"lessons-{upstream_digest(up)}.json").read_bytes())["lessons"]

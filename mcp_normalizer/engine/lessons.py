@@ -2,7 +2,8 @@
 
 Rule ``learn_schema`` (:mod:`mcp_normalizer.engine.rules.learned`) learns a declaration from a result no
 rule can repair (``drop_output_schema`` for a tool that never sends its ``structuredContent``,
-``relax`` at a ``const``/``enum`` the upstream outgrew). A :class:`LessonBook` keeps those lessons
+``relax`` at a ``const``/``enum`` the upstream outgrew, ``nullable`` at a ``null`` where the schema
+requires a string, number, integer or boolean). A :class:`LessonBook` keeps those lessons
 for the whole upstream, keyed by the tool's name and a digest of its definition as the server
 listed it (:func:`definition_digest`): a session opened later, another client, or (with a state
 directory or Redis, :mod:`mcp_normalizer.ops.lesson_store`) a restarted proxy or another replica lists
@@ -18,8 +19,8 @@ witnesses that share a credential are one (:func:`same_witness`: a tenant that v
 upstream does not read is still one tenant). Until a second witness meets the
 same fault at the same place, what the first saw stays *pending* (:meth:`LessonBook.witnessed`):
 the scope that met it lists the tool relaxed (its own learned state), nobody else does. So a
-result that merely echoes one client's own argument teaches nobody else. Each place (and
-``drop_output_schema``) is counted on its own; the pending evidence is bounded
+result that merely echoes one client's own argument teaches nobody else. Each place (a ``relax``
+place, a ``nullable`` one, and ``drop_output_schema``) is counted on its own; the pending evidence is bounded
 (:data:`MAX_PENDING` entries, :data:`MAX_PENDING_BYTES`; the oldest goes first).
 
 Only relaxations are learned, each keeping every value a result holds; what would turn a success
@@ -43,7 +44,7 @@ from ..wire.pointer import PointerPattern
 from .catalog import definition_digest
 from .rules.learned import MAX_PLACES, MAX_POINTER, Learned
 
-__all__ = ["Evidence", "Lesson", "LessonBook", "definition_digest", "same_witness"]
+__all__ = ["NULLABLE", "Evidence", "Lesson", "LessonBook", "definition_digest", "same_witness"]
 
 #: Lessons one book holds at most (tools of one upstream that taught something).
 MAX_LESSONS = 1000
@@ -57,6 +58,8 @@ MAX_PENDING = 4000
 MAX_PENDING_BYTES = 256 * 1024
 #: The item of a pending entry for ``drop_output_schema`` (a place is a pointer: it begins with ``/``).
 DROP = "drop_output_schema"
+#: What begins the item of a pending entry for a ``nullable`` place (the pointer follows it).
+NULLABLE = "nullable:"
 #: Most credentials one witness is made of (:meth:`mcp_normalizer.ops.lesson_store.LessonStore.witness`:
 #: the ``Authorization`` header and each cookie); a request with more is no witness.
 MAX_WITNESS_PARTS = 8
@@ -79,10 +82,10 @@ class Lesson:
     Attributes:
         tool: the tool's name (upstream's).
         definition: :func:`definition_digest` of the tool as listed when it was learned.
-        learned: the declaration (``drop_output_schema``, ``relax`` places).
+        learned: the declaration (``drop_output_schema``, ``relax`` and ``nullable`` places).
         jsonrpc_id: the id of the first response that taught it, as JSON text.
         at: when, in Unix seconds.
-        pointers: where that result failed (the places relaxed, or ``/structuredContent``).
+        pointers: where that result failed (the places relaxed or made nullable, or ``/structuredContent``).
     """
 
     tool: str
@@ -98,7 +101,7 @@ class Lesson:
         return len(self.tool) + len(self.definition) + sum(len(p) for p in self.pointers)
 
     def as_json(self, *, listed: bool = False) -> JSONObject:
-        """The lesson as stored: ``{"tool", "definition", "drop_output_schema", "relax",
+        """The lesson as stored: ``{"tool", "definition", "drop_output_schema", "relax", "nullable",
         "first": {"id", "at", "pointers"}}`` (``at`` as Unix seconds); ``listed``: as the admin
         endpoint lists it, ``first`` holding only the ``pointers`` (which tools others called, and
         when, is not any local client's business)."""
@@ -110,34 +113,40 @@ class Lesson:
             "definition": self.definition,
             "drop_output_schema": self.learned.drop_output_schema,
             "relax": [place.text for place in self.learned.relax],
+            "nullable": [place.text for place in self.learned.nullable],
             "first": first,
         }
 
     @classmethod
     def from_json(cls, value: JSON) -> Lesson | None:
         """A lesson from :meth:`as_json`'s shape; ``None`` for anything else (a store written by
-        another version, or tampered with, is never trusted further than its shape)."""
+        another version, or tampered with, is never trusted further than its shape; one written
+        before ``nullable`` was learned has none)."""
         if not isinstance(value, dict):
             return None
         tool, definition, first = value.get("tool"), value.get("definition"), value.get("first")
         relax, drop = value.get("relax", []), value.get("drop_output_schema", False)
+        nullable = value.get("nullable", [])
         if not isinstance(tool, str) or not isinstance(definition, str) or not isinstance(first, dict):
             return None
         if len(tool) > MAX_NAME or len(definition) != 32 or not isinstance(drop, bool) or not isinstance(relax, list):
             return None
-        if len(relax) > MAX_PLACES or not all(isinstance(p, str) and len(p) <= MAX_POINTER for p in relax):
+        if not isinstance(nullable, list) or len(relax) + len(nullable) > MAX_PLACES:
+            return None
+        if not all(isinstance(p, str) and len(p) <= MAX_POINTER for p in (*relax, *nullable)):
             return None
         jsonrpc_id, at, pointers = first.get("id"), first.get("at"), first.get("pointers", [])
         if not isinstance(jsonrpc_id, str) or not isinstance(at, int | float) or not isinstance(pointers, list):
             return None
         try:
             places = tuple(PointerPattern.parse(p) for p in relax)
+            nulls = tuple(PointerPattern.parse(p) for p in nullable)
         except ValueError:
             return None
-        if not drop and not places:
+        if not drop and not places and not nulls:
             return None
         kept = tuple(p for p in pointers if isinstance(p, str))[:MAX_PLACES]
-        return cls(tool, definition, Learned(drop, places), jsonrpc_id[:128], float(at), kept)
+        return cls(tool, definition, Learned(drop, places, nulls), jsonrpc_id[:128], float(at), kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +157,7 @@ class Evidence:
     Attributes:
         tool: the tool's name.
         definition: :func:`definition_digest` of the tool as listed.
-        item: the place relaxed (a pointer), or :data:`DROP`.
+        item: the place relaxed (a pointer), :data:`NULLABLE` and the place made nullable, or :data:`DROP`.
         witness: who saw it: keyed digests of each credential (the authorization, each cookie),
             or of the session without any, joined by ``.`` (:func:`same_witness`).
         jsonrpc_id: the id of the response that taught it, as JSON text.
@@ -197,8 +206,9 @@ class Evidence:
         if len(tool) > MAX_NAME or len(definition) != 32 or not witness or len(witness) > MAX_WITNESS:
             return None
         if item != DROP:
+            place = item.removeprefix(NULLABLE)
             try:
-                if not item.startswith("/") or len(item) > MAX_POINTER or PointerPattern.parse(item).text != item:
+                if not place.startswith("/") or len(place) > MAX_POINTER or PointerPattern.parse(place).text != place:
                     return None
             except ValueError:
                 return None
@@ -207,13 +217,15 @@ class Evidence:
 
 def _items(learned: Learned) -> list[str]:
     """What ``learned`` declares, item by item (:attr:`Evidence.item`)."""
-    return ([DROP] if learned.drop_output_schema else []) + [place.text for place in learned.relax]
+    drop = [DROP] if learned.drop_output_schema else []
+    return drop + [place.text for place in learned.relax] + [NULLABLE + place.text for place in learned.nullable]
 
 
 def _declared(items: list[str]) -> Learned:
     """The declaration of ``items`` (the inverse of :func:`_items`)."""
-    places = tuple(PointerPattern.parse(item) for item in items if item != DROP)
-    return Learned(DROP in items, places[:MAX_PLACES])
+    relax = tuple(PointerPattern.parse(item) for item in items if item.startswith("/"))[:MAX_PLACES]
+    nulls = tuple(PointerPattern.parse(item.removeprefix(NULLABLE)) for item in items if item.startswith(NULLABLE))
+    return Learned(DROP in items, relax, nulls[: MAX_PLACES - len(relax)])
 
 
 class LessonBook:
@@ -361,8 +373,7 @@ class LessonBook:
         head = firsts[0]
         items = [first.item for first in firsts]
         learned = _declared(items)
-        pointers = ("/structuredContent",) if learned.drop_output_schema else tuple(p.text for p in learned.relax)
-        lesson = Lesson(head.tool, head.definition, learned, head.jsonrpc_id, head.at, pointers)
+        lesson = Lesson(head.tool, head.definition, learned, head.jsonrpc_id, head.at, learned.places)
         return self.add(lesson, stored=stored)
 
     def as_json(self) -> bytes:

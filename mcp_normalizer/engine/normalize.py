@@ -25,7 +25,7 @@ from ..errors import DecodeError
 from ..types import JSON, JSONObject
 from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads, spliced
 from ..wire.jsonrpc import IdKey, object_only
-from ..wire.pointer import WILDCARD, PointerPattern, format_pointer
+from ..wire.pointer import WILDCARD, PointerPattern, format_pointer, resolve
 from . import interventions, suggest
 from .bounded import SizedLRU
 from .catalog import ToolEntry, build_entry
@@ -57,7 +57,7 @@ from .rules.scan import WALK_DEPTH, ToolScan
 from .rules.schema_keywords import SHAPE
 from .rules.schema_repairs import misshapen_input
 from .rules.schemas import subschemas, widen_at
-from .schema import SchemaCompiler, SchemaUnusable
+from .schema import SchemaCompiler, SchemaUnusable, Violation
 from .steps import Steps, run_all
 
 _GROUP = tuple(rule for rule in RESULT_RULES if rule.conformance and rule.on_result is not None)
@@ -363,16 +363,23 @@ class Normalizer:
             lesson = self.lessons.get(name, definition) if self.lessons.knows(name) else None
             if lesson is not None:
                 taught = lesson if taught is None else taught.merged(lesson)
+            advertised_nullable = configured
             if taught is not None:
-                relax = _joined(relax, taught.relax)
-                drop = drop or taught.drop_output_schema
                 where = "of this upstream" if lesson is not None else "in this scope"
-                declared_by = f"learned from this tool's results {where} (rule learn_schema)"
+                by_lesson = f"learned from this tool's results {where} (rule learn_schema)"
+                if taught.relax or taught.drop_output_schema:
+                    relax = _joined(relax, taught.relax)
+                    drop = drop or taught.drop_output_schema
+                    declared_by = by_lesson
+                if taught.nullable and nullable_on:
+                    # advertised only: the nullable rule never nulls a value at a learned place
+                    advertised_nullable = _joined(configured, taught.nullable)
+                    nullable_by = f"{nullable_by}; {by_lesson}" if configured else by_lesson
             if configured or relax or drop or applied or taught is not None:
                 context = ToolContext(
                     era=era,
                     settings=self.config.settings,
-                    nullable=configured,
+                    nullable=advertised_nullable,
                     relax=relax,
                     drop_output_schema=drop,
                     client=client,
@@ -732,11 +739,16 @@ class Normalizer:
                 every = entry.compiled.violations(result["structuredContent"], limit=learned.MAX_PLACES + 1)
             except SchemaUnusable:
                 every = remaining
-            fix = suggest.for_violations(tool, result["structuredContent"], every)
+            structured, repaired = result["structuredContent"], group.would.get("structuredContent")
+            structured, repaired = (loads(v) if isinstance(v, Raw) else v for v in (structured, repaired))
+            unrepaired = [v for v in every if not _null_repaired(structured, repaired, v)]
+            # the declaration to write: for what the lossless repairs leave (not an optional null)
+            fix = suggest.for_violations(tool, structured, unrepaired or every)
             rewrite = Rewrite("conformance", "left unchanged", ("/structuredContent",), reason, fix)
             track.records.append(Record(rewrite, tool, False, "unrepaired"))
-            taught = learned.from_violations(result["structuredContent"], every)
-            self._learn(track, tool, self._relaxing(entry, result["structuredContent"], taught))
+            nulls = self.config.mode("nullable", tool) is not Mode.OFF  # (else a learned place is never advertised)
+            taught = learned.from_violations(structured, unrepaired, entry.output_schema if nulls else None)
+            self._learn(track, tool, self._relaxing(entry, (structured, repaired), taught))
             return
         applied = any(record.applied for record in group.records)
         if applied and group.real is not group.would and not self._conforms(entry, group.real):
@@ -761,25 +773,33 @@ class Normalizer:
         if mode is Mode.ON:
             track.learned = found
             return
-        what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
+        what = found.describe()
         reason = "the tool's results do not meet its outputSchema; a scope would be told with list_changed"
         track.records.append(Record(Rewrite(LEARN.name, f"would learn {what}", (), reason), tool, False))
 
-    def _relaxing(self, entry: ToolEntry, structured: JSON, found: Learned | None) -> Learned | None:
-        """``found`` if relaxing its places widens the schema at each and makes ``structured``
-        conform, else ``None`` (a place only a ``patternProperties`` or a branch reaches, or more
-        faults than were learned: the relaxed list would announce a change that changes nothing)."""
+    def _relaxing(self, entry: ToolEntry, structured: tuple[JSON, JSON], found: Learned | None) -> Learned | None:
+        """``found`` if relaxing its places (``relax``: unconstrained; ``nullable``: ``null`` added)
+        widens the schema at each and makes the result conform, as it came or as the lossless
+        repairs would make it (``structured``: both), else ``None`` (a place only a
+        ``patternProperties`` or a branch reaches, or more faults than were learned: the relaxed
+        list would announce a change that changes nothing)."""
         schema = entry.output_schema
         if found is None or not isinstance(schema, dict):
             return None
         found = _schema_named(schema, found)
         relaxed: JSON = schema
+        # the deepest first, as the tool rules widen them (an outer place cannot hide an inner one)
+        for place in sorted(found.nullable, key=lambda p: len(p.segments), reverse=True):
+            relaxed, count = widen_at(relaxed, place.segments)
+            if not count:
+                return None
         for place in found.relax:
             relaxed, count = widen_at(relaxed, place.segments, unconstrained)
             if not count:
                 return None
         try:
-            return found if self.compiler.compile(relaxed).is_valid(structured) else None
+            compiled = self.compiler.compile(relaxed)
+            return found if any(compiled.is_valid(value) for value in structured) else None
         except SchemaUnusable:
             return None
 
@@ -792,6 +812,16 @@ class Normalizer:
             return True
 
 
+def _null_repaired(structured: JSON, repaired: JSON, violation: Violation) -> bool:
+    """Whether ``violation`` is at a ``null`` that the lossless repairs replace (an optional member
+    dropped, a required array's ``null`` made ``[]``): that ``null`` teaches nothing."""
+    found, value = resolve(structured, violation.path)
+    if not found or value is not None:
+        return False
+    still, after = resolve(repaired, violation.path)
+    return not still or after is not None
+
+
 def _schema_named(schema: JSON, found: Learned) -> Learned:
     """``found`` with each place spelled as the schema names it: a member the schema does not
     list in ``properties`` where the place is (one ``additionalProperties`` takes: a key of the
@@ -799,17 +829,22 @@ def _schema_named(schema: JSON, found: Learned) -> Learned:
     lesson's places are shown to anyone (``GET {admin_prefix}/lessons``), kept in the state file
     and offered to every tenant; one tenant's data must be in none of them, and results whose
     data keys differ teach the same place."""
-    places: dict[str, PointerPattern] = {}
-    for place in found.relax:
-        segments: list[str] = []
-        for segment in place.segments:
-            if segment != WILDCARD and not _names_member(schema, segments, segment):
-                segment = WILDCARD
-            segments.append(segment)
-        text = format_pointer(tuple(segments))
-        places.setdefault(text, PointerPattern.parse(text))
-    relax = tuple(places.values())
-    return found if relax == found.relax else Learned(found.drop_output_schema, relax)
+    named: list[tuple[PointerPattern, ...]] = []
+    for given in (found.relax, found.nullable):
+        places: dict[str, PointerPattern] = {}
+        for place in given:
+            segments: list[str] = []
+            for segment in place.segments:
+                if segment != WILDCARD and not _names_member(schema, segments, segment):
+                    segment = WILDCARD
+                segments.append(segment)
+            text = format_pointer(tuple(segments))
+            places.setdefault(text, PointerPattern.parse(text))
+        named.append(tuple(places.values()))
+    relax, nullable = named
+    if relax == found.relax and nullable == found.nullable:
+        return found
+    return Learned(found.drop_output_schema, relax, nullable)
 
 
 def _names_member(schema: JSON, prefix: list[str], name: str) -> bool:

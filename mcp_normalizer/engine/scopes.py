@@ -36,7 +36,7 @@ from ..wire.jsonrpc import IdKey, PendingRequest
 from .bounded import ExpiringMap
 from .catalog import CatalogPool, ToolCatalog, ToolEntry, ToolSet
 from .rules.clients import UNKNOWN, ClientProfile, profile_for
-from .rules.learned import Learned, LearnedTools
+from .rules.learned import Learned, LearnedTools, learned_size
 
 #: Tools whose schema one scope may learn (a bound on what one client's results can make it hold).
 MAX_LEARNED_TOOLS = 200
@@ -264,7 +264,7 @@ class ScopeState:
         merged = before.merged(found) if before is not None else found
         if merged == before or (before is None and len(self.learned) >= MAX_LEARNED_TOOLS):
             return False
-        size = len(tool) + sum(len(place.text) for place in merged.relax)
+        size = len(tool) + learned_size(merged)
         if self.learned.size - self.learned.size_of(tool) + size > MAX_LEARNED_BYTES:
             return False
         self.learned[tool] = merged

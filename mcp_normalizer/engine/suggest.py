@@ -11,7 +11,6 @@ never sends ``structuredContent``. Pure: no I/O.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from ..types import JSON
@@ -70,10 +69,10 @@ def for_violations(tool: str | None, structured: JSON | Raw, violations: Sequenc
     if table is None:
         return ""
     lines = [table]
-    if nullable:
-        lines.append(f"nullable = {json.dumps(nullable)}")
-    if relax:
-        lines.append(f"relax = {json.dumps(relax)}")
+    for key, places in (("nullable", nullable), ("relax", relax)):
+        spelled = [toml_string(place) for place in places]
+        if places and None not in spelled:  # (a place TOML cannot hold: no declaration to print)
+            lines.append(f"{key} = [" + ", ".join(str(text) for text in spelled) + "]")
     return "\n".join(lines) if len(lines) > 1 else ""
 
 

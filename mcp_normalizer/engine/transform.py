@@ -665,12 +665,11 @@ class ResponseTransformer:
         stream only (on 2026-07-28 ``list_changed`` belongs to ``subscriptions/listen`` streams; a
         JSON body has no room for it): elsewhere the next ``tools/list`` shows it."""
         exchange = self.exchange
-        what = "drop_output_schema" if found.drop_output_schema else "relax " + ", ".join(p.text for p in found.relax)
+        what = found.describe()
         entry = exchange.tool(tool)
         definition = entry.digest() if entry is not None else ""
-        places = ("/structuredContent",) if found.drop_output_schema else tuple(p.text for p in found.relax)
         book = self.normalizer.lessons
-        seen = taught_now(tool, definition, found, self._answering, places)
+        seen = taught_now(tool, definition, found, self._answering, found.places)
         lasting = bool(definition) and book.witnessed(seen, exchange.witnessed_by())
         scoped = exchange.private and exchange.state.learn(tool, found)
         if not lasting and not scoped:

@@ -5,7 +5,7 @@
   check is cached for a second so probes cannot load the upstream).
 - ``{prefix}/metrics``: the Prometheus metrics (:mod:`mcp_normalizer.ops.metrics`).
 - ``{prefix}/lessons``: what results taught of their tools' schemas (:mod:`mcp_normalizer.engine.lessons`),
-  as JSON ``{"lessons": [{"tool", "definition", "drop_output_schema", "relax", "first":
+  as JSON ``{"lessons": [{"tool", "definition", "drop_output_schema", "relax", "nullable", "first":
   {"pointers"}}]}``: names and places, never a value, nor the JSON-RPC id and time of the result
   that taught it (these endpoints have no authentication: any client that reaches them would
   learn which tools others called, and when; the state file keeps them, ``0600``).

@@ -46,7 +46,7 @@ from pathlib import Path
 import anyio
 import orjson
 
-from ..engine.lessons import DROP, MAX_PENDING, MAX_WITNESS_PARTS, Evidence, Lesson, LessonBook
+from ..engine.lessons import DROP, MAX_PENDING, MAX_WITNESS_PARTS, NULLABLE, Evidence, Lesson, LessonBook
 from ..engine.scopes import SharedBackend
 from ..types import JSONObject
 
@@ -366,6 +366,7 @@ def _evidence_key(entry: JSONObject) -> tuple[str, ...]:
 
 def _items_of(lesson: JSONObject) -> tuple[str, ...]:
     """The items a stored lesson declares (:attr:`Evidence.item`)."""
-    relax = lesson.get("relax")
+    relax, nullable = lesson.get("relax"), lesson.get("nullable")
     places = tuple(str(p) for p in relax) if isinstance(relax, list) else ()
+    places += tuple(NULLABLE + str(p) for p in nullable) if isinstance(nullable, list) else ()
     return ((DROP,) if lesson.get("drop_output_schema") is True else ()) + places

@@ -501,7 +501,13 @@ def _pending(entries: object, now: float, bound: int) -> dict[IdKey, PendingRequ
 
 
 def _learned_json(learned: Mapping[str, Learned]) -> bytes:
-    return orjson.dumps({tool: [d.drop_output_schema, [p.text for p in d.relax]] for tool, d in learned.items()})
+    """``{tool: [drop_output_schema, [relax place, ...], [nullable place, ...]]}`` (:func:`_learned` reads it)."""
+    return orjson.dumps(
+        {
+            tool: [d.drop_output_schema, [p.text for p in d.relax], [p.text for p in d.nullable]]
+            for tool, d in learned.items()
+        }
+    )
 
 
 def _scope_snapshot(fields: object) -> tuple[Snapshot, str | None]:
@@ -533,9 +539,11 @@ def _learned(raw: bytes) -> dict[str, Learned]:
         return out
     for tool, value in decoded.items():
         try:
-            drop, places = value
+            drop, places, *rest = value  # (an entry written before nullable was learned has two)
             relax = tuple(PointerPattern.parse(place) for place in places if isinstance(place, str))
+            nulls = rest[0] if rest and isinstance(rest[0], list) else []
+            nullable = tuple(PointerPattern.parse(place) for place in nulls if isinstance(place, str))
         except (TypeError, ValueError):
             continue
-        out[str(tool)] = Learned(drop_output_schema=drop is True, relax=relax)
+        out[str(tool)] = Learned(drop_output_schema=drop is True, relax=relax, nullable=nullable)
     return out
