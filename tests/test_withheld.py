@@ -13,6 +13,7 @@ wire tests drive the proxy with the Python ``mcp`` client naming Claude Code or 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.clients import run_python
@@ -30,6 +32,8 @@ from mcp_normalizer.engine.rules.clients import ClientProfile, profile_for
 from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, TOOL_NAME, Constraint
 from mcp_normalizer.engine.rules.host_profiles import PROFILES
 
+from .host_claude import INVALID_SCHEMA, AnthropicMock, api_refusal, model_name, run_claude_code
+from .host_loop import McpServer
 from .support import HEADERS, capture_rewrites, proxy_for, run_cli, serve
 from .test_host_maps import modern_list
 from .test_host_repairs import initialize_as
@@ -80,9 +84,11 @@ def with_rules(**modes: Mode) -> NormalizerConfig:
 
 
 def check_schema_refuses(schema: Any) -> bool:
-    """python-jsonschema's own check, formats not asserted (what the oracle is held to)."""
+    """python-jsonschema's own check for the dialect the schema declares (2020-12 by default),
+    formats not asserted: what the oracle is held to."""
+    cls = validator_for(schema, default=Draft202012Validator) if isinstance(schema, dict) else Draft202012Validator
     try:
-        Draft202012Validator.check_schema(schema, format_checker=None)
+        cls.check_schema(schema, format_checker=None)
     except SchemaError:
         return True
     return False
@@ -110,6 +116,10 @@ def listed(record: dict[str, Any]) -> list[list[dict[str, Any]]]:
         {"type": "object", "properties": {"a": {"type": "number", "minimum": 0, "exclusiveMinimum": True}}},
         {"type": "object", "properties": {"a": {"type": "string"}}, "required": "a"},
         {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"items": [{}]}}},
+        {"type": "object", "properties": {"a": {"items": [{}]}}},
+        {"$schema": "http://json-schema.org/draft-07/schema", "properties": {"a": {"minLength": "x"}}},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"a": {"exclusiveMinimum": True}}},
+        {"$schema": "https://example.com/own-dialect", "properties": {"a": {"minLength": "x"}}},
         {"type": "object", "properties": {"a": {"type": "string", "pattern": "\\p{L}+", "format": "x-custom"}}},
         {"type": "object", "$defs": {"P": {"type": "number", "multipleOf": 0.01}}, "properties": {"p": {"$ref": "#"}}},
         True,
@@ -120,6 +130,16 @@ def listed(record: dict[str, Any]) -> list[list[dict[str, Any]]]:
 def test_the_2020_oracle_says_what_check_schema_says(schema: Any) -> None:
     tool = {"name": "t", "inputSchema": schema}
     assert withhold.REFUSALS["anthropic"][0].violates(tool) is check_schema_refuses(schema)
+
+
+@pytest.mark.pure
+def test_a_schema_valid_for_the_older_draft_it_declares_is_not_withheld() -> None:
+    """The API refuses a draft-07 tuple too; Claude Code 2.1.332 then offers the tool with
+    ``{"type": "object"}`` (its model can still call it): withholding it would offer its model less."""
+    (oracle,) = withhold.REFUSALS["anthropic"]
+    draft07 = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"p": {"items": [{}, {}]}}}
+    assert not oracle.violates({"name": "t", "inputSchema": draft07})
+    assert oracle.violates({"name": "t", "inputSchema": {k: v for k, v in draft07.items() if k != "$schema"}})
 
 
 @pytest.mark.pure
@@ -322,3 +342,41 @@ def test_check_as_the_host_names_the_withheld_tool_directly_and_nothing_through_
     assert through.returncode == 0, through.stdout
     assert orjson.loads(through.stdout)["tools"] == ["search", "price"]
     assert not [f for f in orjson.loads(anyone.stdout)["findings"] if f["rule"] == "withhold_tools"]
+
+
+# -- the real host ----------------------------------------------------------------------------------
+
+#: A draft-07 tuple, valid for the draft it declares; the Anthropic API refuses it.
+LOCATE = {
+    "name": "locate",
+    "inputSchema": {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"point": {"type": "array", "items": [{"type": "number"}, {"type": "string"}]}},
+    },
+}
+
+
+@pytest.mark.wire
+def test_claude_code_is_offered_through_the_proxy_what_it_offers_its_model_itself(tmp_path: Path) -> None:
+    """Claude Code 2.1.332 against a mock of the Anthropic API that refuses, as the real one does,
+    a request holding an ``input_schema`` that is not valid draft 2020-12 (``tests/host_claude.py``).
+    Directly the host skips the invalid tool itself ("would be rejected by the Anthropic API"), and
+    sends the draft-07 tuple, whose request the API refuses; it then offers that tool again with
+    ``{"type": "object"}``. Through the proxy the invalid tool is withheld (logged), the draft-07
+    one is not (withholding it would offer the model less), and the model is offered the same tools."""
+    with serve(server(*TOOLS, LOCATE)) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
+        views = []
+        for name, url in (("direct", up), ("proxy", px)):
+            mock = AnthropicMock(model_name("demo", "search"), {"q": "caf\u00e9 \u2713"})
+            views.append(run_claude_code(McpServer("demo", url + "/mcp"), "search", {}, tmp_path / name, mock=mock))
+            (refused,) = [body for _path, body in mock.refused]  # the draft-07 tuple's request, once
+            names = [tool["name"] for tool in refused["tools"]]
+            assert api_refusal(refused) == INVALID_SCHEMA.format(index=names.index("mcp__demo__locate"))
+    direct, proxied = views
+    assert 'Skipping tool "bad"' in direct.log and "rejected by the Anthropic API" in direct.log
+    assert set(direct.tools) == set(proxied.tools) == {"search", "price", "locate"}, (direct.log, proxied.log)
+    assert direct.tools["locate"]["input_schema"] == proxied.tools["locate"]["input_schema"] == {"type": "object"}
+    assert direct.result == proxied.result == RESULT["content"][0]["text"]
+    (line,) = [line for line in log.lines if line["rule"] == "withhold_tools"]
+    assert (line["tool"], line["client"], line["host_fault"]) == ("bad", CLAUDE_CODE, "input_schema_2020")

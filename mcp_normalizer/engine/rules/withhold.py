@@ -37,9 +37,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
+from jsonschema import Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator
 
-from ...types import JSON
+from ...types import JSON, JSONObject
 from .base import Rewrite, Rule
 from .clients import ClientProfile
 from .host_faults import CONSTRAINTS
@@ -87,10 +87,29 @@ class Withheld:
     source: str
 
 
+#: The metaschemas a schema may declare with ``$schema`` (``http``/``https``, with or without ``#``).
+_DIALECTS: Mapping[str, JSONObject] = {
+    uri: cls.META_SCHEMA
+    for cls in (Draft202012Validator, Draft201909Validator, Draft7Validator, Draft6Validator, Draft4Validator)
+    for uri in (cls.META_SCHEMA["$schema"].rstrip("#").split("://", 1)[1],)
+}
+_DEFAULT = "json-schema.org/draft/2020-12/schema"
+
+
 @functools.cache
-def _metaschema() -> jsonschema_rs.Validator:
-    """The draft 2020-12 metaschema, compiled once (jsonschema-rs bundles its vocabularies: no fetch)."""
-    return jsonschema_rs.validator_for(Draft202012Validator.META_SCHEMA, offline=True)
+def _metaschema(dialect: str) -> jsonschema_rs.Validator:
+    """The metaschema of ``dialect`` (a key of :data:`_DIALECTS`), compiled once (jsonschema-rs
+    bundles the drafts' vocabularies: nothing is fetched)."""
+    return jsonschema_rs.validator_for(_DIALECTS[dialect], offline=True)
+
+
+def _dialect(schema: JSON) -> str:
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    if isinstance(declared, str):
+        key = declared.strip().rstrip("#").split("://", 1)[-1]
+        if key in _DIALECTS:
+            return key
+    return _DEFAULT
 
 
 def _deeper_than(node: JSON, limit: int) -> bool:
@@ -106,17 +125,21 @@ def _deeper_than(node: JSON, limit: int) -> bool:
 
 def _not_2020(tool: JSON) -> bool:
     """The Anthropic API's rule for ``input_schema`` (anthropics/claude-code#586: "JSON schema is
-    invalid. It must match JSON Schema draft 2020-12"): the ``inputSchema`` fails the draft 2020-12
-    metaschema, whatever ``$schema`` it declares (``Draft202012Validator.check_schema`` without
-    format assertions). A tool without one, a schema nesting deeper than 128 levels or one the
-    validator cannot take (a lone surrogate) is not judged."""
+    invalid. It must match JSON Schema draft 2020-12"), as the host can be spared it: the
+    ``inputSchema`` fails the metaschema of the dialect it declares (2020-12 when it declares
+    none; ``check_schema`` without format assertions). A schema valid for the older draft it
+    declares is not judged: the API refuses a draft-07 tuple too, but Claude Code 2.1.332 then sends
+    the tool again with ``{"type": "object"}`` (reproduced in ``tests/test_withheld.py``), so its
+    model is offered more than if the tool were withheld; translating it is a repair's job. A tool
+    without one, a schema nesting deeper than 128 levels or one the validator cannot take (a lone
+    surrogate) is not judged."""
     if not isinstance(tool, dict) or "inputSchema" not in tool:
         return False
     schema = tool["inputSchema"]
     if _deeper_than(schema, _MAX_DEPTH):
         return False
     try:
-        return not _metaschema().is_valid(schema)
+        return not _metaschema(_dialect(schema)).is_valid(schema)
     except (ValueError, TypeError, OverflowError):
         return False
 
@@ -126,7 +149,7 @@ REFUSALS: Mapping[str, tuple[Refusal, ...]] = {
     "anthropic": (
         Refusal(
             INPUT_SCHEMA_2020,
-            "an inputSchema that is not valid JSON Schema draft 2020-12",
+            "an inputSchema that is not valid JSON Schema draft 2020-12 (nor valid for the older draft it declares)",
             "anthropics/claude-code#586, #2758 (the Anthropic API: input_schema must match JSON Schema draft 2020-12;"
             " one such tool fails every request)",
             _not_2020,
