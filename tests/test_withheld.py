@@ -13,6 +13,7 @@ wire tests drive the proxy with the Python ``mcp`` client naming Claude Code or 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from mcp_normalizer.engine.rules.host_profiles import PROFILES
 
 from .host_claude import INVALID_SCHEMA, AnthropicMock, api_refusal, model_name, run_claude_code
 from .host_loop import McpServer
-from .support import HEADERS, capture_rewrites, proxy_for, run_cli, serve
+from .support import HEADERS, ROOT, capture_rewrites, proxy_for, run_cli, serve
 from .test_host_maps import modern_list
 from .test_host_repairs import initialize_as
 
@@ -72,6 +73,7 @@ PRICE = {
 }
 TOOLS = (SEARCH, BAD, PRICE)
 LIST = [{"op": "listTools"}]
+STDIO_SERVER = str(Path(__file__).with_name("stdio_server.py"))
 
 
 def server(*tools: dict[str, Any]) -> ScriptedServer:
@@ -342,6 +344,28 @@ def test_check_as_the_host_names_the_withheld_tool_directly_and_nothing_through_
     assert through.returncode == 0, through.stdout
     assert orjson.loads(through.stdout)["tools"] == ["search", "price"]
     assert not [f for f in orjson.loads(anyone.stdout)["findings"] if f["rule"] == "withhold_tools"]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_behind_the_stdio_wrapper_the_same_tool_is_withheld_and_logged(tmp_path: Path) -> None:
+    """The stdio wrapper (``mcp-normalizer stdio``, where Claude Desktop starts servers) lists
+    through the same path: Claude Desktop (``claude-ai``) gets the two others, the log one line."""
+    plan = {"tools": list(TOOLS), "results": {tool["name"]: RESULT for tool in TOOLS}}
+    log = tmp_path / "wrapper.log"
+    # (the SDK's stdio client gives the wrapper a minimal environment: PYTHONPATH names this checkout)
+    wrapper = ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "mcp_normalizer", "stdio"]
+    command = [*wrapper, "--log-file", str(log), "--log-level", "info", "--", sys.executable, STDIO_SERVER]
+    command.append(orjson.dumps(plan).decode())
+    (desktop,) = listed(await run_python("", LIST, client_name="claude-ai", command=command))
+    (sdk,) = listed(await run_python("", LIST, command=command))
+    assert [tool["name"] for tool in desktop] == ["search", "price"]
+    assert [tool["name"] for tool in sdk] == ["search", "bad", "price"] and sdk[1]["inputSchema"] == BAD["inputSchema"]
+    lines = [orjson.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    withheld = [line for line in lines if line.get("rule") == "withhold_tools"]
+    assert [(line["tool"], line["client"], line["host_fault"]) for line in withheld] == [
+        ("bad", "claude-ai", "input_schema_2020")
+    ]
 
 
 # -- the real host ----------------------------------------------------------------------------------
