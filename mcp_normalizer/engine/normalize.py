@@ -254,6 +254,7 @@ class Normalizer:
         # Why a tool as advertised to a host is withheld from it (:meth:`withheld`), by the host's
         # oracles and the tool's text: a host listing the tools again costs a hash per tool.
         self._verdicts: SizedLRU[bytes, Withheld | Literal[False]] = SizedLRU(_MAX_VERDICTS, lambda _: 1)
+        self._verdict_digest: tuple[ClientProfile, hashlib.blake2b] | None = None
         self._inert: dict[str | None, bool] = {}
         #: Whether rule ``withhold_tools`` is on or in report mode for some tool (else no tool is judged).
         self.withholds = any(config.mode(withhold.NAME, tool) is not Mode.OFF for tool in (None, *config.tools))
@@ -516,9 +517,15 @@ class Normalizer:
         Raises:
             DecodeError: ``text`` is not JSON the proxy reads.
         """
-        if not withhold.judged(client):
-            return None
-        digest = hashlib.blake2b(withhold.key_of(client), digest_size=16)
+        last = self._verdict_digest
+        if last is not None and last[0] is client:
+            base = last[1]
+        else:
+            if not withhold.judged(client):
+                return None
+            base = hashlib.blake2b(withhold.key_of(client), digest_size=16)
+            self._verdict_digest = (client, base)  # (a page's clients are one: one digest a page)
+        digest = base.copy()
         digest.update(text)
         key = digest.digest()
         found = self._verdicts.get(key)

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 _NAME = attrgetter("name")
 #: Entries learned, and names checked, in one step (about 1.5 ms).
 _CHUNK = 4096
+#: Tools judged for a host in one step (rule ``withhold_tools``: about 2 ms cold, 0.1 ms warm).
+_JUDGED = 64
 
 
 def tools_list_page(
@@ -144,18 +146,21 @@ def _withhold(
 ) -> Steps[list[Raw] | None]:
     """Rule ``withhold_tools`` on one page, after every other rule (``texts``: each tool as it is
     advertised to ``client``, a host): the tools its model API refuses after every repair are left
-    out, one record each (:mod:`mcp_normalizer.engine.rules.withhold`), a pause after each tool;
+    out, one record each (:mod:`mcp_normalizer.engine.rules.withhold`), a pause every 64 tools;
     the page's tools without them, or ``None`` when none is left out. A tool the proxy did not
     learn (no string name, unreadable) is not judged: it passes as it came. Its catalog entry
     stays: a call of it goes upstream and its result is repaired, as any other."""
     host = client.host.title if client.host is not None else ""
     config = normalizer.config
     dropped: set[int] = set()
+    judge = normalizer.withheld
     for index, (text, entry) in enumerate(zip(texts, found, strict=True)):
+        if index % _JUDGED == 0:
+            yield  # (a verdict known costs a hash; one not yet, a decode and the oracles: tens of µs)
         if entry is None:
             continue
         try:
-            verdict = normalizer.withheld(text, client)
+            verdict = judge(text, client)
         except DecodeError:
             continue
         if verdict is not None:
@@ -165,7 +170,6 @@ def _withhold(
                 records.append(Record(rewrite, entry.name, applied=mode is RuleMode.ON, event="withheld"))
             if mode is RuleMode.ON:
                 dropped.add(index)
-        yield
     if not dropped:
         return None
     return [text for index, text in enumerate(texts) if index not in dropped]
