@@ -194,6 +194,23 @@ def test_a_key_added_to_the_closed_set_is_judged_with_no_change_here(monkeypatch
     assert "files.read" not in rewrite.reason and "rule tool_names" in rewrite.reason
 
 
+@pytest.mark.pure
+def test_a_verdict_is_kept_per_host_and_tool_text() -> None:
+    """One normalizer, the same tool text listed to two hosts and an SDK client: each gets its own
+    verdict (its host's title and sources), the second listing a cached one."""
+    normalizer = Normalizer(NormalizerConfig.shipped())
+    text = orjson.dumps({**BAD, "name": "files.read"})
+    code, desktop, sdk = (profile_for({"name": name}) for name in (CLAUDE_CODE, "claude-ai", "mcp"))
+    first = normalizer.withheld(text, code)
+    assert first is not None and first.key == "property_key_strict"
+    assert first.source == PROFILES["claude-code"].faults["property_key_strict"]
+    named = normalizer.withheld(text, desktop)  # its faults sort the name's key after the property's
+    assert named is not None and named.key == "property_key_strict"
+    assert normalizer.withheld(text, sdk) is None
+    assert normalizer.withheld(text, code) is first  # kept: a hash, not the oracles
+    assert normalizer.withheld(orjson.dumps(SEARCH), code) is None
+
+
 def _long_description(tool: Any) -> bool:
     return isinstance(tool, dict) and len(tool.get("description", "")) > 10
 

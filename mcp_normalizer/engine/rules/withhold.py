@@ -194,8 +194,10 @@ def judged(client: ClientProfile) -> bool:
 
 
 def key_of(client: ClientProfile) -> bytes:
-    """What a verdict for ``client`` depends on besides the tool (a cache key's prefix)."""
-    return ("\n".join(oracle[0] for oracle in oracles(client)) + "\n\n").encode()
+    """What a verdict for ``client`` depends on besides the tool (a cache key's prefix): its host
+    (the sources it names) and the oracles' keys."""
+    profile = client.host.profile if client.host is not None else ""
+    return "\n".join((profile, *(oracle[0] for oracle in oracles(client)), "", "")).encode()
 
 
 def withheld(tool: JSON, client: ClientProfile) -> Withheld | None:
