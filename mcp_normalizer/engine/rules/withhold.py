@@ -2,8 +2,9 @@
 withheld from that host alone, so one bad tool never costs the others. Pure: no I/O.
 
 A host sends every tool of a server to its model API in one request; one tool the API refuses
-fails the request (the Anthropic API answers 400 for every turn, anthropics/claude-code#586) or
-loses the host the whole server (Gemini CLI). Every host repair runs first (rules ``host_schemas``,
+fails the request (the Anthropic API answers 400 for every turn, anthropics/claude-code#586: Claude
+Code before its own check of the schemas, the Claude apps, any host on the API) or loses the host
+the whole server (Gemini CLI). Every host repair runs first (rules ``host_schemas``,
 ``tool_names``, ...); then each tool of the listing, as the proxy would advertise it to that host,
 is judged by oracles written from the hosts' and APIs' published rules, not from the repair code:
 
