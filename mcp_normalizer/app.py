@@ -102,7 +102,13 @@ def create_app(
     )
     return FrontDoor(
         middleware,
-        admin=Admin(prefix=limits.admin_prefix, metrics=metrics, ready=inner.ready, lessons=middleware.lessons.as_json),
+        admin=Admin(
+            prefix=limits.admin_prefix,
+            metrics=metrics,
+            ready=inner.ready,
+            lessons=middleware.lessons.as_json,
+            withheld=middleware.withheld.as_json,
+        ),
         hosts=HostPolicy(limits.allowed_hosts, limits.allowed_origins),
         record=RequestRecord(metrics, access_log=limits.access_log),
         max_header_bytes=limits.max_header_bytes,

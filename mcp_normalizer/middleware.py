@@ -49,6 +49,7 @@ from .ops.lesson_store import LessonStore
 from .ops.metrics import Metrics
 from .ops.observe import RPC_METHOD_KEY, metric_method
 from .ops.tracing import tracing_for
+from .ops.withheld import WithheldTools
 from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 from .wire.body import buffer_body, replay, with_length
 from .wire.forwarded import ForwardingPolicy, parse_networks
@@ -152,7 +153,9 @@ class NormalizerMiddleware:
         self.forwarding = ForwardingPolicy(trusted=parse_networks(config.proxy.trusted_proxies))
         #: The client each connection and credential named last (:mod:`mcp_normalizer.engine.client_id`).
         self.clients = ClientMemory(config.max_scopes)
-        self.audit = AuditLog(upstream, metrics=metrics)
+        #: The tools withheld from each host lately (rule ``withhold_tools``; ``GET {admin_prefix}/withheld``).
+        self.withheld = WithheldTools()
+        self.audit = AuditLog(upstream, metrics=metrics, sinks=(self.withheld.note,))
         if metrics is not None:
             metrics.watch_catalogs(self.scopes)
         self.capture = Capture(config.proxy.capture_file) if config.proxy.capture_file else None

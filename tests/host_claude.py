@@ -7,7 +7,9 @@ Claude Code (``tests/hosts``, 2.1.332) calls only ``POST /v1/messages?beta=true`
 carries the ``tool_result``, which is the model's view of the result. With
 ``ENABLE_TOOL_SEARCH=false`` the MCP tools come in ``tools`` directly (named ``mcp__SERVER__TOOL``,
 the tool's name with characters outside ``[a-zA-Z0-9_-]`` made ``_``), each with its
-``input_schema``. Recipe: ``../shared/reference/hosts-in-the-loop.md``.
+``input_schema``. Recipe: ``../shared/reference/hosts-in-the-loop.md``. Like the real API, the mock
+answers 400 for a request with a tool whose ``input_schema`` is not valid draft 2020-12
+(:func:`api_refusal`): such a request reaches no model.
 
 Beyond the recipe: ``MCP_CONNECTION_NONBLOCKING=false`` makes the first model request wait for the
 MCP server (by default Claude Code connects in the background and a slow server, a stdio one
@@ -23,7 +25,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from starlette.responses import Response
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from starlette.responses import JSONResponse, Response
 
 from .host_loop import HOST_TIMEOUT, McpServer, MockModel, ModelView, fresh_home, host_command, host_env, run_host, sse
 
@@ -85,6 +89,28 @@ def _message(content: list[dict[str, Any]], stop: str) -> Response:
     return sse(events)
 
 
+#: The Anthropic API's answer to a tool whose ``input_schema`` is not valid draft 2020-12 (quoted in
+#: anthropics/claude-code#586, #7365, #8900 and mapbox/mcp-server#22: every request of the session).
+INVALID_SCHEMA = (
+    "tools.{index}.custom.input_schema: JSON schema is invalid. It must match JSON Schema draft 2020-12"
+    " (https://json-schema.org/draft/2020-12). Learn more about tool use at https://docs.claude.com/en/docs/tool-use."
+)
+
+
+def api_refusal(body: Any) -> str | None:
+    """What the real Anthropic API refuses of a Messages request that the mock models: a tool whose
+    ``input_schema`` fails the draft 2020-12 metaschema (python-jsonschema's ``check_schema``,
+    formats not asserted; whatever ``$schema`` it declares: the Mapbox tool of anthropics/claude-code#586
+    declared draft-07). The message, or ``None``."""
+    for index, tool in enumerate(body.get("tools") or [] if isinstance(body, dict) else []):
+        if isinstance(tool, dict) and "input_schema" in tool:
+            try:
+                Draft202012Validator.check_schema(tool["input_schema"], format_checker=None)
+            except SchemaError:
+                return INVALID_SCHEMA.format(index=index)
+    return None
+
+
 def tool_results(body: Any) -> list[dict[str, Any]]:
     """The ``tool_result`` blocks of a Messages request's user turns."""
     found: list[dict[str, Any]] = []
@@ -124,6 +150,10 @@ class AnthropicMock(MockModel):
     def answer(self, path: str, body: Any) -> Response | None:
         if path.split("?")[0] != MESSAGES or not isinstance(body, dict):
             return None
+        refusal = api_refusal(body)
+        if refusal is not None:  # the request fails, as with the real API: the model is offered nothing
+            self.refused.append(self.requests.pop())
+            return JSONResponse({"type": "error", "error": {"type": "invalid_request_error", "message": refusal}}, 400)
         offered = {tool.get("name"): tool for tool in body.get("tools") or [] if isinstance(tool, dict)}
         if self.tool is not None and not self.called and self.tool in offered and not tool_results(body):
             self.called = True

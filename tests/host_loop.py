@@ -119,6 +119,9 @@ class MockModel:
         self.tool = tool
         self.arguments = dict(arguments)
         self.requests: list[tuple[str, Any]] = []
+        #: Requests the API refused as the real one does (an error, never a model's turn): not in
+        #: :attr:`requests`, which are what the model was offered.
+        self.refused: list[tuple[str, Any]] = []
         self.unknown: list[str] = []
         self.turn = 0
 
@@ -208,7 +211,7 @@ def run_host(
     log = out.decode(errors="replace") + err.decode(errors="replace")
     if mock.unknown:
         raise HostFailure(host, f"sent the mock requests it does not know: {mock.unknown}", mock.last_path, log)
-    if not mock.requests:
+    if not mock.requests and not mock.refused:
         raise HostFailure(host, f"exited ({process.returncode}) without calling the model", None, log)
     return log
 

@@ -15,10 +15,14 @@ from dataclasses import dataclass, field
 from ..config import NormalizerConfig
 from ..engine.catalog import ToolEntry
 from ..engine.interventions import named_in
+from ..engine.name_maps import names_kept
 from ..engine.normalize import Normalizer, Record
+from ..engine.rules import Mode, withhold
 from ..engine.rules.clients import CLIENT_FAULTS, UNKNOWN, ClientProfile
+from ..engine.rules.tool_names import RULE as TOOL_NAMES
+from ..engine.rules.tool_names import Renamer
 from ..errors import DecodeError
-from ..types import JSONObject
+from ..types import JSON, JSONObject
 from ..wire.jsoncodec import dumps
 from .advisories import advisories
 from .author_fixes import author_fix
@@ -152,6 +156,9 @@ class Auditor:
     def __init__(self, config: NormalizerConfig, client: ClientProfile = UNKNOWN) -> None:
         self.normalizer = Normalizer(dataclasses.replace(config, report_only=True))
         self.client = client
+        #: The rules as the proxy runs them (not report-only): what a host is advertised, which
+        #: rule ``withhold_tools`` judges (only for a host it judges, ``check --host``).
+        self._emitting = Normalizer(config) if withhold.judged(client) else None
         self.audit = Audit()
         self._catalogs: dict[str, dict[str, ToolEntry]] = {}
         self._index: dict[tuple[str | None, str, str, tuple[str, ...], str], Finding] = {}
@@ -176,12 +183,41 @@ class Auditor:
             self.add(record, "tools/list")
         host = self.client.host
         tools = result.get("tools")
+        if self._emitting is not None and isinstance(tools, list):
+            self._withheld_tools(tools, era)
         if host is not None and isinstance(tools, list):
             for tool in tools:
                 name = tool.get("name") if isinstance(tool, dict) else None
                 if isinstance(name, str):
                     for found in observed(host.profile, "tool", tool):
                         self._observed(name, "tools/list", found)
+
+    def _withheld_tools(self, tools: list[JSON], era: str | None) -> None:
+        """Report the tools of one page that the proxy withholds from the host audited as (rule
+        ``withhold_tools``): each tool as the proxy advertises it to that host (every rule run as
+        configured, the name rule ``tool_names`` gives it), judged by the host's oracles."""
+        emitting, client = self._emitting, self.client
+        if emitting is None or client.host is None:
+            return
+        config = emitting.config
+        kept = names_kept(client)
+        named = [(i, t["name"]) for i, t in enumerate(tools) if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        renamer = Renamer([name for _, name in named], pattern=kept)
+        for index, name in named:
+            try:
+                listing = emitting.list_tool(tools[index], index, era, client)
+            except (RecursionError, DecodeError, ValueError, TypeError):
+                continue
+            advertised = listing.tool
+            odd = kept.fullmatch(name) is None
+            new = renamer.name_for(name, odd and config.mode(TOOL_NAMES.name, name) is Mode.ON)
+            if new is not None and isinstance(advertised, dict):
+                advertised = {**advertised, "name": new}
+            found = withhold.withheld(advertised, client)
+            if found is None or config.mode(withhold.NAME, name) is Mode.OFF:
+                continue
+            rewrite = withhold.rewrite(index, found, client.host.title)
+            self.add(Record(rewrite, name, applied=False, event="withheld"), "tools/list")
 
     def list_shape(self, result: JSONObject, scope: str = "", *, first_page: bool = True) -> None:
         """Check what the rules take for granted in a ``tools/list`` page: ``tools`` is a list of
@@ -297,6 +333,10 @@ class Auditor:
             self.audit.notes.append(f"{record.tool!r}: {rewrite.reason}; not validated")
             return
         repair = rewrite.action if record.event == "rewrite" else NOT_REPAIRED
+        if record.event == "withheld":
+            repair = (
+                f"{rewrite.action} alone ({rewrite.host_fault}); every other tool, and every other client, is listed"
+            )
         kind = kind_of(rewrite.rule, record.event)
         self._note(
             record.tool,

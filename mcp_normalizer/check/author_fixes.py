@@ -104,6 +104,9 @@ AUTHOR_FIXES: dict[str, str] = {
     "unrepaired": _CONFORM,
     "unreadable_tool": "publish schemas a JSON Schema 2020-12 validator compiles (test them with `jsonschema"
     " check-schema` or Ajv's strict mode)",
+    "tool_withheld": "publish an inputSchema valid for JSON Schema draft 2020-12 (`jsonschema check-schema`: a"
+    " minLength is an integer, required an array of names, a draft-07 tuple is prefixItems) and what the host"
+    " takes (reference/hosts.md); until then the proxy withholds the tool from that host alone",
 }
 
 

@@ -413,6 +413,20 @@ KINDS: dict[str, FaultKind] = {
             _VALIDATORS,
         ),
         FaultKind(
+            "tool_withheld",
+            "Schemas MUST be valid for their dialect (2020-12 unless they say otherwise); a host sends every tool's"
+            " inputSchema to its model API, which refuses this one (invalid, or valid but outside what it takes)"
+            " after every repair the proxy makes for that host",
+            "MCP 2025-11-25 basic/index.mdx, JSON Schema Usage; the host's and its model API's own rules"
+            " (reference/hosts.md)",
+            (
+                "Claude Code, Claude Desktop, claude.ai: an inputSchema that is not valid draft 2020-12 fails every"
+                " request of the session (anthropics/claude-code#586, #2758)",
+                "any host whose model API refuses one tool of the server: the whole request fails, or the host"
+                " loses the whole server",
+            ),
+        ),
+        FaultKind(
             "unreadable_tool",
             "A tool's schemas MUST be valid JSON Schema the client can compile",
             "MCP 2025-11-25 basic/index.mdx, JSON Schema Usage",

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from ..types import JSON
 from .normalize import Record
 from .rules import RULES_BY_NAME
+from .rules.host_profiles import host_for
+from .rules.withhold import repairing_rule
 
 if TYPE_CHECKING:
     from ..ops.metrics import Metrics  # counted into when given; the engine never builds one
@@ -28,7 +30,7 @@ def kind_of(rule: str, event: str) -> str:
     """The fault kind behind a log line (and a span event): its rule's, or the event's
     (``unrepaired``, ``skipped``...)."""
     found = RULES_BY_NAME.get(rule)
-    return found.kind if found is not None and event == "rewrite" else event
+    return found.kind if found is not None and event in ("rewrite", "withheld") else event
 
 
 class AuditLog:
@@ -96,6 +98,8 @@ class AuditLog:
             fields["client_fault"] = rewrite.for_clients  # made for clients not known to accept the original
         if rewrite.fix:
             fields["fix"] = rewrite.fix  # the TOML that would repair what no default repair does
+        if rewrite.host_fault:
+            fields["host_fault"] = rewrite.host_fault  # the host fault it is about (a tool withheld: why)
         level = logging.INFO if record.event == "rewrite" else logging.WARNING
         # The text says what the JSON fields say, for a host whose handler formats only the message
         # (middleware mode): rule, action, tool, id, pointers; never a value.
@@ -116,5 +120,11 @@ class AuditLog:
         if self.metrics is not None:
             tool = self.metrics.tool_label(record.tool) if listed else "unlisted"
             self.metrics.rewrites.labels(rewrite.rule, tool, record.event, str(record.applied).lower()).inc()
+            if record.event == "withheld" and record.applied:
+                host = host_for(client)
+                profile = host.profile if host is not None else "unknown"
+                self.metrics.tools_withheld.labels(
+                    profile, rewrite.host_fault, repairing_rule(rewrite.host_fault)
+                ).inc()
         for sink in self.sinks:
             sink(record, jsonrpc_id, client)

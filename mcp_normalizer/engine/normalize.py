@@ -41,6 +41,7 @@ from .rules import (
     ToolContext,
     learned,
     lone_surrogates,
+    withhold,
 )
 from .rules.base import Response, ResponseContext, ToolGate
 from .rules.clients import UNKNOWN, ClientProfile, with_model_api
@@ -57,6 +58,7 @@ from .rules.scan import WALK_DEPTH, ToolScan
 from .rules.schema_keywords import SHAPE
 from .rules.schema_repairs import misshapen_input
 from .rules.schemas import subschemas, widen_at
+from .rules.withhold import Withheld
 from .schema import SchemaCompiler, SchemaUnusable, Violation
 from .steps import Steps, run_all
 
@@ -70,6 +72,8 @@ _MAX_ENTRY_BYTES = 64 * 1024 * 1024
 _MAX_LISTED_BYTES = 64 * 1024 * 1024
 #: Bytes counted for one cached item besides its text (key, objects, records).
 _ITEM_BYTES = 256
+#: Verdicts kept on tools listed to hosts (:meth:`Normalizer.withheld`): a key and a shared object each.
+_MAX_VERDICTS = 200_000
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -81,13 +85,14 @@ class Record(msgspec.Struct, frozen=True, gc=False):
         applied: ``False`` when the rule runs in report mode (nothing changed).
         event: ``rewrite``; ``unrepaired`` for a success result no rule could make conform;
             ``skipped`` for a result too large to validate; ``fault`` for a tool the proxy could
-            not read (it passes untouched).
+            not read (it passes untouched); ``withheld`` for a tool left out of a host's listing
+            (:mod:`mcp_normalizer.engine.rules.withhold`).
     """
 
     rewrite: Rewrite
     tool: str | None
     applied: bool
-    event: Literal["rewrite", "unrepaired", "skipped", "fault"] = "rewrite"
+    event: Literal["rewrite", "unrepaired", "skipped", "fault", "withheld"] = "rewrite"
 
 
 @dataclass(slots=True)
@@ -250,7 +255,13 @@ class Normalizer:
         self._listed: SizedLRU[bytes, ListedTool] = SizedLRU(
             _MAX_LISTED_BYTES, lambda listed: _ITEM_BYTES + len(listed.text or b"")
         )
+        # Why a tool as advertised to a host is withheld from it (:meth:`withheld`), by the host's
+        # oracles and the tool's text: a host listing the tools again costs a hash per tool.
+        self._verdicts: SizedLRU[bytes, Withheld | Literal[False]] = SizedLRU(_MAX_VERDICTS, lambda _: 1)
+        self._verdict_digest: tuple[ClientProfile, hashlib.blake2b] | None = None
         self._inert: dict[str | None, bool] = {}
+        #: Whether rule ``withhold_tools`` is on or in report mode for some tool (else no tool is judged).
+        self.withholds = any(config.mode(withhold.NAME, tool) is not Mode.OFF for tool in (None, *config.tools))
         self._last_digest: tuple[tuple[str | None, bytes, bytes, int], hashlib.blake2b] | None = None
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
@@ -517,6 +528,32 @@ class Normalizer:
                 entry.listed = data
             self._entries[key] = entry
         return ListedTool(None, (), entry)
+
+    def withheld(self, text: bytes | Raw, client: ClientProfile) -> Withheld | None:
+        """Why a tool, as the proxy advertises it to ``client`` (its JSON text, every repair made,
+        the name it is advertised under), is withheld from that host, or ``None``
+        (:func:`mcp_normalizer.engine.rules.withhold.withheld`); the verdict is kept by the host's
+        oracles and the text. ``None`` for a client that is no host with a tool oracle.
+
+        Raises:
+            DecodeError: ``text`` is not JSON the proxy reads.
+        """
+        last = self._verdict_digest
+        if last is not None and last[0] is client:
+            base = last[1]
+        else:
+            if not withhold.judged(client):
+                return None
+            base = hashlib.blake2b(withhold.key_of(client), digest_size=16)
+            self._verdict_digest = (client, base)  # (a page's clients are one: one digest a page)
+        digest = base.copy()
+        digest.update(text)
+        key = digest.digest()
+        found = self._verdicts.get(key)
+        if found is None:
+            found = withhold.withheld(loads(text), client) or False
+            self._verdicts[key] = found
+        return found if found is not False else None
 
     @property
     def idle(self) -> bool:

@@ -9,6 +9,10 @@
   {"pointers"}}]}``: names and places, never a value, nor the JSON-RPC id and time of the result
   that taught it (these endpoints have no authentication: any client that reaches them would
   learn which tools others called, and when; the state file keeps them, ``0600``).
+- ``{prefix}/withheld``: the tools withheld from each host lately (rule ``withhold_tools``,
+  :mod:`mcp_normalizer.ops.withheld`), as JSON ``{"withheld": [{"host", "tool", "fault", "rule",
+  "reason", "listings"}]}``: the host's profile, the tool's name, the host fault no repair made
+  acceptable, the rule that repairs it (``none``), the log's reason and how many listings left it out.
 
 The prefix is ``/.mcp-normalizer`` by default (``[proxy] admin_prefix``).
 :class:`~mcp_normalizer.hop.front.FrontDoor` routes the prefix here, after its ``Host``/``Origin`` check.
@@ -32,6 +36,7 @@ class Admin:
         metrics: the metrics to expose.
         ready: an async check that the upstream can be reached.
         lessons: the lesson book's JSON, ``None`` for no ``lessons`` endpoint.
+        withheld: the withheld tools' JSON, ``None`` for no ``withheld`` endpoint.
     """
 
     def __init__(
@@ -41,9 +46,11 @@ class Admin:
         metrics: Metrics,
         ready: Callable[[], Awaitable[bool]],
         lessons: Callable[[], bytes] | None = None,
+        withheld: Callable[[], bytes] | None = None,
     ) -> None:
         self.prefix = prefix
         self._lessons = lessons
+        self._withheld = withheld
         self.metrics = metrics
         self._ready = ready
         self._checked_at = 0.0
@@ -62,6 +69,8 @@ class Admin:
             await respond(send, 200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
         elif name == "lessons" and self._lessons is not None:
             await respond(send, 200, self._lessons(), b"application/json")
+        elif name == "withheld" and self._withheld is not None:
+            await respond(send, 200, self._withheld(), b"application/json")
         else:
             await respond(send, 404, b"not found\n", b"text/plain")
 

@@ -8,6 +8,9 @@ Metrics (all prefixed ``mcp_normalizer_``):
   2026-07-28 request, or ``other``.
 - ``rewrites_total{rule, tool, event, applied}``: rewrite log lines (``event``: rewrite,
   unrepaired, skipped, fault; ``applied``: false in report mode).
+- ``tools_withheld_total{host, fault, rule}``: tools left out of a host's ``tools/list`` (one per
+  tool and listing; rule ``withhold_tools``): ``host`` is the host's profile, ``fault`` the host
+  fault no repair made acceptable, ``rule`` the rule that repairs it (``none`` when none exists).
 - ``upstream_errors_total{kind}``: ``unreachable``, ``timeout`` (connect or first byte), ``idle``
   (a body silent for longer than ``idle_timeout``), ``broken`` (the upstream broke off a body),
   ``foreign_response`` (a reply to no request of its POST: refused with 502, its connection closed).
@@ -183,6 +186,12 @@ class Metrics:
         )
         self.rewrites = FastCounter(
             "mcp_normalizer_rewrites", "Rewrite log lines", ["rule", "tool", "event", "applied"], registry=r
+        )
+        self.tools_withheld = FastCounter(
+            "mcp_normalizer_tools_withheld",
+            "Tools withheld from a host whose model API refuses them after every repair",
+            ["host", "fault", "rule"],
+            registry=r,
         )
         self.upstream_errors = Counter("mcp_normalizer_upstream_errors", "Upstream failures", ["kind"], registry=r)
         self.client_errors = Counter(

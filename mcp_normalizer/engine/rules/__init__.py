@@ -30,6 +30,7 @@ from . import (
     sse_framing,
     text_mirror,
     tool_names,
+    withhold,
 )
 from .base import Mode, ResultContext, Rewrite, Rule, RuleSettings, ToolContext
 from .boolean_schemas import BOOLEAN_SUBSCHEMA, SCHEMA_TUPLE
@@ -99,8 +100,9 @@ RESULT_RULES: tuple[Rule, ...] = (
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
 RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR, CURSOR_LOOP)
 #: Rules with no hook: the transformer applies them (the SSE framing, the message text before it is
-#: decoded, tool names across a page and the requests that use them, what a scope learned).
-STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE, learned.RULE)
+#: decoded, tool names across a page and the requests that use them, what a scope learned, the tools
+#: withheld from a host after every repair).
+STREAM_RULES: tuple[Rule, ...] = (sse_framing.RULE, lone_surrogates.RULE, tool_names.RULE, learned.RULE, withhold.RULE)
 #: Every rule once (for names, config validation and the rule reference of docs/rules.md).
 RULES: tuple[Rule, ...] = tuple(dict.fromkeys((*STREAM_RULES, *RESPONSE_RULES, *TOOL_RULES, *RESULT_RULES)))
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}

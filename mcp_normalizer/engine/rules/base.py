@@ -102,6 +102,9 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
         fix: for a fault no rule repairs, the exact TOML that would (:mod:`mcp_normalizer.engine.suggest`), else ``""``.
         for_clients: a key of :data:`mcp_normalizer.engine.rules.clients.CLIENT_FAULTS` when the change is one
             only some clients need (the message was valid as it came), else ``""``.
+        host_fault: the host fault the record is about (a key of
+            :data:`mcp_normalizer.engine.rules.host_faults.CONSTRAINTS` or of
+            :data:`mcp_normalizer.engine.rules.withhold.REFUSALS`) when it names one, else ``""``.
     """
 
     rule: str
@@ -110,6 +113,7 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
     reason: str
     fix: str = ""
     for_clients: str = ""
+    host_fault: str = ""
 
 
 @documented
