@@ -181,7 +181,6 @@ BY_NAME = {tool["name"]: tool for tool in TOOLS}
 #: What each family still refuses through the proxy today (``(family, tool name)``: why). Each entry
 #: is an ``xfail(strict=True)`` case: when a repair lands, its entry fails until it is removed.
 KNOWN_REFUSED: dict[tuple[str, str], str] = {
-    ("anthropic", "autumn_legacy_tuple_items"): "issue 39: legacy_tuple_items",
     ("openai", "perplexity_ask"): "issue 39: object_without_properties (in items)",
     ("openai", "autumn_enum_type_conflict"): "issue 39: enum_type_conflict",
     ("openai", "autumn_legacy_tuple_items"): "issue 39: legacy_tuple_items",

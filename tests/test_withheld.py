@@ -160,7 +160,7 @@ def test_only_hosts_with_a_tool_oracle_are_judged() -> None:
     for info in (None, {"name": "mcp"}, {"name": "conformance-test-client"}, {"name": "claude-code-fork"}):
         assert not withhold.judged(profile_for(info))
     assert not withhold.judged(profile_for({"name": "codex-mcp-client"}))  # its one fault is a block's
-    assert not withhold.judged(profile_for({"name": "gemini-cli-mcp-client", "version": "0.61.0"}))
+    assert withhold.judged(profile_for({"name": "gemini-cli-mcp-client", "version": "0.61.0"}))  # the Gemini API's keys
     assert withhold.judged(profile_for({"name": "gemini-cli-mcp-client", "version": "0.1.12"}))  # type beside anyOf
     assert withhold.judged(profile_for({"name": "Visual Studio Code"}))  # arrays without items
     claude = profile_for({"name": CLAUDE_CODE})
