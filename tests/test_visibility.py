@@ -99,6 +99,16 @@ TOOLS = [
             }
         ),
     ),
+    ToolSpec(  # ts-sdk-iserror-sc-validated: the error's text is JSON, its structuredContent says more
+        tool("get_json_error", {"type": "object", "properties": {"things": {"type": "array"}}, "required": ["things"]}),
+        returning(
+            {
+                "content": [{"type": "text", "text": '{"err":"NOT_FOUND"}'}],
+                "structuredContent": {"err": {"code": "NOT_FOUND", "message": "nope \u00e9", "retry": 12.5}},
+                "isError": True,
+            }
+        ),
+    ),
 ]
 
 
@@ -216,3 +226,23 @@ async def test_claude_code_reads_an_errors_whole_problem_in_its_text() -> None:
     assert json.loads(rest[0]) == PROBLEM  # type, title, status and the extension members reach the model
     (plain,) = values(sdk)
     assert texts(plain) == [first]  # a client without a host profile: as before
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_gemini_cli_reads_an_errors_whole_structured_content_first_in_a_text_that_is_not_json() -> None:
+    """Gemini CLI makes a first text block holding JSON an error's ``structuredContent`` and its SDK
+    then refuses it (hosts.toml): the proxy's block, with every member, goes first and is no JSON."""
+    calls = steps("get_json_error")
+    with serve(server()) as up, proxy_for(up + "/mcp") as px:
+        (gemini,) = await run_node("v1", [{"url": px + "/mcp", "clientName": GEMINI, "steps": calls}])
+        (sdk,) = await run_node("v1", [{"url": px + "/mcp", "steps": calls}])
+    (result,) = values(gemini)
+    first, server_text = texts(result)
+    assert server_text == '{"err":"NOT_FOUND"}' and "structuredContent" not in result
+    summary, whole = first.split("\n", 1)
+    assert summary == 'Tool error: {"err":"NOT_FOUND"}'
+    problem = json.loads(whole)
+    assert problem["structuredContent"] == {"err": {"code": "NOT_FOUND", "message": "nope \u00e9", "retry": 12.5}}
+    (plain,) = values(sdk)
+    assert texts(plain) == ['{"err":"NOT_FOUND"}']  # as before
