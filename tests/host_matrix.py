@@ -14,7 +14,9 @@ For each kind, the *information items* that must reach the model (:func:`items_o
 with ``structuredContent``, every leaf datum of it (an error's problem members, a success's data;
 strings as they are, numbers, booleans and ``null`` as JSON spells them; a string that is itself
 JSON counts by its own leaves); of a result without, the leaves of its text blocks (a text that is
-not JSON is one item), and each image (its data, or for an SVG its source). A cell's outcome
+not JSON is one item), and each image (its data, or for an SVG its source). Each member is its own
+item: two members holding the same value need two occurrences in the model's view, and a cell
+through the proxy shows less than directly when any item's count drops. A cell's outcome
 (:class:`Outcome`): whether the host offered the tool (or lost the server), and which items the
 model's view of the result holds (:class:`~tests.host_loop.ModelView` ``result``; an image is
 found by its data anywhere in the requests after the call, as a host sends it beside the text).
@@ -33,6 +35,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -129,6 +132,18 @@ RESULT_KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                 "count": 3,
                 "failed": {"id": "r-17", "load": 12.5, "zone": "\u6771\u4eac"},
                 "bytes": 12345678901234567890,
+            },
+        },
+    ),
+    "text_says_less_invoice": (
+        {"name": "create_invoice", "description": "Creates an invoice.", "inputSchema": PLAIN_SCHEMA},
+        {
+            "content": [{"type": "text", "text": "Invoice created."}],
+            "structuredContent": {
+                "invoice": "INV-2026-0042",
+                "total": 12.5,
+                "currency": "\u20ac",
+                "lines": [{"sku": "caf\u00e9-\u6771\u4eac", "qty": 3, "discount": None}],
             },
         },
     ),
@@ -324,7 +339,7 @@ def items_of(result: Mapping[str, Any]) -> list[Item]:
             content = result["toolResult"].get("content")
         for block in content if isinstance(content, list) else []:
             found += _block_items(block)
-    return list({item.label: item for item in found}.values())
+    return found  # one item per member: two members holding the same value are two items
 
 
 # -- running a cell --------------------------------------------------------------------------
@@ -427,9 +442,13 @@ def judge(kind: Kind, view: ModelView) -> Outcome:
     after_call = json.dumps([body for _path, body in view.requests], ensure_ascii=False)
     reached: list[str] = []
     missing: list[str] = []
+    left: dict[tuple[str, ...], int] = {}  # per spelling: the occurrences not yet claimed by an item
     for item in items_of(kind.result):
         texts = (view.result, after_call) if item.image else (view.result,)
-        hit = any(spelling in text for spelling in item.spellings for text in texts)
+        if item.spellings not in left:
+            left[item.spellings] = max(text.count(spelling) for spelling in item.spellings for text in texts)
+        hit = left[item.spellings] > 0  # member by member: each item needs an occurrence of its own
+        left[item.spellings] -= hit
         (reached if hit else missing).append(item.label)
     return Outcome("offered", True, reached, missing, view.result)
 
@@ -554,7 +573,7 @@ def shows_less(direct: Outcome, proxy: Outcome) -> str | None:
         return f"issue 39: offered directly, {proxy.status} through the proxy"
     if direct.result and not proxy.result:
         return "issue 40: the result reached the model directly, not through the proxy"
-    lost = [label for label in direct.reached if label not in proxy.reached]
+    lost = list((Counter(direct.reached) - Counter(proxy.reached)).elements())  # member by member
     if lost:
         return "issue 40: lost through the proxy: " + ", ".join(_short(label) for label in lost)
     return None
@@ -636,7 +655,7 @@ def gain(direct: Outcome, proxy: Outcome) -> str | None:
         return f"{direct.status} directly, offered through the proxy"
     if proxy.result and not direct.result:
         return "the result reaches the model only through the proxy"
-    gained = [label for label in proxy.reached if label not in direct.reached]
+    gained = list((Counter(proxy.reached) - Counter(direct.reached)).elements())
     if gained:
         return "gained through the proxy: " + ", ".join(_short(label) for label in gained)
     return None
@@ -670,7 +689,8 @@ A cell reads:
 
 - `k/n`: the tool was offered and its result reached the model with `k` of the result's `n`
   information items (an error's problem members, every leaf datum of `structuredContent`, the text
-  of a result without it, an image's data or source); the items lost are named.
+  of a result without it, an image's data or source; member by member: two members holding the
+  same value need two occurrences); the items lost are named.
 - `skipped`: the host did not offer the tool to the model (its companion was offered).
 - `server lost`: no tool of the server reached the model.
 - `offered, no result`: the tool was offered, and no result of it reached the model.

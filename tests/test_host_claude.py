@@ -45,6 +45,16 @@ PROBLEM: dict[str, Any] = {
     "detail": "runtime r-17 belongs to another tenant",
     "code": "TENANT_MISMATCH",
 }
+
+
+def reads_whole_problem(text: str | None) -> bool:
+    """Whether ``text`` is what Claude Code's model reads of an error carrying :data:`PROBLEM`
+    through the proxy (``error_problem``): ``[CODE] detail``, then the problem's JSON (spelled as
+    the server spelled it)."""
+    first, _, rest = (text or "").partition("\n")
+    return first == "[TENANT_MISMATCH] runtime r-17 belongs to another tenant" and json.loads(rest or "null") == PROBLEM
+
+
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="12.5" height="10"><text>caf\u00e9 \u2713</text></svg>'
 #: The property names the Anthropic API refuses (``^[a-zA-Z0-9_.-]{1,64}$``), as an OData-style
 #: search tool has them.
@@ -109,22 +119,18 @@ def test_an_error_problem_with_empty_content_reads_unknown_error_directly_and_co
 ) -> None:
     """Claude Code reads only ``content`` of an error result: empty, the model reads "Unknown
     error" and the problem in ``structuredContent`` is lost. Through the proxy the error_problem
-    rule moves the problem to ``_meta`` and adds the text ``[CODE] detail``."""
+    rule moves the problem to ``_meta`` and adds the text ``[CODE] detail`` and, for Claude Code (a
+    host whose model reads the text), the problem's whole JSON (issue 40)."""
     tools = [tool("deploy", {"content": [], "structuredContent": PROBLEM, "isError": True})]
     direct, proxied, _server = both(tools, "deploy", {"q": "r-17"}, tmp_path)
     assert direct.result == "Unknown error", direct.log  # the host's fault: the error's information lost
     assert "TENANT_MISMATCH" not in direct.result and PROBLEM["detail"] not in direct.result
-    assert proxied.result == "[TENANT_MISMATCH] runtime r-17 belongs to another tenant", proxied.log
+    assert reads_whole_problem(proxied.result), (proxied.result, proxied.log)
     for view in (direct, proxied):
         (result,) = [block for _path, body in view.requests for block in tool_results(body)]
         assert result["is_error"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 40: Claude Code reads only content of an error; through the proxy that is [CODE] detail,"
-    " and the problem's status, title and type stay in _meta where the model never sees them",
-)
 def test_an_error_problems_status_title_and_type_reach_the_model_through_the_proxy(tmp_path: Path) -> None:
     tools = [tool("deploy", {"content": [], "structuredContent": PROBLEM, "isError": True})]
     with upstream(tools) as (_server, _direct, proxied):
@@ -330,7 +336,8 @@ def reached(way: str, argv: list[str]) -> Iterator[McpServer]:
 def test_a_stdio_server_directly_through_the_stdio_wrapper_and_served_over_http(way: str, tmp_path: Path) -> None:
     """A stdio server with the tool whose property names the API refuses and a tool whose error
     is a problem with empty ``content``: directly, Claude Code skips the first and reads "Unknown
-    error" from the second; through the proxy, either way, it gets both tools and ``[CODE] detail``."""
+    error" from the second; through the proxy, either way, it gets both tools and ``[CODE] detail``
+    with the whole problem."""
     argv = stdio_server(
         [SEARCH, {"name": "deploy", "inputSchema": QUERY}],
         {"deploy": {"content": [], "structuredContent": PROBLEM, "isError": True}},
@@ -344,4 +351,4 @@ def test_a_stdio_server_directly_through_the_stdio_wrapper_and_served_over_http(
     else:
         assert set(view.tools) == {"deploy", "search"}, view.log
         assert all(API_KEY.fullmatch(key) for key in view.tools["search"]["input_schema"]["properties"])
-        assert view.result == "[TENANT_MISMATCH] runtime r-17 belongs to another tenant", view.log
+        assert reads_whole_problem(view.result), (view.result, view.log)

@@ -234,12 +234,6 @@ def test_through_the_proxy_the_error_code_and_detail_reach_the_model(tmp_path: P
     assert PROBLEM["detail"] in seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 40: error_problem moves a problem-shaped structuredContent to _meta for every client;"
-    " Codex shows the model structuredContent when present, so through the proxy it reads only"
-    " '[code] detail' where directly it read type, title, status and the extension members",
-)
 def test_through_the_proxy_codex_never_shows_less_of_the_problem_than_directly(tmp_path: Path) -> None:
     direct = output(codex("direct", [ToolSpec(DENIED, returning(FORBIDDEN))], "ledger", tmp_path))
     proxied = output(codex("proxy", [ToolSpec(DENIED, returning(FORBIDDEN))], "ledger", tmp_path))

@@ -234,6 +234,9 @@ def table(**changes: Any) -> dict[str, Any]:
         (table(color="red"), "host.h: unknown key 'color'"),
         (table(client_names=[]), "host.h: client_names must be"),
         ({"hosts": {}}, "unknown key 'hosts'"),
+        (table(validates_structured="no"), "host.h: validates_structured must be true or false"),
+        (table(validates_structured=False), "host.h: validates_structured_source must be a non-empty string"),
+        (table(validates_structured_source="s"), "host.h: validates_structured_source without validates_structured"),
     ],
 )
 def test_a_table_that_breaks_a_rule_is_refused_naming_the_entry_and_the_key(data: dict[str, Any], says: str) -> None:

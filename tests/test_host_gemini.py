@@ -13,7 +13,7 @@ Gemini CLI's own faults, reproduced on its own code:
   embedded TS SDK 1.23 validates it even on ``isError``, so the model reads the SDK's -32602 and
   not the server's error text;
 - only ``content`` reaches the model: a result whose text says less than its ``structuredContent``
-  hides the data (the proxy does not mirror it yet: issue 40);
+  hides the data directly; through the proxy ``text_mirror`` adds its JSON (issue 40);
 - a result without ``structuredContent`` whose first text block is JSON but not an object (``[]``):
   its ``McpComplianceTransport`` makes the parsed text the ``structuredContent``, which its SDK
   refuses, so the model reads the SDK's error (the host matrix's ``null_optional_fields`` cell
@@ -252,11 +252,6 @@ def test_a_terse_text_hides_the_structured_data_directly(tmp_path: Path) -> None
         assert value not in view.result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 40: text_mirror mirrors structuredContent only when there is no text; Gemini CLI passes only"
-    " content, so the invoice's number, total and currency do not reach the model through the proxy either",
-)
 def test_a_terse_text_shows_the_structured_data_through_the_proxy(tmp_path: Path) -> None:
     """What the model should read through the proxy: the text and the structured data."""
     view = invoice_view("proxy", tmp_path)

@@ -19,25 +19,7 @@ pytestmark = pytest.mark.wire
 
 #: The cells (host, fault kind) where the model gets less through the proxy than directly today,
 #: and why. The one place they are listed: a cell fixed, or a new one, fails this file.
-KNOWN_LESS: dict[tuple[str, str], str] = {
-    ("codex", "problem_empty_content"): "issue 40: error_problem moves a problem-shaped structuredContent to _meta"
-    " for every client; Codex showed the model the whole problem (it reads structuredContent), through the"
-    " proxy only '[code] detail' (type, title, status and the extension member are lost)",
-    ("codex", "problem_empty_content (stdio)"): "issue 40: the same behind mcp-normalizer stdio",
-    ("codex", "error_result_validated"): "issue 40: an error's structuredContent is dropped through the proxy;"
-    " Codex showed it directly (the message 'nope' is only there)",
-    ("codex", "null_for_non_nullable"): "issue 40: the null the output schema does not allow is dropped from"
-    ' structuredContent; Codex showed the model {"foo":null} directly',
-    ("codex", "additional_properties"): "issue 40: a member outside the output schema's properties"
-    " (additionalProperties: false) is dropped from structuredContent; Codex showed it to the model directly",
-    ("codex", "forbidden_problem"): "issue 40: the demo's Protean upstream, protean.scope_list: the FORBIDDEN"
-    " problem in structuredContent with empty content; as problem_empty_content, error_problem moves it to _meta"
-    " and Codex reads only '[SCOPE_DENIED] token lacks scope ...' through the proxy (type, title and status lost);"
-    " directly it showed the whole problem",
-    ("codex", "null_string_naive_datetime"): "issue 40: a FastMCP server's Pydantic `name: str = None`: the"
-    " proxy drops the null member of the declared string from structuredContent for Codex, which showed"
-    ' {"name":null} to the model directly',
-}
+KNOWN_LESS: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")

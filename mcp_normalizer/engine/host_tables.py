@@ -127,6 +127,61 @@ def rules_host_models(hosts: Iterable[Host] = HOSTS) -> str:
     return _table(head, rows)
 
 
+_VALIDATES = {True: "yes", False: "no", None: "not known (treated as yes)"}
+
+
+def _reaches(host: Host) -> tuple[str, str]:
+    """What the proxy does so that a success's and an error's information reach ``host``'s model
+    (the rules' host gates: :attr:`Host.content_only`, :attr:`Host.keeps_structured`)."""
+    if host.content_only:
+        return (
+            "`text_mirror`: the JSON of `structuredContent` is added as a text block when there is no text"
+            " or the text says less (a scalar of it in no text block), within `mirror_max_bytes`; not for"
+            " MCP Apps tools",
+            "`error_problem`: the problem moves to `_meta`; the added text is `[CODE] detail` and the"
+            " problem's whole JSON",
+        )
+    if host.keeps_structured:
+        return (
+            "`structuredContent` as the server sent it: the conformance repairs (a `null` dropped, a member"
+            " pruned, a value coerced) and `last_resort` do not run for it; they would only hide data",
+            "`error_problem`: a problem object stays in `structuredContent` (copied to `_meta`); a"
+            " non-conforming `structuredContent` is left as it is",
+        )
+    if host.reads != "unknown":
+        return (
+            "the conforming shape every client gets (replaced values kept in `_meta`)",
+            "`error_problem`: the problem moves to `_meta`; the added text is `[CODE] detail` and the"
+            " problem's whole JSON",
+        )
+    return ("what every client gets", "what every client gets")
+
+
+def rules_host_reaches(hosts: Iterable[Host] = HOSTS) -> str:
+    """docs/rules.md's "What reaches the model" table: per host, what its model reads, whether it
+    validates ``structuredContent``, and what the proxy does so a result's information reaches the
+    model, with the sources."""
+    rows = (
+        [
+            f"{host.title} (`{host.profile}`)",
+            _READS[host.reads],
+            _VALIDATES[host.validates_structured],
+            *_reaches(host),
+            "; ".join(filter(None, [host.reads_source, host.validates_structured_source])),
+        ]
+        for host in hosts
+    )
+    head = [
+        "host (profile)",
+        "its model reads",
+        "validates `structuredContent`",
+        "a success",
+        "an error",
+        "source",
+    ]
+    return _table(head, rows)
+
+
 def _facts(api: ModelApi) -> tuple[str, str, str]:
     refuses = "; ".join(f"{CONSTRAINTS[key].what} ({source})" for key, source in api.refuses.items())
     everyone = "; ".join(f"{fact.what}: `{fact.rule}` ({fact.source})" for fact in api.repaired_for_every_client)
@@ -152,6 +207,7 @@ TABLES: tuple[tuple[str, str, Callable[[], str]], ...] = (
     ("README.md", "hosts", readme_hosts),
     ("docs/rules.md", "hosts", rules_hosts),
     ("docs/rules.md", "host-models", rules_host_models),
+    ("docs/rules.md", "host-reaches", rules_host_reaches),
     ("docs/rules.md", "model-apis", rules_model_apis),
 )
 

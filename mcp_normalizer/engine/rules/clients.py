@@ -139,6 +139,24 @@ class ClientProfile:
         return f"{base} ({self.model_api}, by setting)" if self.model_api is not None else base
 
     @property
+    def keeps_structured(self) -> bool:
+        """This client is a host whose model reads ``structuredContent`` first and that validates none
+        of it (:attr:`~.host_profiles.Host.keeps_structured`, from ``hosts.toml``): it gets
+        ``structuredContent`` as the server sent it. ``False`` for every other client."""
+        return self.host is not None and self.host.keeps_structured
+
+    @property
+    def content_only(self) -> bool:
+        """This client is a host whose model reads only ``content`` (:attr:`~.host_profiles.Host.content_only`).
+        ``False`` for every other client."""
+        return self.host is not None and self.host.content_only
+
+    @property
+    def reads_known(self) -> bool:
+        """This client is a host whose ``reads`` a source gives (not ``unknown``)."""
+        return self.host is not None and self.host.reads != "unknown"
+
+    @property
     def label(self) -> str:
         """The client as the rewrite log names it: its ``clientInfo`` name, or ``unknown``."""
         return self.name if self.name is not None else "unknown"

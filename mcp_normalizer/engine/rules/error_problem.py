@@ -9,15 +9,27 @@ carried under ``_meta[<problem key>]``: as is when it is a problem object, wrapp
 A non-conforming one that is not a problem object is left to clients known not to validate errors
 (:mod:`mcp_normalizer.engine.rules.clients`): the Python SDK client shows it as the server sent it.
 The error stays readable: when ``content`` has no text, a ``[CODE] detail`` text block is added.
+
+For a host (``mcp_normalizer/hosts.toml``, issue 40) the problem reaches the model whole: a host whose
+model reads ``structuredContent`` first and that validates none of it (Codex) keeps the
+``structuredContent`` as the server sent it (a problem object is copied to ``_meta``, not moved; a
+non-problem one is left); for any other host whose ``reads`` a source gives, the added text is
+``[CODE] detail`` followed by the problem's compact JSON (within ``mirror_max_bytes``), since its
+model reads the text; where the server's text says less than its ``structuredContent``
+(:func:`~.text_mirror.says_less`), that block is put first, before the server's text. Clients
+without a host profile get what they got before.
 """
 
 from __future__ import annotations
+
+import json
 
 from ...types import JSON, JSONObject
 from ...wire.jsoncodec import Codec
 from ...wire.pointer import format_pointer
 from ..schema import SchemaUnusable
 from .base import ResultContext, Rewrite, Rule, text_blocks, with_meta
+from .text_mirror import says_less
 
 #: RFC 9457 section 3.1 members and their JSON types.
 _PROBLEM_MEMBERS: dict[str, type | tuple[type, ...]] = {
@@ -72,7 +84,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     problem_like = is_problem(structured)
     reason = "structuredContent is an RFC 9457 problem object"
     if not problem_like:
-        if not ctx.client.needs("error_result_validated"):
+        if not ctx.client.needs("error_result_validated") or ctx.client.keeps_structured:
             return None  # a client known not to validate errors: it gets the server's structuredContent
         compiled = ctx.tool.compiled if ctx.tool is not None else None
         if compiled is None:
@@ -93,19 +105,59 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         if texts:
             problem["detail"] = texts[0]["text"]
         problem["structuredContent"] = structured
-    out = {k: v for k, v in result.items() if k != "structuredContent"}
+    keep = ctx.client.keeps_structured  # (only a problem object gets here for such a host)
+    out = dict(result) if keep else {k: v for k, v in result.items() if k != "structuredContent"}
     out, key = with_meta(out, ctx.settings.problem_meta_key, problem)
-    pointers = ["/structuredContent", format_pointer(("_meta", key))]
+    pointers = [format_pointer(("_meta", key))] if keep else ["/structuredContent", format_pointer(("_meta", key))]
+    host_text = ctx.client.reads_known and not keep  # a host whose model reads the text: the whole problem
+    content = out.get("content")
+    blocks = list(content) if isinstance(content, list) else []
     if not texts:
-        content = out.get("content")
-        blocks = list(content) if isinstance(content, list) else []
-        blocks.append({"type": "text", "text": _problem_text(problem, ctx.settings.mirror_max_bytes, ctx.codec)})
+        text = _problem_text(problem, ctx.settings.mirror_max_bytes, ctx.codec)
+        blocks.append({"type": "text", "text": _whole(text, problem, ctx) if host_text else text})
         out["content"] = blocks
         pointers.append(f"/content/{len(blocks) - 1}")
+    elif host_text and isinstance(content, list) and _says_less(texts, structured, ctx):
+        text = _whole(_problem_text(problem, ctx.settings.mirror_max_bytes, ctx.codec), problem, ctx)
+        blocks.insert(0, {"type": "text", "text": text})  # first: a host may parse a JSON first block
+        out["content"] = blocks
+        pointers.append("/content/0")
     for_clients = "" if problem_like else "error_result_validated"  # a problem object moves for every client
-    return out, Rewrite(
-        "error_problem", "moved structuredContent to _meta problem", tuple(pointers), reason, for_clients=for_clients
-    )
+    if keep:
+        action = "copied structuredContent to _meta problem (the host's model reads structuredContent)"
+    else:
+        action = "moved structuredContent to _meta problem"
+    return out, Rewrite("error_problem", action, tuple(pointers), reason, for_clients=for_clients)
+
+
+def _says_less(texts: list[JSONObject], structured: JSON, ctx: ResultContext) -> bool:
+    """The server's text blocks carry less than its ``structuredContent`` (:func:`~.text_mirror.says_less`)."""
+    compact = ctx.codec.dumps(structured)
+    if len(compact) > ctx.settings.mirror_max_bytes:
+        return False
+    return says_less([block["text"] for block in texts], structured, compact.decode(), ctx.codec)
+
+
+def _is_json(text: str) -> bool:
+    """``text`` parses as JSON (what a host's transport would read as a value)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _whole(text: str, problem: JSONObject, ctx: ResultContext) -> str:
+    """``text`` followed by the problem's compact JSON, for a host whose model reads the text: every
+    member reaches it (type, title, status and the extension members too); ``text`` alone when the
+    JSON is over ``mirror_max_bytes``. The text never starts as JSON: Gemini CLI turns a first text
+    block holding JSON into a ``structuredContent`` its SDK then validates (hosts.toml)."""
+    if _is_json(text):
+        text = f"{problem.get('title') or 'Tool error'}: {text}"
+    serialized = ctx.codec.dumps(problem)
+    if len(serialized) > ctx.settings.mirror_max_bytes:
+        return text
+    return f"{text}\n{serialized.decode()}"
 
 
 RULE = Rule(

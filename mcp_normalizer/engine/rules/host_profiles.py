@@ -164,6 +164,12 @@ class Host:
     reads: str = "unknown"
     #: Where :attr:`reads` comes from.
     reads_source: str = ""
+    #: Whether it checks a result's ``structuredContent`` against the tool's ``outputSchema`` (a
+    #: success's, and an error's against the success schema as the TS SDK 1.x does): ``True``,
+    #: ``False``, or ``None`` when no source says (treated as validating: it gets the conforming shape).
+    validates_structured: bool | None = None
+    #: Where :attr:`validates_structured` comes from.
+    validates_structured_source: str = ""
     #: Where its ``clientInfo.name`` values come from.
     source: str = ""
     #: What else the docs' table says of it.
@@ -173,6 +179,19 @@ class Host:
         """The faults this host rejects at ``version`` (its ``clientInfo.version``; any JSON)."""
         ranges = self.versions
         return frozenset(fault for fault in self.faults if fault not in ranges or ranges[fault].covers(version))
+
+    @property
+    def content_only(self) -> bool:
+        """Its model reads only a result's ``content`` (:attr:`reads` is ``content``): the data of
+        ``structuredContent`` must be in the text to reach it."""
+        return self.reads == "content"
+
+    @property
+    def keeps_structured(self) -> bool:
+        """Its model reads ``structuredContent`` first and it validates nothing of it
+        (:attr:`validates_structured` is ``False``): a repair that makes ``structuredContent``
+        conform, or moves an error's out of it, only hides data from that model."""
+        return self.reads == "structured_first" and self.validates_structured is False
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +290,8 @@ _HOST_KEYS = {
     "model_api",
     "reads",
     "reads_source",
+    "validates_structured",
+    "validates_structured_source",
     "faults",
     "versions",
     "rejects",
@@ -291,6 +312,12 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi]) -> Host:
     reads = _text(table, "reads", where)
     if reads not in READS:
         raise ConfigError(f"{where}: reads must be one of {', '.join(READS)}, not {reads!r}")
+    validates = table.get("validates_structured")
+    if validates is not None and not isinstance(validates, bool):
+        raise ConfigError(f"{where}: validates_structured must be true or false")
+    validates_source = _text(table, "validates_structured_source", where, required=validates is not None)
+    if validates is None and validates_source:
+        raise ConfigError(f"{where}: validates_structured_source without validates_structured")
     rejects = table.get("rejects", [])
     if not isinstance(rejects, list) or not all(isinstance(r, str) and r.strip() for r in rejects):
         raise ConfigError(f"{where}: rejects must be an array of non-empty strings")
@@ -306,6 +333,8 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi]) -> Host:
         model_api=family,
         reads=reads,
         reads_source=_text(table, "reads_source", where),
+        validates_structured=validates,
+        validates_structured_source=validates_source,
         source=_text(table, "source", where),
         note=_text(table, "note", where, required=False),
     )

@@ -18,8 +18,8 @@ from .base import ORIGINAL_STRUCTURED_KEY, Mode, ResultContext, Rewrite, Rule, t
 
 def _demote(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
     tool = ctx.tool
-    if tool is None or tool.compiled is None or result.get("isError") is True:
-        return None
+    if tool is None or tool.compiled is None or result.get("isError") is True or ctx.client.keeps_structured:
+        return None  # (a host that validates nothing of structuredContent shows it as it is)
     if "structuredContent" in result:
         try:
             violations = tool.compiled.violations(result["structuredContent"], limit=1)
