@@ -251,6 +251,14 @@ class Normalizer:
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
+    def degrades(self, tool: str | None, client: ClientProfile) -> str:
+        """Why degrade mode (rule ``degrade``) is on for ``tool`` and ``client``, ``""`` when it is off
+        (:meth:`~mcp_normalizer.config.NormalizerConfig.degrade_for`)."""
+        config = self.config
+        if not (config.degrade or config.degrade_clients or (tool is not None and tool in config.tools)):
+            return ""
+        return config.degrade_for(tool, client.name, client.host.profile if client.host is not None else None)
+
     def _entry(
         self, tool: JSONObject, places: tuple[PointerPattern, ...], definition: str, text: bytes | None = None
     ) -> ToolEntry:
@@ -356,7 +364,8 @@ class Normalizer:
                 drop = drop or taught.drop_output_schema
                 where = "of this upstream" if lesson is not None else "in this scope"
                 declared_by = f"learned from this tool's results {where} (rule learn_schema)"
-            if configured or relax or drop or applied or taught is not None:
+            degrade = self.degrades(name, client)
+            if configured or relax or drop or applied or taught is not None or degrade:
                 context = ToolContext(
                     era=era,
                     settings=self.config.settings,
@@ -366,6 +375,7 @@ class Normalizer:
                     client=client,
                     declared_by=declared_by,
                     nullable_by=nullable_by,
+                    degrade=degrade,
                 )
             else:
                 context = self._plain_context(era, client)
@@ -424,13 +434,16 @@ class Normalizer:
     def _listing_digest(self, era: str | None, client: ClientProfile, learned: LearnedTools) -> hashlib.blake2b:
         """The digest of what a tool's listing depends on besides its text (copied per tool, then
         fed the text: the key of :attr:`_listed`); the last one is kept, so a page costs one."""
-        context = (era, client.key, learned.key, self.lessons.generation)
+        # degrade mode by client name (not in client.key): its own listings
+        degrade = self.degrades(None, client).encode() if self.config.degrade_clients else b""
+        context = (era, client.key + degrade, learned.key, self.lessons.generation)
         last = self._last_digest
         if last is not None and last[0] == context:
             return last[1]
         era, _, _, generation = context
         digest = hashlib.blake2b(digest_size=16)
         digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
+        digest.update(dumps(degrade.decode()) if degrade else b"")  # a JSON string: unambiguous
         digest.update(client.key)
         digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
         digest.update(b"%d\n" % generation)  # so does the upstream, once a result taught it
@@ -475,7 +488,7 @@ class Normalizer:
         except msgspec.DecodeError:  # (ValidationError included: a name that is not a string, a root not an object)
             return None
         name = listed.name
-        if name in self.config.tools or name in self.interventions.by_tool:
+        if name in self.config.tools or name in self.interventions.by_tool or self.degrades(name, client):
             return None
         if learned.get(name) is not None or self.lessons.knows(name):
             return None
@@ -619,7 +632,14 @@ class Normalizer:
             reason = f"result of {size} bytes exceeds max_validate_bytes={self.config.max_validate_bytes}"
             outcome.records.append(Record(Rewrite("validation", "skipped", (), reason), tool, False, "skipped"))
             entry = entry.without_validation("result too large to validate")
-        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings, codec=codec or Codec(), client=client)
+        ctx = ResultContext(
+            tool=entry,
+            era=era,
+            settings=self.config.settings,
+            codec=codec or Codec(),
+            client=client,
+            degrade=self.degrades(tool, client),
+        )
         track = _Track(result, result)
         for step in self._result_plan(tool):
             if step is None:

@@ -102,6 +102,8 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
         fix: for a fault no rule repairs, the exact TOML that would (:mod:`mcp_normalizer.engine.suggest`), else ``""``.
         for_clients: a key of :data:`mcp_normalizer.engine.rules.clients.CLIENT_FAULTS` when the change is one
             only some clients need (the message was valid as it came), else ``""``.
+        lossy: the change loses something for the client (kept in ``_meta``, but no longer where the
+            client reads it): only what the operator opted into (rule ``degrade``) makes one.
     """
 
     rule: str
@@ -110,6 +112,7 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
     reason: str
     fix: str = ""
     for_clients: str = ""
+    lossy: bool = False
 
 
 @documented
@@ -139,6 +142,7 @@ class ToolContext:
         client: the client the list goes to (:mod:`mcp_normalizer.engine.rules.clients`: repairs only some need).
         declared_by: where ``relax``/``drop_output_schema`` come from (for the log line).
         nullable_by: where the ``nullable`` places come from (the config, an intervention).
+        degrade: why degrade mode is on for this tool and client (rule ``degrade``), ``""`` when it is off.
     """
 
     era: str | None
@@ -149,6 +153,7 @@ class ToolContext:
     client: ClientProfile = UNKNOWN
     declared_by: str = "declared in config"
     nullable_by: str = "declared in config"
+    degrade: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +167,7 @@ class ResultContext:
         codec: the message's codec: rules decode and encode JSON through it, so that numbers keep
             their spelling (``1.10`` stays ``1.10`` in a mirrored text or a moved value).
         client: the client the result goes to (:mod:`mcp_normalizer.engine.rules.clients`: repairs only some need).
+        degrade: why degrade mode is on for this tool and client (rule ``degrade``), ``""`` when it is off.
     """
 
     tool: ToolEntry | None
@@ -169,6 +175,7 @@ class ResultContext:
     settings: RuleSettings
     codec: Codec = field(default_factory=Codec)
     client: ClientProfile = UNKNOWN
+    degrade: str = ""
 
 
 @dataclass(frozen=True, slots=True)
