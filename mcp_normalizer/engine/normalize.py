@@ -49,7 +49,7 @@ from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
 from .rules.nullable import declared_places
-from .rules.object_root import WRAP_MARK
+from .rules.object_root import WRAP_MARK, objects_required
 from .rules.scan import WALK_DEPTH, ToolScan
 from .rules.schema_keywords import SHAPE
 from .rules.schema_repairs import misshapen_input
@@ -574,14 +574,21 @@ class Normalizer:
         return found
 
     def reads_structured(
-        self, result: JSONObject, text: Raw, tool: str | None, entry: ToolEntry | None, era: str | None, size: int
+        self,
+        result: JSONObject,
+        text: Raw,
+        tool: str | None,
+        entry: ToolEntry | None,
+        era: str | None,
+        size: int,
+        client: ClientProfile = UNKNOWN,
     ) -> bool:
         """Whether a rule may read the value of this result's ``structuredContent``.
 
         Args:
             result: the result's other members, decoded.
             text: ``structuredContent``, undecoded.
-            tool, entry, era, size: as for :meth:`tools_call`.
+            tool, entry, era, size, client: as for :meth:`tools_call`.
 
         When no rule can, :meth:`tools_call` may be given ``text`` itself in place of the value: it
         is written back as it came, and a large result costs no more than reading its envelope.
@@ -603,7 +610,7 @@ class Normalizer:
             # A text the schema's typed check accepts conforms: no validating rule has work there.
             compiled = entry.compiled
             return compiled is None or not compiled.accepts_text(text)
-        return object_only(era) and mode("object_result", tool) is not Mode.OFF
+        return objects_required(era, client) and mode("object_result", tool) is not Mode.OFF
 
     def tools_call(
         self,
