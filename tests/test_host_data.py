@@ -165,6 +165,7 @@ def test_each_host_names_its_model_api_what_its_model_reads_and_the_sources() ->
         "vscode": "user-chosen",
         "cursor": "user-chosen",
         "gemini-cli": "gemini",
+        "kiro": "user-chosen",
     }
     assert set(MODEL_APIS) == {"anthropic", "openai", "openai-strict", "gemini"}
     assert PROFILES["gemini-cli"].reads == "content"

@@ -24,10 +24,11 @@ from jsonschema import Draft202012Validator
 
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
-from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, STRUCTURED_NOT_OBJECT
+from mcp_normalizer.engine.rules.host_content import ORIGINAL_BLOCK_KEY
+from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, RESOURCE_LINK, STRUCTURED_NOT_OBJECT
 from mcp_normalizer.engine.rules.host_profiles import PROFILES
 
-from .support import EXE, HEADERS, MODERN, headers, proxy_for, serve
+from .support import EXE, HEADERS, MODERN, headers, proxy_for, run_cli, serve
 
 pytestmark = pytest.mark.wire
 
@@ -109,6 +110,65 @@ async def test_claude_code_gets_an_array_result_wrapped_with_the_schema_that_acc
     for client in ("mcp", "mcp-normalizer-test"):  # no host profile: the server's own
         assert seen["proxy", client] == seen["direct", client]
         assert seen["proxy", client][1]["structuredContent"] == ROWS
+
+
+# -- a resource_link for the hosts on rmcp 3.1.3 (by version) and Kiro --------------------------------
+
+LINK = {
+    "type": "resource_link",
+    "uri": "file:///r\u00e9sum\u00e9s/2026.pdf",
+    "name": "r\u00e9sum\u00e9",
+    "mimeType": "application/pdf",
+}
+LINK_TOOL = {"name": "attach", "inputSchema": {"type": "object"}}
+LINK_RESULT = {"content": [{"type": "text", "text": "attached:"}, LINK], "isError": False}
+
+
+@pytest.mark.anyio
+async def test_a_resource_link_becomes_text_for_codex_before_0_171_for_chatgpt_and_kiro_alone() -> None:
+    """Codex Desktop 0.150 and ChatGPT (rmcp =3.1.3) fail the whole call on a resource_link
+    (openai/codex#41280), Kiro discards the result (kirodotdev/Kiro#8960); Codex CLI 0.171.0 passes
+    its JSON to the model (a real run: tests/test_host_codex.py), so it gets the block as sent."""
+    oracle = CONSTRAINTS[RESOURCE_LINK].violates
+    clients = [
+        ("codex-mcp-client", "0.150.0-alpha.3", True),
+        ("codex-mcp-client", "0.171.0", False),
+        ("codex-mcp-client", "0.172.1", False),
+        ("openai-mcp", "1.0.0", True),
+        ("Q DEV CLI", "1.0.0", True),
+        ("mcp-normalizer-test", "0.0.1", False),
+    ]
+    steps = [{"op": "callTool", "name": "attach", "arguments": {}}]
+    server = ScriptedServer([ToolSpec(LINK_TOOL, returning(LINK_RESULT))], response_mode="json")
+    with serve(server) as up, proxy_for(up + "/mcp") as px:
+        sessions = [
+            {"url": px + "/mcp", "clientName": name, "clientVersion": version, "steps": steps}
+            for name, version, _ in clients
+        ]
+        records = await run_node("v1", sessions)
+    for (name, version, refused), record in zip(clients, records, strict=True):
+        (step,) = record["steps"]
+        assert step["ok"], (name, version, step)
+        blocks = step["value"]["content"]
+        assert oracle(LINK) and any(oracle(block) for block in blocks) != refused, (name, version, blocks)
+        if refused:
+            assert blocks[1]["text"] == "r\u00e9sum\u00e9: file:///r\u00e9sum\u00e9s/2026.pdf (application/pdf)"
+            assert blocks[1]["_meta"][ORIGINAL_BLOCK_KEY] == LINK
+        else:
+            assert blocks == LINK_RESULT["content"]
+
+
+def test_check_host_codex_names_the_resource_link_for_the_versions_that_refuse_it() -> None:
+    server = ScriptedServer([ToolSpec(LINK_TOOL, returning(LINK_RESULT))], response_mode="json")
+    with serve(server) as up:
+        runs = {
+            version: run_cli("check", up + "/mcp", "--host", "codex", *version, "--call", "attach", "--format", "json")
+            for version in ((), ("--host-version", "0.150.0"), ("--host-version", "0.171.0"))
+        }
+    for version, done in runs.items():
+        rules = [f["rule"] for f in json.loads(done.stdout)["findings"] if not f["advisory"]]
+        refused = version != ("--host-version", "0.171.0")
+        assert (done.returncode, rules) == ((1, ["host_content"]) if refused else (0, [])), (version, done.stdout)
 
 
 # -- draft-07 output schemas for every Claude clientInfo --------------------------------------------
