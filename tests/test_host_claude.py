@@ -345,3 +345,25 @@ def test_a_stdio_server_directly_through_the_stdio_wrapper_and_served_over_http(
         assert set(view.tools) == {"deploy", "search"}, view.log
         assert all(API_KEY.fullmatch(key) for key in view.tools["search"]["input_schema"]["properties"])
         assert view.result == "[TENANT_MISMATCH] runtime r-17 belongs to another tenant", view.log
+
+
+ROWS = [{"id": 1, "price": 12.5, "note": None}, {"id": 12345678901234567890, "name": "caf\u00e9 \u2713"}]
+
+
+def test_an_array_structured_content_reaches_the_model_directly_and_through_the_proxy(tmp_path: Path) -> None:
+    """Claude Code refused a ``structuredContent`` that is a JSON array ("expects record";
+    reference/hosts.md §5), which 2026-07-28 (negotiated here) allows; 2.1.332 takes it and shows
+    the model its JSON, so the proxy repairs it for earlier versions only (host key
+    ``structured_content_not_object``, ``tests/test_host_results.py``) and passes it to this one as
+    it came: the model reads every row, the same directly and through the proxy."""
+    schema = {"type": "array", "items": {"type": "object"}}
+    spec = ToolSpec(
+        {"name": "rows", "description": "The rows tool.", "inputSchema": QUERY, "outputSchema": schema},
+        returning({"content": [text("2 rows")], "structuredContent": ROWS}),
+    )
+    direct, proxied, server = both([spec], "rows", {"q": "all"}, tmp_path)
+    infos = [message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] for message, _ in server.requests]
+    assert {(info["name"], info["version"]) for info in infos} == {("claude-code", "2.1.332")}
+    assert direct.result is not None and direct.result == proxied.result, (direct.log, proxied.log)
+    assert json.loads(direct.result)[0] == ROWS[0]
+    assert "12345678901234567" in direct.result and "caf\u00e9 \u2713" in direct.result

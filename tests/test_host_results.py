@@ -1,10 +1,12 @@
-"""Results a Claude host cannot take (issue 40, items 3 and 4), on the wire, with the host's ``clientInfo``.
+"""Results a host cannot take (issue 40, items 3 and 4), on the wire, with the host's ``clientInfo``.
 
-- Claude Code refuses a ``structuredContent`` that is no JSON object ("expects record"), which
-  2026-07-28 allows (SEP-2106) and Claude Code negotiates: for it the tool's array ``outputSchema``
+- Claude Code before 2.1.332 refuses a ``structuredContent`` that is no JSON object ("expects
+  record"), which 2026-07-28 allows (SEP-2106) and Claude Code negotiates (2.1.332 takes it: a real
+  run, tests/test_host_claude.py): for those versions the tool's array ``outputSchema``
   is advertised wrapped as ``{result: <schema>}`` and the array sent as ``{result: [...]}`` (every
   value kept, one level down; the advertised schema accepts what it then receives); every other
   client gets the server's bytes.
+- A ``resource_link`` becomes a text naming it for Codex before 0.171.0, ChatGPT and Kiro CLI.
 - Claude Desktop, Cowork and claude.ai refuse every call to a tool whose ``outputSchema`` declares
   draft-07 (the TS SDK v1 stamps it): every Claude ``clientInfo`` (and an unknown client) gets it in
   2020-12, over HTTP and through the stdio wrapper (``mcp-normalizer stdio -- CMD``).
@@ -63,19 +65,21 @@ CLAUDE_NAMES = [
 STEPS: list[dict[str, Any]] = [{"op": "listTools"}, {"op": "callTool", "name": "count", "arguments": {}}]
 
 
-def params(client: str, **values: Any) -> dict[str, Any]:
-    """2026-07-28 request params naming the client (its clientInfo on every request)."""
+def params(client: str, version: str = "2.1.290", **values: Any) -> dict[str, Any]:
+    """2026-07-28 request params naming the client and its version (its clientInfo on every request)."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": client, "version": "2.1.332"},
+        "io.modelcontextprotocol/clientInfo": {"name": client, "version": version},
     }
     return {**values, "_meta": meta}
 
 
-async def modern(url: str, client: str, method: str, rid: int, tool: str | None = None, **values: Any) -> Any:
+async def modern(
+    url: str, client: str, method: str, rid: int, tool: str | None = None, version: str = "2.1.290", **values: Any
+) -> Any:
     """One 2026-07-28 request from ``client`` (``tool``: the ``mcp-name`` header); its result."""
-    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params(client, **values)}
+    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params(client, version, **values)}
     async with httpx.AsyncClient(timeout=30) as http:
         response = await http.post(url, content=orjson.dumps(body), headers={**HEADERS, **headers(method, tool)})
     text = response.text
@@ -94,10 +98,14 @@ async def test_claude_code_gets_an_array_result_wrapped_with_the_schema_that_acc
     with serve(server) as up, proxy_for(up + "/mcp") as px:
         seen: dict[tuple[str, str], tuple[Any, Any]] = {}
         for where, url in (("direct", up + "/mcp"), ("proxy", px + "/mcp")):
-            for client in ("claude-code", "mcp", "mcp-normalizer-test"):
-                (tool,) = (await modern(url, client, "tools/list", 1))["tools"]
-                result = await modern(url, client, "tools/call", 2, "rows", name="rows", arguments={})
+            for client, version in (("claude-code", "2.1.290"), ("mcp", "1"), ("mcp-normalizer-test", "1")):
+                (tool,) = (await modern(url, client, "tools/list", 1, version=version))["tools"]
+                result = await modern(url, client, "tools/call", 2, "rows", version, name="rows", arguments={})
                 seen[where, client] = tool, result
+            # Claude Code 2.1.332 takes it (a real run: tests/test_host_claude.py): the server's own
+            (tool,) = (await modern(url, "claude-code", "tools/list", 1, version="2.1.332"))["tools"]
+            result = await modern(url, "claude-code", "tools/call", 2, "rows", "2.1.332", name="rows", arguments={})
+            seen[where, "claude-code 2.1.332"] = tool, result
     direct_tool, direct_result = seen["direct", "claude-code"]
     assert oracle(direct_result) and direct_tool["outputSchema"] == ROWS_SCHEMA  # the oracle bites
     tool, result = seen["proxy", "claude-code"]
@@ -107,7 +115,7 @@ async def test_claude_code_gets_an_array_result_wrapped_with_the_schema_that_acc
     schema = tool["outputSchema"]
     assert schema["properties"]["result"] == ROWS_SCHEMA and schema["x-fastmcp-wrap-result"] is True
     assert Draft202012Validator(schema).is_valid(result["structuredContent"])
-    for client in ("mcp", "mcp-normalizer-test"):  # no host profile: the server's own
+    for client in ("mcp", "mcp-normalizer-test", "claude-code 2.1.332"):  # the server's own
         assert seen["proxy", client] == seen["direct", client]
         assert seen["proxy", client][1]["structuredContent"] == ROWS
 
