@@ -386,10 +386,10 @@ def test_degrade_mode_brings_a_non_conforming_result_to_the_model(tmp_path: Path
     )
     rules = NormalizerConfig.from_mapping({"normalizer": {"degrade_clients": ["claude-code"]}})
     server = ScriptedServer([spec])
-    with serve(server) as up, proxy_for(up + "/mcp") as plain, proxy_for(up + "/mcp", rules) as degraded:
+    with serve(server) as up, proxy_for(up + "/mcp") as plain, proxy_for(up + "/mcp", rules) as opted:
         views = {
             where: run_claude_code(McpServer(SERVER, url + "/mcp"), "invoice", {"q": "1"}, tmp_path / where)
-            for where, url in (("direct", up), ("plain", plain), ("degraded", degraded))
+            for where, url in (("direct", up), ("plain", plain), ("degraded", opted))
         }
     for where in ("direct", "plain"):  # off by default: as without the proxy, the data lost
         result = views[where].result
