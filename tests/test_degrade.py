@@ -214,3 +214,50 @@ async def test_degrade_per_client_by_name_or_host_profile_and_no_other_client() 
     for record in (plain_ts, plain_py):
         listing, call, _ = record["steps"]
         assert_unchanged(listing, call)
+
+
+#: A minimal stdio MCP server (newline-delimited JSON-RPC) with the invoice tool and its result.
+STDIO_SERVER = """
+import json, sys
+TOOL, RESULT = json.loads(PAYLOAD)
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "invoices", "version": "1.0.0"}}
+    elif method == "tools/list":
+        result = {"tools": [TOOL]}
+    elif method == "tools/call":
+        result = RESULT
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_degrade_for_a_host_through_the_stdio_wrapper(tmp_path: Any) -> None:
+    """``mcp-normalizer stdio --config rules.toml -- CMD`` in a host's config, the rule file naming the
+    host (``degrade_clients = ["claude-desktop"]``): Claude Desktop's name gets the result as a
+    success, the Python client's own name the server's answer (refused by its output validation)."""
+    import sys
+
+    from .support import EXE, ROOT
+
+    server = tmp_path / "invoices.py"
+    payload = json.dumps(json.dumps([INVOICE, RESULT]))
+    server.write_text(STDIO_SERVER.replace("PAYLOAD", payload), encoding="utf-8")
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[normalizer]\ndegrade_clients = ["claude-desktop"]\n', encoding="utf-8")
+    # (the SDK starts the command with a minimal environment: PYTHONPATH names this checkout's code)
+    command = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--config", str(rules), "--", sys.executable, str(server)]
+    steps = STEPS[:2]
+    degraded = await run_python("", steps, client_name="claude-ai", command=command)
+    plain = await run_python("", steps, client_name="mcp", command=command)
+    assert_degraded(*degraded["steps"])
+    assert_unchanged(*plain["steps"])

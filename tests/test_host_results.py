@@ -30,7 +30,7 @@ from mcp_normalizer.engine.rules.host_content import ORIGINAL_BLOCK_KEY
 from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, RESOURCE_LINK, STRUCTURED_NOT_OBJECT
 from mcp_normalizer.engine.rules.host_profiles import PROFILES
 
-from .support import EXE, HEADERS, MODERN, headers, proxy_for, run_cli, serve
+from .support import EXE, HEADERS, MODERN, ROOT, headers, proxy_for, run_cli, serve
 
 pytestmark = pytest.mark.wire
 
@@ -214,7 +214,8 @@ async def test_through_the_stdio_wrapper_a_claude_client_gets_it_in_2020_12(name
     server = tmp_path / "draft07_server.py"
     server.write_text(STDIO_SERVER.replace("TOOL_JSON", json.dumps(json.dumps(DRAFT_TOOL))), encoding="utf-8")
     steps = STEPS
-    command = [EXE, "stdio", "--", sys.executable, str(server)]
+    # (the SDK starts the command with a minimal environment: PYTHONPATH names this checkout's code)
+    command = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--", sys.executable, str(server)]
     direct = await run_python("", steps, client_name=name, command=[sys.executable, str(server)])
     wrapped = await run_python("", steps, client_name=name, command=command)
     assert direct["steps"][0]["value"]["tools"][0]["outputSchema"]["$schema"] == DRAFT_07
