@@ -98,7 +98,12 @@ async def test_claude_code_gets_an_array_result_wrapped_with_the_schema_that_acc
     with serve(server) as up, proxy_for(up + "/mcp") as px:
         seen: dict[tuple[str, str], tuple[Any, Any]] = {}
         for where, url in (("direct", up + "/mcp"), ("proxy", px + "/mcp")):
-            for client, version in (("claude-code", "2.1.290"), ("mcp", "1"), ("mcp-normalizer-test", "1")):
+            for client, version in (
+                ("claude-code", "2.1.290"),
+                ("claude-ai", "0.14.10"),  # Claude Desktop (cases/faults.md: "Tool execution failed")
+                ("mcp", "1"),
+                ("mcp-normalizer-test", "1"),
+            ):
                 (tool,) = (await modern(url, client, "tools/list", 1, version=version))["tools"]
                 result = await modern(url, client, "tools/call", 2, "rows", version, name="rows", arguments={})
                 seen[where, client] = tool, result
@@ -108,6 +113,7 @@ async def test_claude_code_gets_an_array_result_wrapped_with_the_schema_that_acc
             seen[where, "claude-code 2.1.332"] = tool, result
     direct_tool, direct_result = seen["direct", "claude-code"]
     assert oracle(direct_result) and direct_tool["outputSchema"] == ROWS_SCHEMA  # the oracle bites
+    assert seen["proxy", "claude-ai"] == seen["proxy", "claude-code"]
     tool, result = seen["proxy", "claude-code"]
     assert not oracle(result)
     assert result["structuredContent"] == {"result": ROWS}  # every value, one level down
