@@ -41,7 +41,8 @@ PROPERTY_KEY = "property_key_strict"
 ARRAY_ITEMS = "array_without_items"
 
 #: A ``structuredContent`` that is no JSON object (an array, a string, a number): valid from
-#: 2026-07-28 on (SEP-2106), but Claude Code refuses it ("expects record"), whatever the era.
+#: 2026-07-28 on (SEP-2106), but Claude Code before 2.1.332 ("expects record"), Claude Desktop and
+#: claude.ai ("Tool execution failed") refuse it, whatever the era.
 STRUCTURED_NOT_OBJECT = "structured_content_not_object"
 
 #: What an oracle judges: a content block of a ``CallToolResult``, a member of ``tools/list``, or
