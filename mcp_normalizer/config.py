@@ -14,6 +14,8 @@ Everything is validated when loaded, so a bad value stops the process before it 
 
     [clients."cursor-vscode"]    # per clientInfo.name
     model_api = "gemini"
+    degrade = false              # degrade, don't fail: every tool without outputSchema/structuredContent
+    degrade_clients = []         # the same for these clients only (clientInfo names or host profiles)
 
     [rules]                      # per rule: "on" | "off" | "report"
     text_mirror = "on"
@@ -22,6 +24,7 @@ Everything is validated when loaded, so a bad value stops the process before it 
     nullable = ["/runtimes/*/scope"]   # JSON pointers into structuredContent, * = any item
     relax = ["/raw/object"]            # places whose values may be anything
     drop_output_schema = false         # advertise the tool without its outputSchema
+    degrade = true                     # degrade mode for this tool (false: never, whatever the rest says)
     rules = { text_mirror = "off" }    # per-tool rule modes
     model_api = "gemini"               # the model API family this tool goes to, for every client
 """
@@ -95,6 +98,8 @@ class ToolConfig:
         nullable: places in ``structuredContent`` declared nullable.
         relax: places whose values may be anything (the advertised schema says nothing there).
         drop_output_schema: advertise the tool without its ``outputSchema``.
+        degrade: degrade mode for this tool (rule ``degrade``): ``True`` on for every client,
+            ``False`` off for every client, ``None`` as the global settings say.
         rules: rule modes for this tool, overriding the global ones.
         model_api: the model API family this tool goes to, whichever client lists it (over the
             client's and its host's; ``""``: theirs).
@@ -103,6 +108,7 @@ class ToolConfig:
     nullable: tuple[PointerPattern, ...] = ()
     relax: tuple[PointerPattern, ...] = ()
     drop_output_schema: bool = False
+    degrade: bool | None = None
     rules: Mapping[str, Mode] = field(default_factory=dict)
     model_api: str = ""
 
@@ -435,6 +441,18 @@ class NormalizerConfig:
             return profile
         return resolve_model_api(profile, self.model_api, self.clients)
 
+    degrade: bool = setting(
+        False,
+        "degrade, don't fail (rule ``degrade``, lossy): every tool is advertised without its ``outputSchema`` "
+        "and its results reach the client without ``structuredContent`` (both kept in ``_meta``, the value's "
+        'JSON added to ``content``). Per tool: ``[tools."X"] degrade``.',
+    )
+    degrade_clients: tuple[str, ...] = setting(
+        (),
+        "the same as ``degrade``, for these clients only: ``clientInfo`` names (``claude-ai``) or host "
+        "profiles (``claude-desktop``: every name of that host).",
+    )
+
     def with_proxy(self, changes: Mapping[str, Any], where: str = "command line:") -> NormalizerConfig:
         """This config with ``[proxy]`` keys changed (the environment over the file, flags over both),
         checked as the file's are.
@@ -462,6 +480,22 @@ class NormalizerConfig:
             return Mode.REPORT
         return mode
 
+    def degrade_for(self, tool: str | None, client: str | None, profile: str | None = None) -> str:
+        """Why degrade mode is on for ``tool`` and a client named ``client`` (its ``clientInfo`` name)
+        of host profile ``profile``, ``""`` when it is off: the tool's own ``degrade`` first, then the
+        global one, then ``degrade_clients``."""
+        declared = self.tool(tool).degrade
+        if declared is not None:
+            return f"degrade mode: declared for tool {tool!r} in config" if declared else ""
+        if self.degrade:
+            return "degrade mode: declared for every tool in config"
+        names = self.degrade_clients
+        if client is not None and client in names:
+            return f"degrade mode: declared for client {client!r} in config"
+        if profile is not None and profile in names:
+            return f"degrade mode: declared for host {profile!r} in config"
+        return ""
+
     def tool(self, name: str | None) -> ToolConfig:
         """The declarations for tool ``name`` (empty ones when the config names none)."""
         found = self.tools.get(name) if name is not None else None
@@ -480,19 +514,26 @@ class NormalizerConfig:
             values.pop("problem_meta_key", _DEFAULTS.problem_meta_key), f"{source}: [normalizer] problem_meta_key"
         )
         mirror = values.pop("mirror_max_bytes", _DEFAULTS.mirror_max_bytes)
+        for client in values.get("degrade_clients", ()):
+            if not client.strip():
+                raise ConfigError(f"{source}: [normalizer] degrade_clients: a name must not be empty")
         tools: dict[str, ToolConfig] = {}
         for name, table in _table(data, "tools", source).items():
             where = f"{source} [tools.{name!r}]"
             if not isinstance(table, Mapping):
                 raise ConfigError(f"{where} must be a table")
-            only(table, {"nullable", "relax", "drop_output_schema", "rules", "model_api"}, where)
+            only(table, {"nullable", "relax", "drop_output_schema", "degrade", "rules", "model_api"}, where)
             drop = table.get("drop_output_schema", False)
             if not isinstance(drop, bool):
                 raise ConfigError(f"{where} drop_output_schema must be true or false")
+            degrade = table.get("degrade")
+            if degrade is not None and not isinstance(degrade, bool):
+                raise ConfigError(f"{where} degrade must be true or false")
             tools[str(name)] = ToolConfig(
                 nullable=pointers(table, "nullable", where),
                 relax=pointers(table, "relax", where),
                 drop_output_schema=drop,
+                degrade=degrade,
                 rules=_modes(table.get("rules", {}), f"{where} rules"),
                 model_api=model_api_family(table.get("model_api", ""), where),
             )

@@ -142,7 +142,8 @@ def run_check(host: str, fixture: str, url: str) -> tuple[int, list[str]]:
     """``check URL --host PROFILE --call TOOL ARGS``: its exit code and its findings naming the host."""
     tool, _result = FIXTURES[fixture]
     call = ["--call", tool["name"], json.dumps(fill(tool.get("inputSchema")))]
-    argv = [EXE, "check", url, "--host", host, "--format", "json", "--era", "legacy", *call]
+    version = ["--host-version", versions()[host]]  # the version run (a fault of other versions is none here)
+    argv = [EXE, "check", url, "--host", host, *version, "--format", "json", "--era", "legacy", *call]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode in (0, 1), f"check --host {host} on {fixture}: {done.stderr}"
     findings = json.loads(done.stdout)["findings"]

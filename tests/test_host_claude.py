@@ -26,6 +26,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .host_claude import AnthropicMock, model_name, run_claude_code, tool_results
@@ -352,3 +353,57 @@ def test_a_stdio_server_directly_through_the_stdio_wrapper_and_served_over_http(
         assert set(view.tools) == {"deploy", "search"}, view.log
         assert all(API_KEY.fullmatch(key) for key in view.tools["search"]["input_schema"]["properties"])
         assert reads_whole_problem(view.result), (view.result, view.log)
+
+
+ROWS = [{"id": 1, "price": 12.5, "note": None}, {"id": 12345678901234567890, "name": "caf\u00e9 \u2713"}]
+
+
+def test_an_array_structured_content_reaches_the_model_directly_and_through_the_proxy(tmp_path: Path) -> None:
+    """Claude Code refused a ``structuredContent`` that is a JSON array ("expects record";
+    reference/hosts.md §5), which 2026-07-28 (negotiated here) allows; 2.1.332 takes it and shows
+    the model its JSON, so the proxy repairs it for earlier versions only (host key
+    ``structured_content_not_object``, ``tests/test_host_results.py``) and passes it to this one as
+    it came: the model reads every row, the same directly and through the proxy."""
+    schema = {"type": "array", "items": {"type": "object"}}
+    spec = ToolSpec(
+        {"name": "rows", "description": "The rows tool.", "inputSchema": QUERY, "outputSchema": schema},
+        returning({"content": [text("2 rows")], "structuredContent": ROWS}),
+    )
+    direct, proxied, server = both([spec], "rows", {"q": "all"}, tmp_path)
+    infos = [message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] for message, _ in server.requests]
+    assert {(info["name"], info["version"]) for info in infos} == {("claude-code", "2.1.332")}
+    assert direct.result is not None and direct.result == proxied.result, (direct.log, proxied.log)
+    assert json.loads(direct.result)[0] == ROWS[0]
+    assert "12345678901234567" in direct.result and "caf\u00e9 \u2713" in direct.result
+
+
+INVOICE_SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
+INVOICE = {"total": "12.5 EUR", "num\u00e9ro": "INV-\u00fc-7", "big": 12345678901234567890}
+
+
+def test_degrade_mode_brings_a_non_conforming_result_to_the_model(tmp_path: Path) -> None:
+    """A success whose ``structuredContent`` fails its ``outputSchema`` (a total sent as
+    ``"12.5 EUR"``: no lossless rule makes it a number) reaches Claude Code's model as the SDK's
+    validation error, directly and through the proxy by default. With degrade mode for Claude Code
+    (``degrade_clients = ["claude-code"]``) the tool is listed without its ``outputSchema`` and the
+    result comes without ``structuredContent``, its JSON in ``content``: the model reads every datum."""
+    spec = ToolSpec(
+        {"name": "invoice", "description": "The invoice tool.", "inputSchema": QUERY, "outputSchema": INVOICE_SCHEMA},
+        returning({"content": [text("Invoice created.")], "structuredContent": INVOICE}),
+    )
+    rules = NormalizerConfig.from_mapping({"normalizer": {"degrade_clients": ["claude-code"]}})
+    server = ScriptedServer([spec])
+    with serve(server) as up, proxy_for(up + "/mcp") as plain, proxy_for(up + "/mcp", rules) as opted:
+        views = {
+            where: run_claude_code(McpServer(SERVER, url + "/mcp"), "invoice", {"q": "1"}, tmp_path / where)
+            for where, url in (("direct", up), ("plain", plain), ("degraded", opted))
+        }
+    for where in ("direct", "plain"):  # off by default: as without the proxy, the data lost
+        result = views[where].result
+        assert result == "Structured content does not match the tool's output schema: data/total must be number"
+    degraded = views["degraded"]
+    assert degraded.result is not None, degraded.log
+    text_part, _, data = degraded.result.partition("\n")
+    assert text_part == "Invoice created." and json.loads(data) == INVOICE  # 12.5 EUR, the unicode, the big integer
+    (block,) = [block for _path, body in degraded.requests for block in tool_results(body)]
+    assert block.get("is_error") in (None, False)  # a success

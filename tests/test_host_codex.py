@@ -188,9 +188,9 @@ def test_null_input_schema_loses_codex_the_server_directly_and_not_through_the_p
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_resource_link_reaches_the_model_with_its_uri_name_and_type(route: str, tmp_path: Path) -> None:
     """rmcp ``=3.1.3`` (Codex Desktop, ChatGPT) fails the whole call on a ``resource_link`` block
-    (openai/codex#41280); the CLI 0.171.0 passes its JSON, so the Codex profile no longer names the
-    fault (tests/test_check_hosts.py) and the proxy passes the block as it is: the model reads the
-    same uri, name and media type either way."""
+    (openai/codex#41280); the CLI 0.171.0 passes its JSON, so the Codex profile names the fault
+    below 0.171.0 only (tests/test_check_hosts.py) and the proxy passes the block as it is to this
+    version: the model reads the same uri, name and media type either way."""
     result = {"content": [{"type": "text", "text": "the view:"}, LINK], "isError": False}
     seen = output(codex(route, [ToolSpec(DENIED | {"name": "view"}, returning(result))], "view", tmp_path))
     assert seen.startswith("the view:")

@@ -31,6 +31,7 @@ from mcp_normalizer.engine.rules.host_faults import (
     REQUIRED_UNDEFINED,
     RESOURCE_LINK,
     SCHEMA_KEYWORD,
+    STRUCTURED_NOT_OBJECT,
     TOOL_NAME,
     TYPE_BESIDE_ANYOF,
 )
@@ -45,6 +46,8 @@ from .support import JSON_HEADERS, ROOT, feed_all
 pytestmark = pytest.mark.pure
 
 ERA = "2025-11-25"
+#: The era where a non-object structuredContent is valid (a result fault judged there).
+MODERN = "2026-07-28"
 SVG = '<svg xmlns="http://www.w3.org/2000/svg"><text>caf\u00e9</text></svg>'
 
 #: Per key: a block (for a result fault) or a tool (for a listing fault) that has the fault.
@@ -89,6 +92,10 @@ FIXTURES: dict[str, dict[str, Any]] = {
         "name": "level",
         "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "enum": [1, 2.5, 1e-7]}}},
     },
+    STRUCTURED_NOT_OBJECT: {
+        "content": [{"type": "text", "text": "two rows"}],
+        "structuredContent": [{"id": 1, "prix": 12.5, "note": None}, {"id": 123456789012345678901, "prix": 1e-7}],
+    },
 }
 
 
@@ -123,6 +130,10 @@ def repaired(key: str, client: str) -> tuple[Any, set[str]]:
     if CONSTRAINTS[key].subject == "tool":
         return listed(fixture, client)
     tool = {"name": "render", "inputSchema": {"type": "object"}}
+    if CONSTRAINTS[key].subject == "result":  # (judged in the era where the spec allows it)
+        entry = normalizer.tools_list({"tools": [tool]}, MODERN, profile).entries[0]
+        outcome = normalizer.tools_call(fixture, "render", entry, MODERN, 200, client=profile)
+        return outcome.result, {record.rewrite.rule for record in outcome.records}
     entry = normalizer.tools_list({"tools": [tool]}, ERA, profile).entries[0]
     result = {"content": [{"type": "text", "text": "here"}, fixture]}
     outcome = normalizer.tools_call(result, "render", entry, ERA, 200, client=profile)
@@ -182,6 +193,7 @@ def test_each_host_names_its_model_api_what_its_model_reads_and_the_sources() ->
         "vscode": "user-chosen",
         "cursor": "user-chosen",
         "gemini-cli": "gemini",
+        "kiro": "user-chosen",
     }
     assert set(MODEL_APIS) == {"anthropic", "openai", "openai-strict", "gemini"}
     assert PROFILES["gemini-cli"].reads == "content"

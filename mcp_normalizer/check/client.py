@@ -110,6 +110,7 @@ class McpClient:
         timeout: float = 30.0,
         client_name: str = "mcp-normalizer-check",
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        client_version: str | None = None,
     ) -> None:
         self.url = url
         self.max_message_bytes = max_message_bytes
@@ -117,6 +118,8 @@ class McpClient:
         #: session (``DELETE``) takes no longer than what is left of it, or a second.
         self.ends_at = math.inf
         self.client_info: JSONObject = {**_CLIENT_INFO, "name": client_name}
+        if client_version is not None:
+            self.client_info["version"] = client_version
         self.label = redact_url(url)
         self.headers = dict(headers or {})
         self.timeout = timeout

@@ -5,14 +5,16 @@ fault the proxy would repair, changing nothing.
 
     mcp-normalizer check URL [--header 'Name: value' ...] [--call TOOL ['{json args}'] ...]
                              [--calls FILE] [--format table|json] [--config FILE] [--era auto|legacy|VERSION]
-                             [--host PROFILE] [--timeout S] [--deadline S] [--max-message-bytes N]
+                             [--host PROFILE [--host-version V]] [--timeout S] [--deadline S] [--max-message-bytes N]
                              [--max-listing-bytes N] [--write-config FILE] [--strict]
     mcp-normalizer check --capture FILE [--format table|json] [--config FILE] [--write-config FILE]
 
 It lists every tool (all pages) and calls only the tools it is asked to call (tools can have side
 effects). ``--host PROFILE`` audits as that host receives the server (``claude-code``, ``codex``...:
 :mod:`mcp_normalizer.engine.rules.host_profiles`): its ``clientInfo`` is sent, and what it refuses is a
-fault; through the proxy, the host's repairs are made for it. It reads within bounds: each page and
+fault; through the proxy, the host's repairs are made for it. ``--host-version V`` audits as that
+version of the host (its ``clientInfo.version``): a fault only some versions have is then judged for
+it (without, for every version that has one). It reads within bounds: each page and
 result up to ``--max-message-bytes``, the listing up to ``--max-listing-bytes`` (and 1,000 pages), the
 whole run up to ``--deadline`` seconds; a bound met is a finding that says what was cut. Exit codes: 0 clean (advisories
 only: SHOULD-level faults no supported client rejects; ``--strict`` makes them 1), 1 faults found,
@@ -89,6 +91,11 @@ def _parser() -> Parser:
         "--host",
         choices=sorted(PROFILES),
         help="audit as this host receives the server: its clientInfo is sent, and what it refuses is a fault",
+    )
+    parser.add_argument(
+        "--host-version",
+        help="with --host: the host's version (its clientInfo.version), for the faults only some versions have"
+        " (default: every version's)",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     parser.add_argument(
@@ -232,6 +239,7 @@ async def audit_server(
     era: str = "auto",
     timeout: float = 30.0,
     host: Host | None = None,
+    host_version: str | None = None,
     deadline: float = DEADLINE,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_listing_bytes: int = MAX_LISTING_BYTES,
@@ -250,7 +258,9 @@ async def audit_server(
     """
     name = host.client_names[0] if host is not None else "mcp-normalizer-check"
     # (the host's model API family as the rule file names it for it: [clients."NAME"] model_api)
-    auditor = Auditor(config, config.for_client(profile_for({"name": name})) if host is not None else UNKNOWN)
+    version = host_version if host is not None else None
+    profile = profile_for({"name": name, "version": version})
+    auditor = Auditor(config, config.for_client(profile) if host is not None else UNKNOWN)
     used: str | None = None
     doing = "connecting"
     pages = done = 0
@@ -260,7 +270,9 @@ async def audit_server(
         auditor.tools_list(result, used, first_page=pages == 0)
         pages += 1
 
-    async with McpClient(url, headers, timeout, client_name=name, max_message_bytes=max_message_bytes) as client:
+    async with McpClient(
+        url, headers, timeout, client_name=name, max_message_bytes=max_message_bytes, client_version=version
+    ) as client:
         client.ends_at = anyio.current_time() + deadline
         with anyio.move_on_after(deadline) as run:
             used = await client.connect(era)
@@ -366,11 +378,14 @@ def main(argv: Sequence[str]) -> int:
         else:
             url, calls, headers = _url(args.url), _calls(args.call, args.calls), _headers(args.header)
             host = PROFILES[args.host] if args.host is not None else None
+            if args.host_version is not None and (host is None or not args.host_version.strip()):
+                return _fail("--host-version needs --host and a version")
             run = functools.partial(
                 audit_server,
                 era=args.era,
                 timeout=args.timeout,
                 host=host,
+                host_version=args.host_version,
                 deadline=args.deadline,
                 max_message_bytes=args.max_message_bytes,
                 max_listing_bytes=args.max_listing_bytes,

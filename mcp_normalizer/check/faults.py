@@ -96,6 +96,7 @@ KINDS: dict[str, FaultKind] = {
                 "TS SDK Client (Zod: structuredContent must be a record)",
                 "ChatGPT connector, LiteLLM (require a dict)",
                 "Claude Desktop and claude.ai",
+                "Claude Code, in every era ('expects record'; anthropics/claude-code#95504, #88049, #91099)",
             ),
         ),
         FaultKind(
@@ -354,7 +355,9 @@ KINDS: dict[str, FaultKind] = {
                 "Claude Code, Claude Desktop, claude.ai: an image/svg+xml image (anthropics/claude-code#15807)",
                 "Codex: an image/svg+xml image ('image content omitted because it could not be processed',"
                 " reproduced with Codex 0.171.0 in tests/test_check_hosts.py)",
-                "ChatGPT: any resource_link block (openai/codex#41280, #33404: rmcp =3.1.3; Codex 0.171.0 takes it)",
+                "ChatGPT, Codex before 0.171.0 (Codex Desktop 0.150): any resource_link block (openai/codex#41280,"
+                " #33404: rmcp =3.1.3; Codex 0.171.0 takes it)",
+                "Kiro: a resource_link block (kirodotdev/Kiro#8960: the whole result discarded)",
                 "Gemini CLI: type beside anyOf in an inputSchema (google-gemini/gemini-cli#4121)",
             ),
         ),

@@ -96,6 +96,8 @@ class AuditLog:
         }
         if rewrite.for_clients:
             fields["client_fault"] = rewrite.for_clients  # made for clients not known to accept the original
+        if rewrite.lossy:
+            fields["lossy"] = True  # the client no longer gets something where it reads it (rule degrade)
         if rewrite.fix:
             fields["fix"] = rewrite.fix  # the TOML that would repair what no default repair does
         if rewrite.host_fault:

@@ -53,7 +53,7 @@ from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
 from .rules.nullable import declared_places
-from .rules.object_root import WRAP_MARK
+from .rules.object_root import WRAP_MARK, objects_required
 from .rules.scan import WALK_DEPTH, ToolScan
 from .rules.schema_keywords import SHAPE
 from .rules.schema_repairs import misshapen_input
@@ -266,6 +266,14 @@ class Normalizer:
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
 
+    def degrades(self, tool: str | None, client: ClientProfile) -> str:
+        """Why degrade mode (rule ``degrade``) is on for ``tool`` and ``client``, ``""`` when it is off
+        (:meth:`~mcp_normalizer.config.NormalizerConfig.degrade_for`)."""
+        config = self.config
+        if not (config.degrade or config.degrade_clients or (tool is not None and tool in config.tools)):
+            return ""
+        return config.degrade_for(tool, client.name, client.host.profile if client.host is not None else None)
+
     def _entry(
         self, tool: JSONObject, places: tuple[PointerPattern, ...], definition: str, text: bytes | None = None
     ) -> ToolEntry:
@@ -386,7 +394,8 @@ class Normalizer:
                     # advertised only: the nullable rule never nulls a value at a learned place
                     advertised_nullable = _joined(configured, taught.nullable)
                     nullable_by = f"{nullable_by}; {by_lesson}" if configured else by_lesson
-            if configured or relax or drop or applied or taught is not None:
+            degrade = self.degrades(name, client)
+            if configured or relax or drop or applied or taught is not None or degrade:
                 context = ToolContext(
                     era=era,
                     settings=self.config.settings,
@@ -396,6 +405,7 @@ class Normalizer:
                     client=client,
                     declared_by=declared_by,
                     nullable_by=nullable_by,
+                    degrade=degrade,
                 )
             else:
                 context = self._plain_context(era, client)
@@ -456,13 +466,16 @@ class Normalizer:
     def _listing_digest(self, era: str | None, client: ClientProfile, learned: LearnedTools) -> hashlib.blake2b:
         """The digest of what a tool's listing depends on besides its text (copied per tool, then
         fed the text: the key of :attr:`_listed`); the last one is kept, so a page costs one."""
-        context = (era, client.key, learned.key, self.lessons.generation)
+        # degrade mode by client name (not in client.key): its own listings
+        degrade = self.degrades(None, client).encode() if self.config.degrade_clients else b""
+        context = (era, client.key + degrade, learned.key, self.lessons.generation)
         last = self._last_digest
         if last is not None and last[0] == context:
             return last[1]
         era, _, _, generation = context
         digest = hashlib.blake2b(digest_size=16)
         digest.update(dumps(era))  # a JSON string or null, a JSON array, then the text: unambiguous
+        digest.update(dumps(degrade.decode()) if degrade else b"")  # a JSON string: unambiguous
         digest.update(client.key)
         digest.update(learned.key)  # a scope that learned lists its tools otherwise (b"" when nothing)
         digest.update(b"%d\n" % generation)  # so does the upstream, once a result taught it
@@ -507,7 +520,7 @@ class Normalizer:
         except msgspec.DecodeError:  # (ValidationError included: a name that is not a string, a root not an object)
             return None
         name = listed.name
-        if name in self.config.tools or name in self.interventions.by_tool:
+        if name in self.config.tools or name in self.interventions.by_tool or self.degrades(name, client):
             return None
         if learned.get(name) is not None or self.lessons.knows(name):
             return None
@@ -619,14 +632,21 @@ class Normalizer:
         return found
 
     def reads_structured(
-        self, result: JSONObject, text: Raw, tool: str | None, entry: ToolEntry | None, era: str | None, size: int
+        self,
+        result: JSONObject,
+        text: Raw,
+        tool: str | None,
+        entry: ToolEntry | None,
+        era: str | None,
+        size: int,
+        client: ClientProfile = UNKNOWN,
     ) -> bool:
         """Whether a rule may read the value of this result's ``structuredContent``.
 
         Args:
             result: the result's other members, decoded.
             text: ``structuredContent``, undecoded.
-            tool, entry, era, size: as for :meth:`tools_call`.
+            tool, entry, era, size, client: as for :meth:`tools_call`.
 
         When no rule can, :meth:`tools_call` may be given ``text`` itself in place of the value: it
         is written back as it came, and a large result costs no more than reading its envelope.
@@ -648,7 +668,7 @@ class Normalizer:
             # A text the schema's typed check accepts conforms: no validating rule has work there.
             compiled = entry.compiled
             return compiled is None or not compiled.accepts_text(text)
-        return object_only(era) and mode("object_result", tool) is not Mode.OFF
+        return objects_required(era, client) and mode("object_result", tool) is not Mode.OFF
 
     def tools_call(
         self,
@@ -677,7 +697,14 @@ class Normalizer:
             reason = f"result of {size} bytes exceeds max_validate_bytes={self.config.max_validate_bytes}"
             outcome.records.append(Record(Rewrite("validation", "skipped", (), reason), tool, False, "skipped"))
             entry = entry.without_validation("result too large to validate")
-        ctx = ResultContext(tool=entry, era=era, settings=self.config.settings, codec=codec or Codec(), client=client)
+        ctx = ResultContext(
+            tool=entry,
+            era=era,
+            settings=self.config.settings,
+            codec=codec or Codec(),
+            client=client,
+            degrade=self.degrades(tool, client),
+        )
         track = _Track(result, result)
         for step in self._result_plan(tool):
             if step is None:

@@ -646,7 +646,7 @@ class ResponseTransformer:
         result = {key: codec.loads(text) for key, text in members.items() if key != "structuredContent"}
         if "structuredContent" in members:
             text = members["structuredContent"]
-            read = normalizer.reads_structured(result, text, tool, entry, exchange.era, size)
+            read = normalizer.reads_structured(result, text, tool, entry, exchange.era, size, exchange.client)
             result["structuredContent"] = codec.loads(text) if read else text
             result = {key: result[key] for key in members}  # the server's member order
         codec.adopt(result, members)

@@ -13,6 +13,7 @@ from . import (
     apps_result_meta,
     block_members,
     content_blocks,
+    degrade,
     empty_structured,
     envelope,
     error_problem,
@@ -47,6 +48,7 @@ from .value_repairs import COERCE_TYPES, PRUNE_ADDITIONAL
 TOOL_RULES: tuple[Rule, ...] = (
     meta_keys.RULE,
     DROP_OUTPUT_SCHEMA,
+    degrade.RULE,  # opted in only: after drop_output_schema, the same drop made lossy
     SCHEMA_SHAPE,
     INPUT_OBJECT_ROOT,  # after schema_shape, which types a root without type
     TYPE_NAMES,
@@ -94,6 +96,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     # what is left
     empty_structured.RULE,
     last_resort.RULE,
+    degrade.RULE,  # opted in only: before text_mirror, which it leaves nothing to do
     text_mirror.RULE,
     apps_result_meta.RULE,  # presentation: reads the catalog entry only, after the value rules
 )

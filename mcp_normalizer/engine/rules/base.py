@@ -105,6 +105,8 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
         host_fault: the host fault the record is about (a key of
             :data:`mcp_normalizer.engine.rules.host_faults.CONSTRAINTS` or of
             :data:`mcp_normalizer.engine.rules.withhold.REFUSALS`) when it names one, else ``""``.
+        lossy: the change loses something for the client (kept in ``_meta``, but no longer where the
+            client reads it): only what the operator opted into (rule ``degrade``) makes one.
     """
 
     rule: str
@@ -114,6 +116,7 @@ class Rewrite(msgspec.Struct, frozen=True, gc=False):
     fix: str = ""
     for_clients: str = ""
     host_fault: str = ""
+    lossy: bool = False
 
 
 @documented
@@ -145,6 +148,7 @@ class ToolContext:
         nullable_by: where the ``nullable`` places come from (the config, an intervention).
         listed: the tool's JSON text as the server listed it, where a rule reads how its values
             were written (``gemini_schemas``: an enum's numbers); ``None`` when not at hand.
+        degrade: why degrade mode is on for this tool and client (rule ``degrade``), ``""`` when it is off.
     """
 
     era: str | None
@@ -156,6 +160,7 @@ class ToolContext:
     declared_by: str = "declared in config"
     nullable_by: str = "declared in config"
     listed: bytes | None = None
+    degrade: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,7 @@ class ResultContext:
         codec: the message's codec: rules decode and encode JSON through it, so that numbers keep
             their spelling (``1.10`` stays ``1.10`` in a mirrored text or a moved value).
         client: the client the result goes to (:mod:`mcp_normalizer.engine.rules.clients`: repairs only some need).
+        degrade: why degrade mode is on for this tool and client (rule ``degrade``), ``""`` when it is off.
     """
 
     tool: ToolEntry | None
@@ -176,6 +182,7 @@ class ResultContext:
     settings: RuleSettings
     codec: Codec = field(default_factory=Codec)
     client: ClientProfile = UNKNOWN
+    degrade: str = ""
 
 
 @dataclass(frozen=True, slots=True)

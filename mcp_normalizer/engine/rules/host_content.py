@@ -7,7 +7,8 @@ the blocks as the server sent them.
 - ``image/svg+xml`` for the Claude hosts (the Anthropic API takes JPEG, PNG, GIF and WebP only):
   the image becomes a text block holding the SVG source (the base64 ``data`` decoded; an SVG is
   text). An image whose data is not base64 of UTF-8 is left as it is.
-- ``resource_link`` for Codex and ChatGPT (rmcp ``=3.1.3`` fails the whole call on one): the link
+- ``resource_link`` for Codex before 0.171.0 (Codex Desktop 0.150), ChatGPT (rmcp ``=3.1.3`` fails
+  the whole call on one) and Kiro (it discards the result, kirodotdev/Kiro#8960): the link
   becomes a text block naming it, ``<name>: <uri>`` (and its MIME type).
 
 Each new text block keeps the original block whole under its ``_meta["dev.mcp-normalizer/original-block"]``
@@ -107,6 +108,6 @@ RULE = Rule(
     "host_content",
     "host_content",
     "for a host that refuses a content block the spec allows (an SVG image for Claude, a resource_link for "
-    "Codex and ChatGPT), that block becomes text it takes, the original kept in the block's _meta",
+    "Codex before 0.171.0, ChatGPT and Kiro), that block becomes text it takes, the original kept in the block's _meta",
     on_result=_repair,
 )

@@ -54,8 +54,14 @@ REQUIRED_UNDEFINED = "required_undefined_gemini"
 #: ``Schema.enum`` is a list of strings ('Invalid value at ...enum[0] (TYPE_STRING), 0').
 ENUM_NON_STRING = "enum_non_string"
 
-#: What an oracle judges: a content block of a ``CallToolResult``, or a member of ``tools/list``.
-Subject = Literal["block", "tool"]
+#: A ``structuredContent`` that is no JSON object (an array, a string, a number): valid from
+#: 2026-07-28 on (SEP-2106), but Claude Code before 2.1.332 ("expects record"), Claude Desktop and
+#: claude.ai ("Tool execution failed") refuse it, whatever the era.
+STRUCTURED_NOT_OBJECT = "structured_content_not_object"
+
+#: What an oracle judges: a content block of a ``CallToolResult``, a member of ``tools/list``, or
+#: a whole ``CallToolResult``.
+Subject = Literal["block", "tool", "result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,8 @@ class Constraint:
     Attributes:
         key: the key, as ``hosts.toml`` names it.
         rule: the one rule that repairs it (a name of :data:`~mcp_normalizer.engine.rules.RULES`).
-        subject: what :attr:`violates` judges (``block``: a content block; ``tool``: a ``tools/list`` member).
+        subject: what :attr:`violates` judges (``block``: a content block; ``tool``: a ``tools/list``
+            member; ``result``: a ``CallToolResult``).
         what: the fault, for the log, ``check`` and the docs.
         repair: what the proxy changes for a host that refuses it (the docs' tables).
         changes_arguments: whether the repair makes the model send arguments (or a tool name) in
@@ -138,6 +145,15 @@ def _svg_image(block: JSON) -> bool:
 def _resource_link(block: JSON) -> bool:
     """rmcp ``=3.1.3``'s content types (text, image, audio, resource): a ``resource_link`` is none."""
     return isinstance(block, dict) and block.get("type") == "resource_link"
+
+
+def _structured_not_object(result: JSON) -> bool:
+    """Claude Code's result check (its MCP client's zod ``structuredContent: z.record(...)``: "expects
+    record"): a ``structuredContent`` present and not ``null`` must be a JSON object."""
+    if not isinstance(result, dict) or "structuredContent" not in result:
+        return False
+    value = result["structuredContent"]
+    return value is not None and not isinstance(value, dict)
 
 
 def _type_beside_anyof(tool: JSON) -> bool:
@@ -236,6 +252,17 @@ CONSTRAINTS: Mapping[str, Constraint] = {
             " item-less arrays get `items: {}` for every client (`schema_shape`)",
             False,
             _array_without_items,
+        ),
+        Constraint(
+            STRUCTURED_NOT_OBJECT,
+            "object_result",
+            "result",
+            "a `structuredContent` that is no JSON object (an array, a string, a number)",
+            "the tool's `outputSchema` that admits non-objects is advertised wrapped as `{result: <schema>}`"
+            " (`object_root`, marked `x-fastmcp-wrap-result`) and each non-object `structuredContent` is sent"
+            " as `{result: <value>}` (`wrap_result`, `object_result`), as before 2026-07-28, in every era",
+            False,
+            _structured_not_object,
         ),
     )
 }

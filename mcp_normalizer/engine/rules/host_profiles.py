@@ -32,6 +32,7 @@ from .host_faults import (
     IMAGE_SVG,
     PROPERTY_KEY,
     RESOURCE_LINK,
+    STRUCTURED_NOT_OBJECT,
     TOOL_NAME,
     TYPE_BESIDE_ANYOF,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PROFILES",
     "PROPERTY_KEY",
     "RESOURCE_LINK",
+    "STRUCTURED_NOT_OBJECT",
     "TOOL_NAME",
     "TYPE_BESIDE_ANYOF",
     "Fact",

@@ -24,6 +24,8 @@ from ...types import JSON, JSONObject
 from ...wire.jsonrpc import object_only
 from ...wire.pointer import Path
 from .base import ResultContext, Rewrite, Rule, ToolContext, with_original_values
+from .clients import ClientProfile
+from .host_faults import STRUCTURED_NOT_OBJECT
 from .schemas import map_schema, resolve_local_ref
 
 #: Marks an ``outputSchema`` the proxy wrapped; results of that tool are wrapped to match.
@@ -107,9 +109,23 @@ def _reroot(schema: JSON) -> JSON:
     return map_schema(schema, fix)[0]
 
 
+def objects_required(era: str | None, client: ClientProfile) -> bool:
+    """Whether ``structuredContent`` must be a JSON object for ``client``: before 2026-07-28 for
+    everyone, and in every era for a host that refuses anything else (Claude Code, host fault
+    ``structured_content_not_object``: :mod:`~mcp_normalizer.engine.rules.host_faults`)."""
+    return object_only(era) or client.host_needs(STRUCTURED_NOT_OBJECT)
+
+
+def _why(era: str | None, client: ClientProfile) -> str:
+    if object_only(era) or client.host is None:
+        return f"era {era or 'legacy'} requires an object"
+    source = client.host.faults.get(STRUCTURED_NOT_OBJECT, "")
+    return f"{client.host.title} refuses a structuredContent that is not an object ({source})"
+
+
 def _object_root(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     schema = tool.get("outputSchema")
-    if not object_only(ctx.era) or not isinstance(schema, dict) or schema.get("type") == "object":
+    if not objects_required(ctx.era, ctx.client) or not isinstance(schema, dict) or schema.get("type") == "object":
         return None
     objects = _objects_only(schema, schema)
     if objects or (_accepts_objects(schema, schema) and not _admits_non_objects(schema, schema)):
@@ -129,7 +145,7 @@ def _object_root(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrit
             WRAP_MARK: True,
         }
     )
-    reason = f"era {ctx.era or 'legacy'} requires an object root; the schema admits non-objects"
+    reason = f"{_why(ctx.era, ctx.client)} root; the schema admits non-objects"
     return {**tool, "outputSchema": wrapped}, Rewrite(
         "object_root", "wrapped the outputSchema as {result: ...}", ("/outputSchema",), reason
     )
@@ -138,7 +154,7 @@ def _object_root(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrit
 def _wrap_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
     """A result of a tool whose schema the proxy wrapped (conformance group: kept only if it then conforms)."""
     schema = ctx.tool.output_schema if ctx.tool is not None else None
-    if not object_only(ctx.era) or "structuredContent" not in result:
+    if not objects_required(ctx.era, ctx.client) or "structuredContent" not in result:
         return None
     if not isinstance(schema, dict) or schema.get(WRAP_MARK) is not True:
         return None
@@ -152,7 +168,7 @@ def _wrap_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Re
 
 def _object_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
     """A non-object ``structuredContent`` of a tool with no outputSchema, before 2026-07-28."""
-    if not object_only(ctx.era) or "structuredContent" not in result or ctx.tool is None:
+    if not objects_required(ctx.era, ctx.client) or "structuredContent" not in result or ctx.tool is None:
         return None
     value = result["structuredContent"]
     if ctx.tool.output_schema is not None or isinstance(value, dict) or value is None:
@@ -168,7 +184,7 @@ def _object_result(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, 
             return out, Rewrite(
                 "object_result", "decoded the JSON string in structuredContent", ("/structuredContent",), reason
             )
-    reason = f"era {ctx.era or 'legacy'} requires an object; got {type(value).__name__}"
+    reason = f"{_why(ctx.era, ctx.client)}; got {type(value).__name__}"
     return {**result, "structuredContent": {"result": value}}, Rewrite(
         "object_result", "wrapped structuredContent as {result: ...}", ("/structuredContent",), reason
     )
