@@ -46,6 +46,7 @@ from .rules import (
 from .rules.base import Response, ResponseContext, ToolGate
 from .rules.clients import UNKNOWN, ClientProfile, with_model_api
 from .rules.declared import unconstrained
+from .rules.degrade import RULE as DEGRADE
 from .rules.gemini_schemas import enum_arguments
 from .rules.host_faults import ENUM_NON_STRING
 from .rules.host_schemas import host_argument_map
@@ -265,6 +266,11 @@ class Normalizer:
         self._last_digest: tuple[tuple[str | None, bytes, bytes, int], hashlib.blake2b] | None = None
         #: Declarations for known servers (:mod:`mcp_normalizer.engine.interventions`), unless turned off.
         self.interventions = interventions.shipped() if config.interventions else interventions.NONE
+
+    def _may_degrade(self, tool: str | None) -> bool:
+        """Whether any setting may turn degrade mode on for ``tool`` (for some client)."""
+        config = self.config
+        return bool(config.degrade or config.degrade_clients or config.tool(tool).degrade)
 
     def degrades(self, tool: str | None, client: ClientProfile) -> str:
         """Why degrade mode (rule ``degrade``) is on for ``tool`` and ``client``, ``""`` when it is off
@@ -767,6 +773,8 @@ class Normalizer:
                     continue
                 if not rule.conformance:
                     mode = self.config.mode(rule.name, tool)
+                    if rule is DEGRADE and not self._may_degrade(tool):
+                        continue  # (opted into nowhere for this tool: the rule has nothing to do)
                     if mode is not Mode.OFF:
                         steps.append((rule.name, rule.on_result, mode))
                 elif rule is _GROUP[0]:
