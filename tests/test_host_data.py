@@ -23,7 +23,12 @@ from mcp_normalizer.engine.rules.clients import profile_for
 from mcp_normalizer.engine.rules.host_faults import (
     ARRAY_ITEMS,
     CONSTRAINTS,
+    ENUM_TYPE,
+    IMAGE_MIME,
     IMAGE_SVG,
+    LEGACY_TUPLE,
+    NEVER_BRANCH,
+    OBJECT_PROPERTIES,
     PROPERTY_KEY,
     RESOURCE_LINK,
     TOOL_NAME,
@@ -61,6 +66,33 @@ FIXTURES: dict[str, dict[str, Any]] = {
     ARRAY_ITEMS: {
         "name": "pair",
         "inputSchema": {"type": "object", "properties": {"p": {"type": "array", "prefixItems": [{"type": "string"}]}}},
+    },
+    OBJECT_PROPERTIES: {
+        "name": "describe",
+        "inputSchema": {"type": "object", "properties": {"filter": {"type": "object", "description": '{"p": 12.5}'}}},
+    },
+    LEGACY_TUPLE: {
+        "name": "move",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"to": {"type": "array", "items": [{"type": "number"}, {"type": "number"}]}},
+        },
+    },
+    NEVER_BRANCH: {
+        "name": "greet",
+        "inputSchema": {"type": "object", "properties": {"who": {"anyOf": [{"not": {}}, {"type": "string"}]}}},
+    },
+    ENUM_TYPE: {
+        "name": "paint",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"colours": {"type": "array", "items": {"type": "string"}, "enum": ["red", "gr\u00fcn"]}},
+        },
+    },
+    IMAGE_MIME: {  # a 1x1 PNG declared as WebP
+        "type": "image",
+        "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+        "mimeType": "image/webp",
     },
 }
 
