@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import struct
 import zlib
 from typing import Any
@@ -24,10 +25,15 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from jsonschema import Draft7Validator, Draft202012Validator
 
+from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.demo.clients import run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec, returning
+from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules import RULES_BY_NAME, ToolContext
 from mcp_normalizer.engine.rules.clients import profile_for
 from mcp_normalizer.engine.rules.host_faults import (
     CONSTRAINTS,
@@ -38,10 +44,14 @@ from mcp_normalizer.engine.rules.host_faults import (
     OBJECT_PROPERTIES,
 )
 from mcp_normalizer.engine.rules.host_profiles import EVERY_FAMILY, HOSTS, load
+from mcp_normalizer.engine.rules.scan import ToolScan
 from mcp_normalizer.errors import ConfigError
+from mcp_normalizer.wire.jsoncodec import Raw
 
-from .support import HEADERS, proxy_for, read_body, replay_body, serve
+from .support import HEADERS, PROPERTY, proxy_for, read_body, replay_body, serve
+from .test_tool_gates import RulesAlways, _decoded, _same_listed, _text
 
+ERA = "2025-11-25"
 KEPT = "dev.mcp-normalizer/original-keywords"
 MIME_KEPT = "dev.mcp-normalizer/original-mime-type"
 #: A host of each kind of model API, by the clientInfo.name it sends (hosts.toml client_names).
@@ -536,3 +546,69 @@ async def test_google_genai_converts_the_proxys_listing_for_gemini_cli_where_it_
     assert schemas["paint"].properties["colours"].items.enum == ["red", "gr\u00fcn", "\u9752"]
     assert schemas["query_rows"].properties["where"].type == types.Type.OBJECT
     assert schemas["move_to"].properties["to"].type == types.Type.ARRAY
+
+
+#: Schema nodes around the kinds: each fault, and the near misses the gates must let by.
+NODES = st.sampled_from(
+    [
+        {"type": "object"},
+        {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+        {"type": "object", "properties": {}},
+        {"type": "array", "items": [{"type": "number"}], "additionalItems": False},
+        {"type": "array", "items": {"type": "string"}},
+        {"anyOf": [{"not": {}}, {"type": "string"}]},
+        {"anyOf": [{"not": {}}, {"not": True}]},
+        {"anyOf": [{"not": {"type": "null"}}, {"type": "string"}]},
+        {"description": "d", "anyOf": [{"not": {}, "title": "never"}, {"type": "object"}]},
+        {"type": "array", "items": {"type": "string"}, "enum": ["a", "\u00e9"]},
+        {"type": "string", "enum": ["a", "b"]},
+        {"type": "integer", "enum": [1.0, 2]},
+        {"type": "integer", "enum": [1.5]},
+        {"type": "null", "enum": [12.5]},
+        {"type": ["string", "null"], "enum": [None, "x"]},
+        {"type": "number", "maximum": 123456789012345678901234},
+        {"enum": ["object"]},
+        {"const": "object", "description": '"items":[ and "not":'},
+    ]
+)
+
+
+def as_tool(schema: Any) -> dict[str, Any]:
+    return {"name": "t", "inputSchema": {**schema, "type": "object"}}
+
+
+TOOLS = st.recursive(
+    NODES,
+    lambda inner: st.fixed_dictionaries(
+        {"type": st.just("object")},
+        optional={"properties": st.dictionaries(st.sampled_from(["a", "b", "caf\u00e9"]), inner, max_size=3)},
+    ),
+    max_leaves=6,
+).map(as_tool)
+
+
+@pytest.mark.pure
+@PROPERTY
+@given(TOOLS, st.sampled_from(HOST_CLIENTS), st.sampled_from(["compact", "spaced", "ascii"]))
+def test_the_gate_and_the_fast_listing_answer_as_the_rule_does(tool: Any, client: str, style: str) -> None:
+    """A closed gate of ``model_schemas`` means its hook changes nothing, and a host client's listing
+    without the rules (``Normalizer._unchanged``, which now serves hosts whose faults it can check)
+    is the listing with them."""
+    tool = _decoded(tool)
+    profile = profile_for({"name": client, "version": "9.9.9"})
+    ctx = ToolContext(ERA, NormalizerConfig().settings, client=profile)
+    rule = RULES_BY_NAME["model_schemas"]
+    assert rule.tool_gate is not None and rule.on_tool is not None
+    changed = rule.on_tool(tool, ctx)
+    if not rule.tool_gate(ToolScan(tool), ctx):
+        assert changed is None
+    if changed is not None:  # what it repairs passes the oracles (an anyOf of never arms alone stays)
+        for key in (OBJECT_PROPERTIES, LEGACY_TUPLE, ENUM_TYPE):
+            assert not CONSTRAINTS[key].violates(changed[0]), key
+        assert not CONSTRAINTS[NEVER_BRANCH].violates(changed[0]) or '"not":true' in json.dumps(tool).replace(" ", "")
+    text = Raw(_text(tool, style))
+    config = NormalizerConfig()
+    _same_listed(
+        Normalizer(config).list_tool_text(text, 0, ERA, profile),
+        RulesAlways(config).list_tool_text(text, 0, ERA, profile),
+    )

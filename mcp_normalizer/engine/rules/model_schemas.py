@@ -50,13 +50,13 @@ import re
 
 from ...errors import DecodeError
 from ...types import JSON, JSONObject
-from ...wire.jsoncodec import dumps
+from ...wire.jsoncodec import dumps, loads
 from ...wire.pointer import Path, format_pointer
 from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
 from .host_faults import CONSTRAINTS
 from .host_profiles import ENUM_TYPE, LEGACY_TUPLE, NEVER_BRANCH, OBJECT_PROPERTIES
 from .scan import ToolScan
-from .schemas import map_schema
+from .schemas import map_schema, subschemas
 
 #: The constraint keys this rule repairs.
 KEYS = frozenset({OBJECT_PROPERTIES, LEGACY_TUPLE, NEVER_BRANCH, ENUM_TYPE})
@@ -251,12 +251,34 @@ class _Walk:
         return after
 
 
+def needs_repair(schema: JSON, wanted: frozenset[str]) -> bool:
+    """Whether this rule changes ``schema`` (an ``inputSchema``) for a client that needs ``wanted``:
+    a node of it that :meth:`_Walk.fix` changes by its own keywords (an ``anyOf`` merged brings in
+    nothing a node of its own did not have). A look without copies (:func:`subschemas`)."""
+    keys = (LEGACY_TUPLE, NEVER_BRANCH, ENUM_TYPE, OBJECT_PROPERTIES)
+    tuples, nevers, enums, objects = (key in wanted for key in keys)
+    for node in subschemas(schema):
+        if "items" in node and tuples and isinstance(node["items"], list):
+            return True
+        if "anyOf" in node and nevers:
+            arms = node["anyOf"]
+            if isinstance(arms, list) and any(map(_never, arms)) and not all(map(_never, arms)):
+                return True
+        if "enum" in node and enums and _enum(node) is not node:
+            return True
+        if objects and "properties" not in node and "type" in node and _properties(node) is not node:
+            return True
+    return False
+
+
 def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     client = ctx.client
     wanted = client.host_faults & KEYS
     schema = tool.get("inputSchema")
     if client.host is None or not wanted or not isinstance(schema, dict):
         return None
+    if not needs_repair(schema, wanted):
+        return None  # (a look without copies first: most schemas with an enum or objects are fine)
     walk = _Walk(schema, frozenset(wanted))
     new, touched = map_schema(schema, walk.fix)
     if new is schema:
@@ -270,29 +292,24 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
 
 
 def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
-    """Whether :func:`_repair` may change the tool, from the ``inputSchema``'s text: a list
-    ``items``, an ``enum``, a ``not`` or ``false``, or an ``object`` type anywhere but at a root
-    that has ``properties`` (``"object"`` once in the text, the root typed so with a
-    ``properties`` object: no other node can be an object)."""
+    """Whether :func:`_repair` may change the tool, from the ``inputSchema``'s canonical text: a list
+    ``items``, an ``enum``, a ``not`` or ``false`` there, or ``"object"`` more than once, or once
+    but not as the type of a root with ``properties`` (then no other node can be an object); then
+    a look at its nodes without copies (:func:`needs_repair`), which is what the hook finds first."""
     faults = ctx.client.host_faults
     if ctx.client.host is None or faults.isdisjoint(KEYS):
         return False
     text = scan.schema_text("inputSchema")
     if text is None:
         return True
-    if (
-        (LEGACY_TUPLE in faults and b'"items":[' in text)
-        or (ENUM_TYPE in faults and b'"enum":' in text)
-        or (NEVER_BRANCH in faults and (b'"not":' in text or b"false" in text))
-    ):
-        return True
-    if OBJECT_PROPERTIES not in faults:
+    schema = scan.tool.get("inputSchema")
+    if not isinstance(schema, dict):
         return False
-    count = text.count(b'"object"')
-    if count != 1:
-        return count > 1
-    schema = scan.tool["inputSchema"]
-    return not (schema.get("type") == "object" and isinstance(schema.get("properties"), dict))
+    if not (b'"items":[' in text or b'"enum":' in text or b'"not":' in text or b"false" in text):
+        count = text.count(b'"object"')
+        if count == 0 or (count == 1 and schema.get("type") == "object" and isinstance(schema.get("properties"), dict)):
+            return False
+    return needs_repair(schema, faults & KEYS)
 
 
 @functools.cache
@@ -310,13 +327,17 @@ def unchanged_input(faults: frozenset[str], text: bytes, root_type: object, root
     the schema's text as listed (any whitespace and key order; the caller has refused a text
     holding ``false``, ``true`` or a ``\\u00`` escape) and its root's ``type`` and ``properties``
     (``Normalizer._unchanged`` reads them undecoded): no ``not``, no ``enum``, no list ``items``,
-    and ``"object"`` nowhere or only as the type of a root that has ``properties``."""
+    and ``"object"`` nowhere or only as the type of a root that has ``properties``; else the schema
+    decoded, no node of it a repair changes (:func:`needs_repair`; the caller has refused a text
+    nested deeper than the rules read)."""
     if faults.isdisjoint(KEYS):
         return True
-    if b'"not"' in text or b'"enum"' in text or _LIST_ITEMS.search(text) is not None:
-        return False
+    if b'"not"' in text or b'"enum"' in text or (b'"items"' in text and _LIST_ITEMS.search(text) is not None):
+        return not needs_repair(loads(text), faults & KEYS)
     count = text.count(b'"object"')
-    return count == 0 or (count == 1 and root_type == "object" and isinstance(root_properties, dict))
+    if count == 0 or (count == 1 and root_type == "object" and isinstance(root_properties, dict)):
+        return True
+    return not needs_repair(loads(text), faults & KEYS)
 
 
 RULE = Rule(
