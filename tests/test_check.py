@@ -613,7 +613,8 @@ def test_a_draft_07_output_schema_is_a_fault_for_the_claude_apps_and_an_advisory
     """Claude Desktop and claude.ai (modelled: their issues) refuse it; Claude Code 2.1.332 takes it
     (tests/test_check_hosts.py runs it), so for it, as for Codex, it is an advisory."""
     schema = {"$schema": DRAFT_07, "type": "object", "properties": {"n": {"type": "integer"}}}
-    tool = {"name": "count", "inputSchema": {"type": "object"}, "outputSchema": schema}
+    # (an inputSchema with properties: a bare object is every model API family's fault, found for each host)
+    tool = {"name": "count", "inputSchema": {"type": "object", "properties": {}}, "outputSchema": schema}
     with serve(one_tool(tool, {})) as up:
         runs = {host: check(up + "/mcp", "--format", "json", *(["--host", host] if host else [])) for host in (
             "", "claude-code", "claude-desktop", "claude-connectors", "codex",

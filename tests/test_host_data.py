@@ -26,7 +26,12 @@ from mcp_normalizer.engine.rules.host_faults import (
     ARRAY_ITEMS,
     CONSTRAINTS,
     ENUM_NON_STRING,
+    ENUM_TYPE,
+    IMAGE_MIME,
     IMAGE_SVG,
+    LEGACY_TUPLE,
+    NEVER_BRANCH,
+    OBJECT_PROPERTIES,
     PROPERTY_KEY,
     REQUIRED_UNDEFINED,
     RESOURCE_LINK,
@@ -95,6 +100,33 @@ FIXTURES: dict[str, dict[str, Any]] = {
     STRUCTURED_NOT_OBJECT: {
         "content": [{"type": "text", "text": "two rows"}],
         "structuredContent": [{"id": 1, "prix": 12.5, "note": None}, {"id": 123456789012345678901, "prix": 1e-7}],
+    },
+    OBJECT_PROPERTIES: {
+        "name": "describe",
+        "inputSchema": {"type": "object", "properties": {"filter": {"type": "object", "description": '{"p": 12.5}'}}},
+    },
+    LEGACY_TUPLE: {
+        "name": "move",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"to": {"type": "array", "items": [{"type": "number"}, {"type": "number"}]}},
+        },
+    },
+    NEVER_BRANCH: {
+        "name": "greet",
+        "inputSchema": {"type": "object", "properties": {"who": {"anyOf": [{"not": {}}, {"type": "string"}]}}},
+    },
+    ENUM_TYPE: {
+        "name": "paint",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"colours": {"type": "array", "items": {"type": "string"}, "enum": ["red", "gr\u00fcn"]}},
+        },
+    },
+    IMAGE_MIME: {  # a 1x1 PNG declared as WebP
+        "type": "image",
+        "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+        "mimeType": "image/webp",
     },
 }
 

@@ -296,12 +296,17 @@ class Auditor:
     def _observed(self, tool: str | None, where: str, found: Observed) -> None:
         """Report what the real host audited as does with a tool or a result (``check --host`` of a
         host that runs here, :mod:`~mcp_normalizer.check.host_observed`): on the fault a rule already
-        found there (not an advisory), else as a finding of its own (no rule repairs it for the host)."""
+        found there (not an advisory, or a model API's fault: the run shows it), else as a finding of
+        its own (no rule repairs it for the host)."""
         here = [f for f in self.audit.findings if f.tool == tool and f.where == where]
         if any(f.host_refusal == found.text for f in here):
             return
         for finding in here:
             if not finding.host_refusal and not finding.advisory:
+                finding.host_refusal = found.text
+                return
+        for finding in here:  # a model API's fault the real host shows too (Codex and a draft-07 tuple)
+            if not finding.host_refusal and finding.kind.name == "model_api_schema":
                 finding.host_refusal = found.text
                 return
         finding = Finding(tool, where, "conformance", (), found.does, KINDS["host_observed"], NOT_REPAIRED)

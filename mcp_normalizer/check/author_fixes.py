@@ -91,6 +91,9 @@ AUTHOR_FIXES: dict[str, str] = {
     "host_content": "for the hosts that refuse them, send a PNG (or JPEG, GIF, WebP) rather than an SVG image,"
     " repeat a resource_link's URI in a text block, and put a type in each anyOf arm rather than beside anyOf;"
     " all of it is valid, the hosts are at fault",
+    "model_api_schema": "give every object schema a properties member (even {}), write tuples as 2020-12"
+    " prefixItems, leave out anyOf arms nothing matches (zod: z.never() / .optional() on a required field), and"
+    " put an enum where its values belong (on items for an array of them)",
     "pagination_cursor_loop": "omit nextCursor on the last page; never return an empty cursor or the cursor the"
     " request sent",
     "result_output_field": "return the text in content: [{type: 'text', text: ...}], not in an output or result"

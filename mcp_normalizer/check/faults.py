@@ -362,6 +362,22 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "model_api_schema",
+            "The spec allows it (any JSON Schema in an inputSchema); the model API behind a host refuses it (its"
+            " published schema rules), so the host's request fails or the tool is not offered; the host itself takes"
+            " it (the runs here, against a mock of the model API, cannot show the refusal: an advisory)",
+            "MCP 2025-06-18+ schema.ts Tool.inputSchema; the model APIs' function-calling schema rules"
+            " (reference/hosts.md §5)",
+            (
+                "OpenAI (Copilot CLI, Codex with GPT models): an object schema without properties, an enum that"
+                " contradicts its type (400: github/copilot-cli#2223, can1357/oh-my-pi#2652)",
+                "Anthropic API: a draft-07 tuple items in a schema it reads as 2020-12 (anthropics/claude-code#586,"
+                " #2758); Codex 0.171.0 does not offer the tool",
+                "Kimi, OpenAI strict, Gemini: an anyOf arm `not: {}` (zod's never branch)",
+            ),
+            advisory=True,
+        ),
+        FaultKind(
             "pagination_cursor_loop",
             "nextCursor is an opaque token for the next page; a page without one is the last",
             "MCP 2025-03-26+ server/utilities/pagination.mdx, Response Format",

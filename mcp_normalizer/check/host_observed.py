@@ -6,7 +6,8 @@ server in ``tests/test_check_hosts.py``, which also runs ``check --host`` agains
 fails when the two disagree. These are faults the proxy has no host repair key for (the closed set
 of ``engine/rules/host_faults.py``): an ``inputSchema: null`` (repaired for every client by
 ``schema_shape``), a boolean property schema (``boolean_subschema``), a problem error with empty
-content (``error_problem``), a draft-07 tuple ``items`` (no repair). A host that cannot run here
+content (``error_problem``), a draft-07 tuple ``items`` (``model_schemas``, for every host: it
+is a model API's fault too, which ``check`` reports as an advisory where no run shows it). A host that cannot run here
 (Claude Desktop, claude.ai, ChatGPT, Cursor, VS Code) has no entry: it is judged from its sources
 (``hosts.toml``, :data:`~mcp_normalizer.check.faults.HOST_REFUSALS`).
 """

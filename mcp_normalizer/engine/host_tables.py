@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from .rules.host_faults import CONSTRAINTS
-from .rules.host_profiles import HOSTS, MODEL_APIS, USER_CHOSEN, Host, ModelApi
+from .rules.host_profiles import EVERY_FAMILY, HOSTS, MODEL_APIS, USER_CHOSEN, Host, ModelApi
 
 #: How a model API cell names a host that lets the user pick the model.
 _CHOSEN = "the user's choice"
@@ -62,16 +62,36 @@ def _when(host: Host, key: str) -> str:
     return " and ".join(ends) + " (or with no readable version): "
 
 
+def _every(host: Host, key: str) -> bool:
+    """Whether ``host`` has fault ``key`` from ``[every_family]`` alone (the same source, every
+    version): the tables name those once, not in each host's row."""
+    every = EVERY_FAMILY.refuses if EVERY_FAMILY is not None else {}
+    return key in every and host.faults[key] == every[key] and key not in host.versions
+
+
+def _own(host: Host) -> list[str]:
+    """``host``'s faults but those of :func:`_every`."""
+    return [key for key in host.faults if not _every(host, key)]
+
+
+#: How a host's row names the repairs of ``[every_family]``.
+_EVERY = "what every model API refuses (`every_family`: {})"
+
+
 def _changes(host: Host, describe: Callable[[str, str], str]) -> str:
-    """What the proxy changes for ``host``: ``describe(key, when)`` for each fault, then its note."""
-    parts = [describe(key, _when(host, key)) for key in host.faults]
+    """What the proxy changes for ``host``: ``describe(key, when)`` for each fault, then its note,
+    then the ``[every_family]`` repairs by key."""
+    parts = [describe(key, _when(host, key)) for key in _own(host)]
     if host.note:
         parts.append(host.note)
+    shared = [f"`{key}`" for key in host.faults if _every(host, key)]
+    if shared:
+        parts.append(_EVERY.format(", ".join(shared)))
     return "; ".join(parts) if parts else "nothing"
 
 
 def _sources(host: Host) -> str:
-    found = [host.faults[key] for key in host.faults]
+    found = [host.faults[key] for key in _own(host)]
     found += [versions.source for versions in host.versions.values()]
     return "; ".join(dict.fromkeys(found)) or "; ".join(host.rejects)
 
@@ -96,7 +116,8 @@ def readme_hosts(hosts: Iterable[Host] = HOSTS) -> str:
             _names(host),
             _api(host),
             _changes(host, lambda key, when: when + CONSTRAINTS[key].what),
-            _short([*host.faults.values(), *(v.source for v in host.versions.values())] or host.rejects),
+            _short([*(host.faults[key] for key in _own(host)), *(v.source for v in host.versions.values())])
+            or _short(host.rejects),
         ]
         for host in hosts
     )
@@ -189,9 +210,13 @@ def _facts(api: ModelApi) -> tuple[str, str, str]:
     return refuses or "none", everyone or "none", others or "none"
 
 
-def rules_model_apis(apis: Iterable[ModelApi] = MODEL_APIS.values()) -> str:
-    """docs/rules.md's model API table: what each family refuses and what the proxy does about it."""
-    rows = ([f"{api.title} (`{api.family}`)", *_facts(api), api.source] for api in apis)
+def rules_model_apis(apis: Iterable[ModelApi] = MODEL_APIS.values(), every: ModelApi | None = EVERY_FAMILY) -> str:
+    """docs/rules.md's model API table: what each family refuses and what the proxy does about it;
+    last, what every family refuses (``[every_family]``: repaired for every host)."""
+    rows = [[f"{api.title} (`{api.family}`)", *_facts(api), api.source] for api in apis]
+    if every is not None:
+        title = f"{every.title} (`{every.family}`: repaired for every host, those whose model the user chooses too)"
+        rows.append([title, *_facts(every), every.source])
     head = [
         "model API (family)",
         "refuses; repaired for the hosts that use it",

@@ -53,6 +53,7 @@ from .rules.host_schemas import host_argument_map
 from .rules.jsonrpc_envelope import ENVELOPE, unwrap_single
 from .rules.learned import NOTHING_LEARNED, Learned, LearnedTools
 from .rules.learned import RULE as LEARN
+from .rules.model_schemas import listing_faults_checked, unchanged_input
 from .rules.nullable import declared_places
 from .rules.object_root import WRAP_MARK, objects_required
 from .rules.scan import WALK_DEPTH, ToolScan
@@ -497,7 +498,8 @@ class Normalizer:
 
         ``None`` for a tool whose text holds anything a rule or its gate reacts to (:data:`_KEYS`,
         ``true``/``false`` anywhere, an escape that could spell an ASCII letter), for a tool
-        something is declared, intervened or learned for, for a client with host faults, for a
+        something is declared, intervened or learned for, for a client with host faults other than
+        result faults and those of :mod:`.rules.model_schemas` (whose own check it makes), for a
         tool nested deeper than the rules read, for any root the rules repair, and for a schema
         holding a keyword of :mod:`.rules.schema_keywords` (a type that is no JSON type name, an
         array among ``properties``: one a substring search cannot tell from a sibling ``required``).
@@ -511,7 +513,8 @@ class Normalizer:
         data = text if isinstance(text, bytes) else bytes(text)
         # the cheapest refusals first: a boolean (zod's additionalProperties: false, OpenAPI's
         # nullable: true) is common and a substring search; the key pattern costs the most
-        if client.host_faults or b"true" in data or b"false" in data or b"\\u00" in data:
+        faults = client.host_faults
+        if (faults and not listing_faults_checked(faults)) or b"true" in data or b"false" in data or b"\\u00" in data:
             return None
         if _KEYS.search(data) is not None or data.count(b"{") + data.count(b"[") > WALK_DEPTH:
             return None
@@ -520,8 +523,13 @@ class Normalizer:
             inputs, outputs = listed.inputSchema, listed.outputSchema
             # each schema read as a skeleton (:data:`SHAPE`): it fails for what type_names,
             # required_boolean, required_in_properties and enum_not_array repair
-            if isinstance(inputs, UnsetType) or SHAPE.decode(inputs).type != "object":
+            if isinstance(inputs, UnsetType):
+                return None
+            root = SHAPE.decode(inputs)
+            if root.type != "object":
                 return None  # (schema_shape's and input_object_root's: no object root, or no type at it)
+            if faults and not unchanged_input(faults, bytes(inputs), root.type, root.properties):
+                return None  # (model_schemas': a host's every-family repairs)
             output = None if isinstance(outputs, UnsetType) else SHAPE.decode(outputs)
         except msgspec.DecodeError:  # (ValidationError included: a name that is not a string, a root not an object)
             return None

@@ -26,6 +26,7 @@ from . import (
     lone_surrogates,
     media_data,
     meta_keys,
+    model_schemas,
     nullable,
     output_member,
     sse_framing,
@@ -61,6 +62,7 @@ TOOL_RULES: tuple[Rule, ...] = (
     TIMESTAMP_OBJECTS,  # reads $defs names, so before schema_refs inlines them
     SCHEMA_REFS,
     input_combinator.RULE,  # after schema_refs: arms given as $refs are inlined by then
+    model_schemas.RULE,  # after the schema_keywords and schema_dialect repairs, and input_combinator's hoist
     host_schemas.RULE,  # after input_combinator, which may hoist a root anyOf's arms
     gemini_schemas.RULE,  # after host_schemas: its anyOf arms carry their type by then
     nullable.RULE,

@@ -13,6 +13,13 @@ the blocks as the server sent them.
 
 Each new text block keeps the original block whole under its ``_meta["dev.mcp-normalizer/original-block"]``
 and the original's ``annotations``, so nothing is lost.
+
+- an image whose ``mimeType`` is not what its bytes are (``image/webp`` holding a PNG), for every
+  host (``[every_family]``; the Anthropic API answers 400 for the whole turn,
+  anthropics/claude-code#11975): the block stays an image, its ``mimeType`` the type its bytes'
+  signature names (PNG, JPEG, GIF, WebP; only the first bytes are decoded), the declared one kept
+  in the block's ``_meta["dev.mcp-normalizer/original-mime-type"]``. Bytes of no known signature
+  are left as they are.
 """
 
 from __future__ import annotations
@@ -24,9 +31,46 @@ from collections.abc import Callable
 from ...types import JSON, JSONObject
 from .base import META_PREFIX, ResultContext, Rewrite, Rule, meta_of
 from .clients import ClientProfile
-from .host_profiles import IMAGE_SVG, RESOURCE_LINK
+from .host_profiles import IMAGE_MIME, IMAGE_SVG, RESOURCE_LINK
 
 ORIGINAL_BLOCK_KEY = META_PREFIX + "original-block"
+#: ``_meta`` key of an image block keeping the ``mimeType`` the server declared.
+ORIGINAL_MIME_KEY = META_PREFIX + "original-mime-type"
+#: Signatures of the image types the Anthropic API takes: (media type, (offset, bytes) all there).
+_SIGNATURES = (
+    ("image/png", ((0, b"\x89PNG\r\n\x1a\n"),)),
+    ("image/jpeg", ((0, b"\xff\xd8\xff"),)),
+    ("image/gif", ((0, b"GIF87a"),)),
+    ("image/gif", ((0, b"GIF89a"),)),
+    ("image/webp", ((0, b"RIFF"), (8, b"WEBP"))),
+)
+
+
+def sniffed_type(data: str) -> str | None:
+    """The media type the first bytes of ``data`` (base64) say an image is, ``None`` when they
+    match no signature of :data:`_SIGNATURES` or are no base64."""
+    text = "".join(data[:64].split())
+    try:
+        head = base64.b64decode(text[: len(text) // 4 * 4], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    for media, parts in _SIGNATURES:
+        if all(head[at : at + len(part)] == part for at, part in parts):
+            return media
+    return None
+
+
+def _retyped(block: JSONObject) -> JSONObject | None:
+    """``block`` with the ``mimeType`` its bytes say, ``None`` when it is no image or says the same."""
+    media, data = block.get("mimeType"), block.get("data")
+    if block.get("type") != "image" or not isinstance(media, str) or not isinstance(data, str):
+        return None
+    found = sniffed_type(data)
+    if found is None or found == media.partition(";")[0].strip().lower():
+        return None
+    meta = meta_of(block)
+    meta.setdefault(ORIGINAL_MIME_KEY, media)
+    return {**block, "mimeType": found, "_meta": meta}
 
 
 def _svg_text(block: JSONObject) -> str | None:
@@ -65,12 +109,12 @@ def _as_text(block: JSONObject, text: str) -> JSONObject:
 Fix = Callable[[JSONObject], "str | None"]
 
 
-def _fixes(client: ClientProfile) -> list[tuple[str, Fix]]:
-    fixes: list[tuple[str, Fix]] = []
+def _fixes(client: ClientProfile) -> list[tuple[str, str, Fix]]:
+    fixes: list[tuple[str, str, Fix]] = []
     if client.host_needs(IMAGE_SVG):
-        fixes.append(("an SVG image as its source text", _svg_text))
+        fixes.append((IMAGE_SVG, "an SVG image as its source text", _svg_text))
     if client.host_needs(RESOURCE_LINK):
-        fixes.append(("a resource_link as text naming it", _link_text))
+        fixes.append((RESOURCE_LINK, "a resource_link as text naming it", _link_text))
     return fixes
 
 
@@ -80,34 +124,44 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     if host is None or not isinstance(content, list):
         return None
     fixes = _fixes(ctx.client)
-    if not fixes:
+    retype = ctx.client.host_needs(IMAGE_MIME)
+    if not fixes and not retype:
         return None
     blocks: list[JSON] = list(content)
     touched: list[str] = []
     reasons: list[str] = []
+    fired: set[str] = set()
     for index, block in enumerate(content):
         if not isinstance(block, dict):
             continue
-        for reason, fix in fixes:
+        for key, reason, fix in fixes:
             text = fix(block)
             if isinstance(text, str):
                 blocks[index] = _as_text(block, text)
                 touched.append(f"/content/{index}")
                 reasons.append(reason)
+                fired.add(key)
                 break
+        else:
+            new = _retyped(block) if retype else None
+            if new is not None:
+                blocks[index] = new
+                touched.append(f"/content/{index}/mimeType")
+                reasons.append("an image's mimeType as its bytes say")
+                fired.add(IMAGE_MIME)
     if not touched:
         return None
-    sources = ", ".join(host.faults[fault] for fault in sorted(ctx.client.host_faults & {IMAGE_SVG, RESOURCE_LINK}))
+    sources = ", ".join(host.faults[fault] for fault in sorted(fired))
     why = f"{'; '.join(sorted(set(reasons)))}, for {host.title} ({sources})"
-    return {**result, "content": blocks}, Rewrite(
-        "host_content", "made text of what the host cannot take", tuple(touched), why
-    )
+    action = "made text of what the host cannot take" if fired != {IMAGE_MIME} else "typed an image as its bytes are"
+    return {**result, "content": blocks}, Rewrite("host_content", action, tuple(touched), why)
 
 
 RULE = Rule(
     "host_content",
     "host_content",
     "for a host that refuses a content block the spec allows (an SVG image for Claude, a resource_link for "
-    "Codex before 0.171.0, ChatGPT and Kiro), that block becomes text it takes, the original kept in the block's _meta",
+    "Codex before 0.171.0, ChatGPT and Kiro), that block becomes text it takes, the original kept in the block's _meta;"
+    " for every host, an image's mimeType the type its bytes are, the declared one kept in the block's _meta",
     on_result=_repair,
 )

@@ -12,6 +12,8 @@ from the repair code (they import none of it), so a test can judge the repair's 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -58,6 +60,27 @@ ENUM_NON_STRING = "enum_non_string"
 #: 2026-07-28 on (SEP-2106), but Claude Code before 2.1.332 ("expects record"), Claude Desktop and
 #: claude.ai ("Tool execution failed") refuse it, whatever the era.
 STRUCTURED_NOT_OBJECT = "structured_content_not_object"
+
+#: An ``inputSchema`` node of type ``"object"`` without ``properties`` (the Go SDK's default for
+#: ``any`` fields): the OpenAI API answers 400 (Copilot CLI, Codex with GPT models).
+OBJECT_PROPERTIES = "object_without_properties"
+
+#: A draft-07 tuple, ``items`` holding an array of schemas (and ``additionalItems``), in an
+#: ``inputSchema`` the model APIs read as 2020-12, where ``items`` is one schema: the Anthropic API
+#: refuses it, google-genai fails on it, Codex does not offer the tool.
+LEGACY_TUPLE = "legacy_tuple_items"
+
+#: An ``anyOf`` arm no value matches (zod's ``{"not": {}}``, or ``false``): Kimi, OpenAI strict and
+#: Gemini refuse ``not``.
+NEVER_BRANCH = "never_branch_anyof"
+
+#: An ``enum`` no value of which is of the node's ``type`` (an enum of strings on an ``array`` node,
+#: on a ``null`` branch): the OpenAI API answers 400 (Copilot CLI, Codex).
+ENUM_TYPE = "enum_type_conflict"
+
+#: An image block whose ``mimeType`` is not what its bytes are (``image/webp`` holding a PNG): the
+#: Anthropic API answers 400 for the whole turn.
+IMAGE_MIME = "image_mime_mismatch"
 
 #: What an oracle judges: a content block of a ``CallToolResult``, a member of ``tools/list``, or
 #: a whole ``CallToolResult``.
@@ -190,6 +213,112 @@ def _array_without_items(tool: JSON) -> bool:
     return False
 
 
+def _object_without_properties(tool: JSON) -> bool:
+    """The OpenAI API's function parameters ("object schema missing properties"): a node whose
+    ``type`` is ``object`` (or a type array holding it) must have a ``properties`` object."""
+    for node in schema_nodes(_input_schema(tool)):
+        kind = node.get("type")
+        if (kind == "object" or (isinstance(kind, list) and "object" in kind)) and not isinstance(
+            node.get("properties"), dict
+        ):
+            return True
+    return False
+
+
+def _legacy_tuple(tool: JSON) -> bool:
+    """JSON Schema 2020-12 (the dialect the Anthropic API and google-genai read): ``items`` is one
+    schema (an object or a boolean); an array of schemas there fails the 2020-12 metaschema."""
+    return any(isinstance(node.get("items"), list) for node in schema_nodes(_input_schema(tool)))
+
+
+def _never(arm: JSON) -> bool:
+    """An arm no value matches, as JSON Schema spells it: ``false``, or a schema holding only
+    ``not`` of a schema every value matches (``{}`` or ``true``)."""
+    return arm is False or (isinstance(arm, dict) and set(arm) == {"not"} and arm["not"] in ({}, True))
+
+
+def _never_branch(tool: JSON) -> bool:
+    """Kimi, OpenAI strict and Gemini take no ``not``: an ``anyOf`` arm that is a never schema."""
+    for node in schema_nodes(_input_schema(tool)):
+        arms = node.get("anyOf")
+        if isinstance(arms, list) and any(_never(arm) for arm in arms):
+            return True
+    return False
+
+
+def _instance_of(value: JSON, kind: str) -> bool:
+    """JSON Schema 2020-12 §6.1.1 ``type``: whether ``value`` is of the JSON type named ``kind``
+    (an integer is a number; a number with a zero fractional part is an integer)."""
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return not isinstance(value, bool) and (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        )
+    if kind == "number":
+        return not isinstance(value, bool) and isinstance(value, (int, float))
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    return True  # a name that is no JSON type: type_names' fault, not this one
+
+
+def _enum_type_conflict(tool: JSON) -> bool:
+    """The OpenAI API's "enum ... does not match type": a node whose ``type`` (a name or an array of
+    names) and non-empty ``enum`` have no value in common, so the node accepts no value at all."""
+    for node in schema_nodes(_input_schema(tool)):
+        kind, values = node.get("type"), node.get("enum")
+        kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
+        if kinds is None or not isinstance(values, list) or not values:
+            continue
+        if not any(_instance_of(value, name) for value in values for name in kinds if isinstance(name, str)):
+            return True
+    return False
+
+
+#: The file signatures of the image types the Anthropic API takes (its vision docs: JPEG, PNG, GIF,
+#: WebP), by media type: (offset, bytes) pairs that must all be there.
+_SIGNATURES: tuple[tuple[str, tuple[tuple[int, bytes], ...]], ...] = (
+    ("image/png", ((0, b"\x89PNG\r\n\x1a\n"),)),
+    ("image/jpeg", ((0, b"\xff\xd8\xff"),)),
+    ("image/gif", ((0, b"GIF87a"),)),
+    ("image/gif", ((0, b"GIF89a"),)),
+    ("image/webp", ((0, b"RIFF"), (8, b"WEBP"))),
+)
+
+
+def image_type(head: bytes) -> str | None:
+    """The media type the first bytes of an image say it is (PNG, JPEG, GIF, WebP), else ``None``."""
+    for media, parts in _SIGNATURES:
+        if all(head[at : at + len(part)] == part for at, part in parts):
+            return media
+    return None
+
+
+def _image_mime_mismatch(block: JSON) -> bool:
+    """The Anthropic API's image rule ("the image was specified using the image/webp media type, but
+    the image appears to be a image/png image"): an ``image`` block whose ``mimeType`` (parameters
+    aside, any case) is not the type its bytes' signature names. Bytes of no known signature are
+    not judged (an SVG is :data:`IMAGE_SVG`'s)."""
+    if not isinstance(block, dict) or block.get("type") != "image":
+        return False
+    data, media = block.get("data"), block.get("mimeType")
+    if not isinstance(data, str) or not isinstance(media, str):
+        return False
+    text = "".join(data[:64].split())
+    try:
+        head = base64.b64decode(text[: len(text) // 4 * 4])
+    except (binascii.Error, ValueError):
+        return False
+    found = image_type(head)
+    return found is not None and found != media.split(";", 1)[0].strip().lower()
+
+
 #: The closed set, by key.
 CONSTRAINTS: Mapping[str, Constraint] = {
     c.key: c
@@ -263,6 +392,56 @@ CONSTRAINTS: Mapping[str, Constraint] = {
             " as `{result: <value>}` (`wrap_result`, `object_result`), as before 2026-07-28, in every era",
             False,
             _structured_not_object,
+        ),
+        Constraint(
+            OBJECT_PROPERTIES,
+            "model_schemas",
+            "tool",
+            'an inputSchema node of type `"object"` without `properties`',
+            "an object schema without `properties` gets `properties: {}` (the same values: `properties` constrains"
+            " only the members it names)",
+            False,
+            _object_without_properties,
+        ),
+        Constraint(
+            LEGACY_TUPLE,
+            "model_schemas",
+            "tool",
+            "a draft-07 tuple (`items` holding an array of schemas) in an inputSchema read as 2020-12",
+            "a draft-07 tuple `items: [A, B]` becomes `prefixItems: [A, B]` and `items` takes `additionalItems`"
+            " (`{}` when there is none: the same values as 2020-12 reads them)",
+            False,
+            _legacy_tuple,
+        ),
+        Constraint(
+            NEVER_BRANCH,
+            "model_schemas",
+            "tool",
+            'an `anyOf` arm nothing matches (`{"not": {}}`, `false`)',
+            "an `anyOf` arm nothing matches is dropped (the same values); an `anyOf` left with one arm is merged"
+            " into its node where that reads the same",
+            False,
+            _never_branch,
+        ),
+        Constraint(
+            ENUM_TYPE,
+            "model_schemas",
+            "tool",
+            "an `enum` none of whose values is of the node's `type`",
+            "an `enum` none of whose values is of the node's `type` moves onto `items` (an array node whose"
+            " items take those values), else into the `description`",
+            False,
+            _enum_type_conflict,
+        ),
+        Constraint(
+            IMAGE_MIME,
+            "host_content",
+            "block",
+            "an image block whose `mimeType` is not the type of its bytes",
+            "an image block's `mimeType` becomes the type its bytes' signature names (PNG, JPEG, GIF, WebP), the"
+            " declared one kept in the block's `_meta`",
+            False,
+            _image_mime_mismatch,
         ),
     )
 }

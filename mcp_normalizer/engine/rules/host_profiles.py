@@ -7,12 +7,13 @@ known to accept them, this table is the other way round: a *host fault* is somet
 host refuses, so its repair changes what every other client accepts as it is; it runs for the
 hosts that name the fault and for no one else. The faults are the closed set of
 :mod:`~.host_faults`, each with its one repair and an oracle. A host refuses what its model API
-refuses (``[model_api.<family>] refuses``) and what it names itself (``faults``), each with its
-source. The facts come from ``reference/hosts.md`` (the hosts' own source where it is public, else
-the issues that show the failure). A host is recognised by the ``clientInfo.name`` it sends
-(``initialize`` params; on 2026-07-28 every request's ``_meta``); that name is self-reported, and
-naming a host only ever gets a client the output that host can take, with the original kept in
-``_meta``.
+refuses (``[model_api.<family>] refuses``), what every model API refuses (``[every_family]
+refuses``: every host gets those repairs, a host whose model the user chooses too) and what it
+names itself (``faults``), each with its source. The facts come from ``reference/hosts.md`` (the
+hosts' own source where it is public, else the issues that show the failure). A host is
+recognised by the ``clientInfo.name`` it sends (``initialize`` params; on 2026-07-28 every
+request's ``_meta``); that name is self-reported, and naming a host only ever gets a client the
+output that host can take, with the original kept in ``_meta``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from ...errors import ConfigError
 from .host_faults import (
     ARRAY_ITEMS,
     CONSTRAINTS,
+    ENUM_TYPE,
+    IMAGE_MIME,
     IMAGE_SVG,
+    LEGACY_TUPLE,
+    NEVER_BRANCH,
+    OBJECT_PROPERTIES,
     PROPERTY_KEY,
     RESOURCE_LINK,
     STRUCTURED_NOT_OBJECT,
@@ -39,9 +45,15 @@ from .host_faults import (
 
 __all__ = [
     "ARRAY_ITEMS",
+    "ENUM_TYPE",
+    "EVERY_FAMILY",
     "HOSTS",
+    "IMAGE_MIME",
     "IMAGE_SVG",
+    "LEGACY_TUPLE",
     "MODEL_APIS",
+    "NEVER_BRANCH",
+    "OBJECT_PROPERTIES",
     "PROFILES",
     "PROPERTY_KEY",
     "RESOURCE_LINK",
@@ -202,6 +214,9 @@ class HostData:
 
     model_apis: Mapping[str, ModelApi]
     hosts: tuple[Host, ...]
+    #: What every model API family refuses (``[every_family]``): in every host's faults, the hosts
+    #: whose model the user chooses too. ``None`` when the table has no such entry.
+    every_family: ModelApi | None = None
 
 
 def _text(table: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -301,7 +316,22 @@ _HOST_KEYS = {
 }
 
 
-def _host(profile: str, table: object, apis: Mapping[str, ModelApi]) -> Host:
+#: The name :func:`load` gives the ``[every_family]`` entry (its :attr:`ModelApi.family`).
+EVERY = "every_family"
+
+
+def _every_family(table: object) -> ModelApi:
+    """``[every_family]``: title, source and ``refuses`` (constraint key -> source), nothing else:
+    what every model API refuses is repaired for every host, so none of it goes unrepaired."""
+    table = _table(table, EVERY)
+    _only(table, {"title", "source", "refuses"}, EVERY)
+    refuses = _sources(table, "refuses", EVERY)
+    if not refuses:
+        raise ConfigError(f"{EVERY}: refuses must name at least one constraint key")
+    return ModelApi(EVERY, _text(table, "title", EVERY), _text(table, "source", EVERY), refuses)
+
+
+def _host(profile: str, table: object, apis: Mapping[str, ModelApi], every: ModelApi | None = None) -> Host:
     where = f"host.{profile}"
     table = _table(table, where)
     _only(table, _HOST_KEYS, where)
@@ -325,6 +355,8 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi]) -> Host:
         raise ConfigError(f"{where}: rejects must be an array of non-empty strings")
     inherited = dict(apis[family].refuses) if family in apis else {}
     faults = {**inherited, **_sources(table, "faults", where)}
+    for key, source in (every.refuses if every is not None else {}).items():
+        faults.setdefault(key, source)  # every host, its model the user's choice or not
     return Host(
         profile,
         _text(table, "title", where),
@@ -347,16 +379,20 @@ def load(data: Mapping[str, Any], where: str = "hosts.toml") -> HostData:
 
     Raises:
         ConfigError: naming the entry and the key: an unknown key or constraint key, a missing
-            source, an unknown ``model_api`` or ``reads``, a version that does not parse, a
-            ``clientInfo.name`` two hosts claim.
+            source, an ``[every_family]`` naming no key (or a model API named so), an unknown
+            ``model_api`` or ``reads``, a version that does not parse, a ``clientInfo.name`` two
+            hosts claim.
     """
-    _only(data, {"model_api", "host"}, where)
+    _only(data, {"model_api", "host", EVERY}, where)
     apis = {
         family: _model_api(family, table)
         for family, table in _table(data.get("model_api", {}), f"{where} model_api").items()
     }
+    if EVERY in apis:
+        raise ConfigError(f"{where} model_api.{EVERY}: that name is the [{EVERY}] table's, not a family's")
+    every = _every_family(data[EVERY]) if EVERY in data else None
     hosts = tuple(
-        _host(profile, table, apis) for profile, table in _table(data.get("host", {}), f"{where} host").items()
+        _host(profile, table, apis, every) for profile, table in _table(data.get("host", {}), f"{where} host").items()
     )
     owners: dict[str, str] = {}
     for host in hosts:
@@ -364,7 +400,7 @@ def load(data: Mapping[str, Any], where: str = "hosts.toml") -> HostData:
             if name in owners:
                 raise ConfigError(f"{where}: host.{host.profile} client_names: {name!r} is host.{owners[name]}'s too")
             owners[name] = host.profile
-    return HostData(apis, hosts)
+    return HostData(apis, hosts, every)
 
 
 @cache
@@ -380,6 +416,8 @@ HOSTS: tuple[Host, ...] = shipped().hosts
 MODEL_APIS: Mapping[str, ModelApi] = shipped().model_apis
 
 _BY_NAME: dict[str, Host] = {name: host for host in HOSTS for name in host.client_names}
+#: What every model API family refuses (``[every_family]``), repaired for every host.
+EVERY_FAMILY: ModelApi | None = shipped().every_family
 #: Profiles by name (``check --host``).
 PROFILES: Mapping[str, Host] = {host.profile: host for host in HOSTS}
 

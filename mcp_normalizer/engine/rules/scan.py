@@ -130,6 +130,12 @@ class ToolScan:
         text = self._texts[key]
         return text is None or needle in text
 
+    def schema_text(self, key: str) -> bytes | None:
+        """The canonical text of the tool's ``key`` schema (``b""``: no such object), ``None`` when
+        it cannot be searched (every needle is then to be taken as found)."""
+        self.schema_has(key, b"")  # (makes the text, once)
+        return self._texts.get(key) if self.whole is not None else None
+
     def search(self, pattern: re.Pattern[bytes]) -> bool:
         """True when ``pattern`` matches somewhere in the tool's text, or when it cannot be searched."""
         whole = self.whole
