@@ -39,12 +39,12 @@ ROWS = [
     {"id": 123456789012345678901234567890, "prix": 0.1, "clé": "caf\u00e9 \u2713"},
 ]
 ROWS_SCHEMA = {"type": "array", "items": {"type": "object"}}
-ROWS_TOOL = {"name": "rows", "inputSchema": {"type": "object"}, "outputSchema": ROWS_SCHEMA}
+ROWS_TOOL = {"name": "rows", "inputSchema": {"type": "object", "properties": {}}, "outputSchema": ROWS_SCHEMA}
 ROWS_RESULT = {"content": [{"type": "text", "text": "two rows"}], "structuredContent": ROWS}
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 DRAFT_TOOL = {
     "name": "count",
-    "inputSchema": {"type": "object"},
+    "inputSchema": {"type": "object", "properties": {}},
     "outputSchema": {
         "$schema": DRAFT_07,
         "type": "object",
@@ -134,7 +134,7 @@ LINK = {
     "name": "r\u00e9sum\u00e9",
     "mimeType": "application/pdf",
 }
-LINK_TOOL = {"name": "attach", "inputSchema": {"type": "object"}}
+LINK_TOOL = {"name": "attach", "inputSchema": {"type": "object", "properties": {}}}
 LINK_RESULT = {"content": [{"type": "text", "text": "attached:"}, LINK], "isError": False}
 
 

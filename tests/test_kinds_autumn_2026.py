@@ -310,7 +310,11 @@ def written_as(draw: st.DrawFn, node: Any) -> Any:
         if how == "nested":
             out["properties"] = {**properties, "required": required}
             del out["required"]
-        elif how == "booleans" and all(isinstance(properties[name], dict) for name in required):
+        elif (
+            how == "booleans"
+            and all(isinstance(properties[name], dict) for name in required)
+            and not any(isinstance(sub, dict) and "required" in sub for sub in properties.values())
+        ):  # (a property's own required array would be overwritten: the meaning lost, not repaired)
             out["properties"] = {
                 name: {**sub, "required": name in required} if isinstance(sub, dict) else sub
                 for name, sub in properties.items()

@@ -181,14 +181,6 @@ BY_NAME = {tool["name"]: tool for tool in TOOLS}
 #: What each family still refuses through the proxy today (``(family, tool name)``: why). Each entry
 #: is an ``xfail(strict=True)`` case: when a repair lands, its entry fails until it is removed.
 KNOWN_REFUSED: dict[tuple[str, str], str] = {
-    ("openai", "perplexity_ask"): "issue 39: object_without_properties (in items)",
-    ("openai", "autumn_enum_type_conflict"): "issue 39: enum_type_conflict",
-    ("openai", "autumn_legacy_tuple_items"): "issue 39: legacy_tuple_items",
-    (
-        "openai",
-        "autumn_input_schema_missing",
-    ): ("issue 39: object_without_properties (the input_schema_missing repair gives {type: object})"),
-    ("openai", "autumn_object_without_properties"): "issue 39: object_without_properties",
     ("openai-strict", "perplexity_ask"): "issue 39: object_without_properties (in items; agents' non-strict fallback)",
     # (openai-agents lists as the Python SDK, clientInfo `mcp`: no host profile, so a repair for
     # the OpenAI family reaches it only where a setting names the family for it)
@@ -201,8 +193,6 @@ KNOWN_REFUSED: dict[tuple[str, str], str] = {
     ("openai-strict", "autumn_object_without_properties"): "issue 39: object_without_properties",
     ("openai-strict", "autumn_never_branch_anyof"): "issue 39: never_branch_anyof",
     ("gemini", "ledger_field_data"): "issue 39: parameter names outside [a-zA-Z0-9_]{1,64} (refuses_unrepaired)",
-    ("gemini", "autumn_legacy_tuple_items"): "issue 39: legacy_tuple_items",
-    ("gemini", "autumn_never_branch_anyof"): "issue 39: never_branch_anyof",
 }
 
 

@@ -237,8 +237,6 @@ FEATURES["together"] = st.builds(
 
 #: What each family still refuses through the proxy today, by feature (``xfail(strict=True)``).
 KNOWN_REFUSED: dict[tuple[str, str], str] = {
-    ("anthropic", "tuples"): "issue 39: legacy_tuple_items",
-    ("anthropic", "together"): "issue 39: legacy_tuple_items",
     ("openai", "tuples"): "issue 39: array_without_items (a closed tuple's `items: false` dropped, none put back)",
     (
         "openai",
@@ -252,8 +250,6 @@ KNOWN_REFUSED: dict[tuple[str, str], str] = {
         "unicode_keys",
     ): "issue 39: parameter names outside [a-zA-Z0-9_]{1,64} (hosts.toml gemini refuses_unrepaired)",
     ("gemini", "mixed_enums"): "issue 39: enum_non_string",
-    ("gemini", "tuples"): "issue 39: legacy_tuple_items (google-genai's conversion fails)",
-    ("gemini", "never_anyof"): "issue 39: never_branch_anyof",
     ("gemini", "together"): "issue 39: never_branch_anyof, enum_non_string, legacy_tuple_items",
 }
 #: Where the listing for a family's host still loses a value of the server's schema (neither in

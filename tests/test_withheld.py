@@ -159,12 +159,20 @@ def test_what_the_oracle_cannot_judge_is_not_withheld() -> None:
 def test_only_hosts_with_a_tool_oracle_are_judged() -> None:
     for info in (None, {"name": "mcp"}, {"name": "conformance-test-client"}, {"name": "claude-code-fork"}):
         assert not withhold.judged(profile_for(info))
-    assert not withhold.judged(profile_for({"name": "codex-mcp-client"}))  # its one fault is a block's
+    assert withhold.judged(profile_for({"name": "codex-mcp-client"}))  # what every model API refuses (every_family)
     assert withhold.judged(profile_for({"name": "gemini-cli-mcp-client", "version": "0.61.0"}))  # the Gemini API's keys
     assert withhold.judged(profile_for({"name": "gemini-cli-mcp-client", "version": "0.1.12"}))  # type beside anyOf
     assert withhold.judged(profile_for({"name": "Visual Studio Code"}))  # arrays without items
     claude = profile_for({"name": CLAUDE_CODE})
-    assert [key for key, *_ in withhold.oracles(claude)] == ["property_key_strict", "input_schema_2020"]
+    assert [key for key, *_ in withhold.oracles(claude)] == [
+        *(
+            "enum_type_conflict",
+            "legacy_tuple_items",
+            "never_branch_anyof",
+            "object_without_properties",
+        ),  # every_family
+        *("property_key_strict", "input_schema_2020"),
+    ]
     as_listed = withhold.withheld(BAD, claude)  # the server's own: its property name first
     assert as_listed is not None and (as_listed.key, as_listed.rule) == ("property_key_strict", "host_schemas")
     advertised = Normalizer(NormalizerConfig.shipped()).list_tool(BAD, 0, "2025-11-25", claude).tool
@@ -405,19 +413,25 @@ def test_claude_code_is_offered_through_the_proxy_what_it_offers_its_model_itsel
     Directly the host skips the invalid tool itself ("would be rejected by the Anthropic API"), and
     sends the draft-07 tuple, whose request the API refuses; it then offers that tool again with
     ``{"type": "object"}``. Through the proxy the invalid tool is withheld (logged), the draft-07
-    one is not (withholding it would offer the model less), and the model is offered the same tools."""
+    one is not (withholding it would offer the model less) but written in 2020-12 (rule
+    ``model_schemas``): no request is refused, and the model is offered the same tools, the tuple
+    with its items where directly it lost them."""
     with serve(server(*TOOLS, LOCATE)) as up, proxy_for(up + "/mcp") as px, capture_rewrites() as log:
-        views = []
+        views, refusals = [], []
         for name, url in (("direct", up), ("proxy", px)):
             mock = AnthropicMock(model_name("demo", "search"), {"q": "caf\u00e9 \u2713"})
             views.append(run_claude_code(McpServer("demo", url + "/mcp"), "search", {}, tmp_path / name, mock=mock))
-            (refused,) = [body for _path, body in mock.refused]  # the draft-07 tuple's request, once
-            names = [tool["name"] for tool in refused["tools"]]
-            assert api_refusal(refused) == INVALID_SCHEMA.format(index=names.index("mcp__demo__locate"))
+            refusals.append([body for _path, body in mock.refused])
     direct, proxied = views
+    (refused,) = refusals[0]  # directly, the draft-07 tuple's request, once
+    names = [tool["name"] for tool in refused["tools"]]
+    assert api_refusal(refused) == INVALID_SCHEMA.format(index=names.index("mcp__demo__locate"))
+    assert refusals[1] == []  # through the proxy, none
     assert 'Skipping tool "bad"' in direct.log and "rejected by the Anthropic API" in direct.log
     assert set(direct.tools) == set(proxied.tools) == {"search", "price", "locate"}, (direct.log, proxied.log)
-    assert direct.tools["locate"]["input_schema"] == proxied.tools["locate"]["input_schema"] == {"type": "object"}
+    assert direct.tools["locate"]["input_schema"] == {"type": "object"}
+    point = proxied.tools["locate"]["input_schema"]["properties"]["point"]
+    assert "prefixItems" in point and "items" in point and not isinstance(point["items"], list), point
     assert direct.result == proxied.result == RESULT["content"][0]["text"]
     (line,) = [line for line in log.lines if line["rule"] == "withhold_tools"]
     assert (line["tool"], line["client"], line["host_fault"]) == ("bad", CLAUDE_CODE, "input_schema_2020")

@@ -344,12 +344,30 @@ def with_original_values(result: JSONObject, originals: dict[str, JSON], key: st
     under ``key`` (:data:`ORIGINAL_KEYWORDS_KEY` for a tool's schema keywords).
 
     Values from several rules on one result are merged under :data:`ORIGINAL_VALUES_KEY`; the first
-    value recorded for a pointer is the server's and is never overwritten by a later repair. A
+    value recorded for a pointer is the server's and is never overwritten by a later repair, and a
+    place inside one recorded before is not recorded again (the value recorded holds the server's). A
     ``_meta`` that is not an object, or a non-object server value at that key, is set aside
     (:func:`meta_of`, :func:`set_aside`), never dropped.
     """
     merged = meta_of(result)
     set_aside(merged, key)
     previous = merged.get(key)
-    merged[key] = {**originals, **(previous if isinstance(previous, dict) else {})}
+    kept = previous if isinstance(previous, dict) else {}
+    # a place inside one an earlier repair kept is the server's already (in that value): what a
+    # later repair replaced there is a repair's output, not an original
+    added = {pointer: value for pointer, value in originals.items() if not _within(pointer, kept)}
+    merged[key] = {**added, **kept}
     return {**result, "_meta": merged}
+
+
+def _within(pointer: str, kept: dict[str, JSON]) -> bool:
+    """Whether ``pointer`` (RFC 6901) is strictly inside a place of ``kept``."""
+    if not kept:
+        return False
+    end = pointer.rfind("/")
+    while end > 0:
+        pointer = pointer[:end]
+        if pointer in kept:
+            return True
+        end = pointer.rfind("/")
+    return False
