@@ -52,6 +52,7 @@ from .ops.tracing import tracing_for
 from .ops.withheld import WithheldTools
 from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 from .wire.body import buffer_body, replay, with_length
+from .wire.eras import era_of
 from .wire.forwarded import ForwardingPolicy, parse_networks
 from .wire.jsonrpc import (
     TOOLS_CALL,
@@ -62,7 +63,6 @@ from .wire.jsonrpc import (
     RequestInfo,
     header,
     inspect_request,
-    object_only,
 )
 from .wire.responses import error_body, respond
 
@@ -488,7 +488,7 @@ class NormalizerMiddleware:
         ``Mcp-Session-Id``: one made up per request would make one anonymous client many."""
         if not self.lessons.enabled:
             return None
-        assigned = object_only(era) and state.client is not UNKNOWN
+        assigned = era_of(era).sessions and state.client is not UNKNOWN
         session = header(headers, b"mcp-session-id") if assigned else None
         return self.lesson_store.witness(header(headers, b"authorization"), header(headers, b"cookie"), session)
 
