@@ -47,7 +47,7 @@ from .hop.relay import TransformingSend
 from .hop.tools_fetch import ToolsFetcher
 from .ops.lesson_store import LessonStore
 from .ops.metrics import Metrics
-from .ops.observe import RPC_METHOD_KEY, metric_method
+from .ops.observe import ERA_KEY, RPC_METHOD_KEY, metric_method
 from .ops.tracing import tracing_for
 from .ops.withheld import WithheldTools
 from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
@@ -227,6 +227,8 @@ class NormalizerMiddleware:
             await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
         scope[RPC_METHOD_KEY] = metric_method(next(iter(info.pending.values())).method)
+        if info.era:
+            scope[ERA_KEY] = info.era
         trace = self.tracing.start(scope, body, info) if self.tracing is not None else None  # a span per request
         audit = self.audit if trace is None else trace.audit(self.audit)
         key = self._scope_key(headers)
