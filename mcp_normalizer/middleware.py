@@ -47,11 +47,12 @@ from .hop.relay import TransformingSend
 from .hop.tools_fetch import ToolsFetcher
 from .ops.lesson_store import LessonStore
 from .ops.metrics import Metrics
-from .ops.observe import RPC_METHOD_KEY, metric_method
+from .ops.observe import ERA_KEY, RPC_METHOD_KEY, metric_method
 from .ops.tracing import tracing_for
 from .ops.withheld import WithheldTools
 from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 from .wire.body import buffer_body, replay, with_length
+from .wire.eras import era_of
 from .wire.forwarded import ForwardingPolicy, parse_networks
 from .wire.jsonrpc import (
     TOOLS_CALL,
@@ -62,7 +63,6 @@ from .wire.jsonrpc import (
     RequestInfo,
     header,
     inspect_request,
-    object_only,
 )
 from .wire.responses import error_body, respond
 
@@ -227,6 +227,8 @@ class NormalizerMiddleware:
             await self.app(scope, replayed, send if session is None else self._watch_session(scope, send))
             return
         scope[RPC_METHOD_KEY] = metric_method(next(iter(info.pending.values())).method)
+        if info.era:
+            scope[ERA_KEY] = info.era
         trace = self.tracing.start(scope, body, info) if self.tracing is not None else None  # a span per request
         audit = self.audit if trace is None else trace.audit(self.audit)
         key = self._scope_key(headers)
@@ -488,7 +490,7 @@ class NormalizerMiddleware:
         ``Mcp-Session-Id``: one made up per request would make one anonymous client many."""
         if not self.lessons.enabled:
             return None
-        assigned = object_only(era) and state.client is not UNKNOWN
+        assigned = era_of(era).sessions and state.client is not UNKNOWN
         session = header(headers, b"mcp-session-id") if assigned else None
         return self.lesson_store.witness(header(headers, b"authorization"), header(headers, b"cookie"), session)
 

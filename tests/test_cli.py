@@ -315,7 +315,7 @@ async def test_request_heads_are_bounded_and_the_access_log_has_one_json_line_pe
                 listed = await http.post(
                     f"http://127.0.0.1:{port}/mcp",
                     content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
-                    headers={**HEADERS, **secret},
+                    headers={**HEADERS, **secret, "mcp-protocol-version": "2025-11-25"},
                 )
     assert small.status_code == 200 and listed.status_code == 200
     assert huge.status_code == 431
@@ -329,6 +329,7 @@ async def test_request_heads_are_bounded_and_the_access_log_has_one_json_line_pe
         ("POST", "/mcp", 200),
     ]  # the proxy's own endpoints are not in the access log
     assert access[1]["rpc_method"] == "tools/list" and access[1]["bytes"] > 0
+    assert access[1]["era"] == "2025-11-25" and access[0]["era"] is None  # the version each request names
     assert not any("sekrit" in line for line in log)
 
 

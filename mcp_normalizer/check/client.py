@@ -30,12 +30,15 @@ import httpx
 from ..config import ProxyConfig, redact_url
 from ..errors import CheckError, DecodeError
 from ..types import JSON, JSONObject
+from ..wire.eras import NEWEST, NEWEST_LEGACY, era_of
 from ..wire.jsoncodec import dumps, loads
-from ..wire.jsonrpc import CLIENT_INFO_META, MODERN_ERA, PROTOCOL_VERSION_META
+from ..wire.jsonrpc import CLIENT_INFO_META, PROTOCOL_VERSION_META
 from ..wire.sse import SSESplitter, parse_event
 
+#: The stateless version asked for with ``server/discover``.
+MODERN_ERA = NEWEST.version
 #: The legacy version offered in ``initialize``.
-LEGACY_ERA = "2025-11-25"
+LEGACY_ERA = NEWEST_LEGACY.version
 #: The most ``tools/list`` pages read (a pager whose cursors never end is stopped there).
 MAX_PAGES = 1000
 #: The default bound of one answer (a ``tools/list`` page, a ``tools/call`` result): the proxy's own
@@ -244,7 +247,7 @@ class McpClient:
         headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
         if self.era is not None:
             headers["mcp-protocol-version"] = self.era
-        if self.era == MODERN_ERA:
+        if era_of(self.era).stateless:
             headers["mcp-method"] = method
         if self.session is not None:
             headers["mcp-session-id"] = self.session
@@ -264,16 +267,16 @@ class McpClient:
             request_id = next(self._ids)
             message["id"] = request_id
             params = dict(params)
-            if self.era == MODERN_ERA:
+            if self.era is not None and era_of(self.era).stateless:
                 meta = params.get("_meta")
                 params["_meta"] = {
                     **(meta if isinstance(meta, dict) else {}),
-                    PROTOCOL_VERSION_META: MODERN_ERA,
+                    PROTOCOL_VERSION_META: self.era,
                     CLIENT_INFO_META: self.client_info,
                 }
             message["params"] = params
         headers = self._headers(method)
-        if self.era == MODERN_ERA and method == "tools/call" and params is not None:
+        if era_of(self.era).stateless and method == "tools/call" and params is not None:
             headers["mcp-name"] = header_value(str(params["name"]))
         try:
             body = dumps(message)

@@ -40,8 +40,8 @@ from ..engine.rules.clients import UNKNOWN, profile_for
 from ..engine.rules.host_profiles import PROFILES, Host
 from ..errors import CheckError, ConfigError, DecodeError
 from ..types import JSONObject
+from ..wire.eras import era_of
 from ..wire.jsoncodec import dumps, loads
-from ..wire.jsonrpc import MODERN_ERA
 from .auditor import Audit, Auditor
 from .client import MAX_LISTING_BYTES, MAX_MESSAGE_BYTES, Cut, McpClient, TooLarge
 from .replay import replay
@@ -276,7 +276,7 @@ async def audit_server(
         client.ends_at = anyio.current_time() + deadline
         with anyio.move_on_after(deadline) as run:
             used = await client.connect(era)
-            legacy = [version for version in client.supported if version < MODERN_ERA]
+            legacy = [version for version in client.supported if era_of(version).sessions]
             if legacy:
                 auditor.audit.notes.append(
                     f"the server also speaks {', '.join(legacy)}: run with --era legacy to audit what legacy"

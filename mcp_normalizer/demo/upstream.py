@@ -26,10 +26,13 @@ import anyio
 import orjson
 
 from ..types import JSON, JSONObject, Receive, Scope, Send
+from ..wire.eras import ERAS, NEWEST, era_of
 from ..wire.responses import respond
 
-VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-MODERN = "2026-07-28"
+#: The legacy versions it negotiates in ``initialize``, newest first (2025-11-25 to 2024-11-05).
+VERSIONS = tuple(era.version for era in reversed(ERAS) if era.sessions)
+#: The stateless version it speaks.
+MODERN = NEWEST.version
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 
 
@@ -304,7 +307,7 @@ def _modern(message: object) -> bool:
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
     version = meta.get(PROTOCOL_META) if isinstance(meta, dict) else None
-    return isinstance(version, str) and version >= MODERN
+    return isinstance(version, str) and era_of(version).stateless
 
 
 # -- the built-in example: the old Protean contract ------------------------------------------------

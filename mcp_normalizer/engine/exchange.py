@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..types import JSONObject
-from ..wire.jsonrpc import IdKey, PendingRequest, object_only
+from ..wire.eras import era_of
+from ..wire.jsonrpc import IdKey, PendingRequest
 from .catalog import ToolCatalog, ToolEntry, ToolSet
 from .name_maps import names_for, names_kept
 from .rules.clients import UNKNOWN, ClientProfile
@@ -141,7 +142,7 @@ class Exchange:
         marked it ``cacheScope: "public"``, for every scope. A 2026-07-28 list is reused for its
         ``ttlMs`` only (absent or negative: 0); a legacy list lasts until invalidated."""
         ttl: float | None = None
-        if self.lists_expire and not object_only(self.era):
+        if self.lists_expire and era_of(self.era).lists_expire:
             ttl_ms = result.get("ttlMs")
             ttl = (
                 max(float(ttl_ms), 0.0) / 1000

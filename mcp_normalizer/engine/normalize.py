@@ -23,8 +23,9 @@ from msgspec import UNSET, UnsetType
 from ..config import NormalizerConfig
 from ..errors import DecodeError
 from ..types import JSON, JSONObject
+from ..wire.eras import era_of
 from ..wire.jsoncodec import Codec, Raw, dumps, fingerprint, loads, spliced
-from ..wire.jsonrpc import IdKey, object_only
+from ..wire.jsonrpc import IdKey
 from ..wire.pointer import WILDCARD, PointerPattern, format_pointer, resolve
 from . import interventions, suggest
 from .bounded import SizedLRU
@@ -538,7 +539,7 @@ class Normalizer:
             return None
         if learned.get(name) is not None or self.lessons.knows(name):
             return None
-        if output is not None and output.type != "object" and object_only(era):
+        if output is not None and output.type != "object" and not era_of(era).structured_any:
             return None  # (object_root's)
         if b'"array"' in bytes(inputs):
             schema = loads(inputs)

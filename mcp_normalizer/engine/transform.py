@@ -43,6 +43,7 @@ from msgspec import UNSET
 
 from ..errors import DecodeError
 from ..types import JSON, JSONObject, RawHeaders
+from ..wire.eras import era_of
 from ..wire.jsoncodec import Codec, Raw, dumps, is_utf8, join_array, join_object, quiet_gc, split_object
 from ..wire.jsonrpc import (
     TASKS_GET,
@@ -55,7 +56,6 @@ from ..wire.jsonrpc import (
     PendingRequest,
     header,
     id_key,
-    object_only,
     read_batch,
     read_envelope,
     same_value,
@@ -689,7 +689,7 @@ class ResponseTransformer:
             return Record(Rewrite(LEARN_RULE.name, action, (), reason), tool, False, "unrepaired")
         if lasting:
             self.taught.append((tool, definition))
-        self._announce = self.mode == "sse" and object_only(exchange.era)
+        self._announce = self.mode == "sse" and era_of(exchange.era).list_changed_anywhere
         sent = "; sent notifications/tools/list_changed" if self._announce else ""
         where = "every session of this upstream" if lasting else "this scope"
         pending = not lasting and book.enabled and bool(definition) and exchange.witnessed_by() is not None

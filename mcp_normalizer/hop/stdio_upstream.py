@@ -67,7 +67,6 @@ import contextlib
 import hashlib
 import logging
 import math
-import re
 import secrets
 import shlex
 import time
@@ -87,9 +86,9 @@ from ..ops.metrics import Metrics
 from ..ops.refusals import BODY_SIZE, CHILDREN, RefusalLog, peer_of
 from ..types import OWN_FETCH, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body
+from ..wire.eras import era_of
 from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_array, split_object
 from ..wire.jsonrpc import (
-    MODERN_ERA,
     PROTOCOL_VERSION_META,
     Envelope,
     IdKey,
@@ -1305,9 +1304,6 @@ class StdioUpstream:
         await send({"type": "http.response.body", "body": b""})
 
 
-_VERSION = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
-
-
 def client_of(scope: Scope) -> str:
     """Who a request comes from, as the bounds per client count it: a hash of its
     ``Authorization`` header (never the token itself), else its address (``peer_of``: behind a
@@ -1319,12 +1315,13 @@ def client_of(scope: Scope) -> str:
 
 
 def _stateless(headers: RawHeaders, messages: list[_Incoming]) -> bool:
-    """Is this a request of the 2026-07-28 era (a version of that date or later in its header, else
-    in its ``_meta``)?"""
+    """Is this a request of a stateless era (the version in its header, else in its ``_meta``, read
+    by :func:`~mcp_normalizer.wire.eras.era_of` as on the HTTP path: an unknown ``draft-2027`` or
+    ``2027-01-01`` is 2026-07-28, no version at all is legacy)?"""
     version = header(headers, b"mcp-protocol-version")
-    if version is None:
+    if not version or not version.strip():  # (an empty header names nothing: the body may)
         version = messages[0].version
-    return version is not None and _VERSION.match(version.strip()) is not None and version.strip() >= MODERN_ERA
+    return era_of(version).stateless
 
 
 @dataclass(slots=True)

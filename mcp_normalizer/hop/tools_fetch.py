@@ -24,8 +24,9 @@ from ..engine.normalize import Normalizer, Record
 from ..engine.transform import ResponseTransformer
 from ..errors import ResponseRefused
 from ..types import HANG_UP, JSON, OWN_FETCH, ASGIApp, JSONObject, Message, RawHeaders, Scope
+from ..wire.eras import era_of
 from ..wire.jsoncodec import dumps
-from ..wire.jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, mint_id, object_only
+from ..wire.jsonrpc import TOOLS_LIST, IdKey, PendingRequest, RequestInfo, mint_id
 from .relay import TransformingSend
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class ToolsFetcher:
         """Fetch every page; True when every page arrived (what the list lacks is then known absent)."""
         call_meta = next((p.meta for p in info.pending.values() if p.meta), {})
         protocol_meta = {k: v for k, v in call_meta.items() if k.startswith("io.modelcontextprotocol/")}
-        modern = not object_only(exchange.era)
+        modern = era_of(exchange.era).stateless
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             params: JSONObject = {}

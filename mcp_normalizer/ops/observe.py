@@ -5,7 +5,10 @@ notes in ``scope["mcp_normalizer.rpc_method"]`` for the requests it watches; the
 header of a 2026-07-28 request otherwise) and its outcome: the response status, or ``aborted`` when
 no response started (the client left, or the exchange failed before a head was sent). With the
 access log on, one JSON line per request goes to ``mcp_normalizer.access``: method, path (never the
-query, which may carry secrets), status, duration, response bytes.
+query, which may carry secrets), status, duration, response bytes, and the protocol version the
+request names (``era``: the one the middleware read from its header, ``_meta`` or ``initialize``,
+noted in ``scope["mcp_normalizer.era"]``, else its ``MCP-Protocol-Version`` header; ``null`` when it
+names none). Client and upstream speak the same era: the proxy passes the negotiation through.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from .metrics import Metrics
 
 access_logger = logging.getLogger("mcp_normalizer.access")
 RPC_METHOD_KEY = "mcp_normalizer.rpc_method"
+#: Where the middleware notes the protocol version a request names (for the access log).
+ERA_KEY = "mcp_normalizer.era"
+#: The most characters of a version the access log writes (a client writes the header at will).
+_ERA_CHARS = 64
 #: Methods counted under their own name (MCP's requests); any other is ``other``.
 _KNOWN_METHODS = WATCHED_METHODS | {
     "initialize",
@@ -106,6 +113,7 @@ class Observed:
         self._count()
         if self._record.access_log:
             scope = self._scope
+            era = scope.get(ERA_KEY) or header(scope["headers"], b"mcp-protocol-version")
             fields = {
                 "event": "access",
                 "method": scope["method"],
@@ -114,5 +122,6 @@ class Observed:
                 "status": self.status,
                 "duration_ms": round((time.monotonic() - self.started) * 1000, 2),
                 "bytes": self.sent,
+                "era": era[:_ERA_CHARS] if era else None,
             }
             access_logger.info("%s %s %s", scope["method"], scope["path"], self.status, extra={"audit": fields})

@@ -24,6 +24,7 @@ import msgspec
 
 from ..errors import DecodeError
 from ..types import JSON, JSONObject, RawHeaders
+from .eras import FIRST_STATELESS, era_of
 from .jsoncodec import Raw, dumps, loads, split_array, split_object
 
 #: A JSON-RPC id made hashable with its type: ``("s", "abc")`` or ``("n", 3)``.
@@ -37,8 +38,9 @@ SUBSCRIPTIONS_LISTEN = "subscriptions/listen"
 #: The methods whose results (or streams) the result rules read.
 WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST, TASKS_RESULT, TASKS_GET, SUBSCRIPTIONS_LISTEN})
 
-#: First protocol version in which ``structuredContent`` may be any JSON value (SEP-2106).
-MODERN_ERA = "2026-07-28"
+#: The first stateless protocol version. Kept for modules written against it: what a version
+#: means is :func:`~mcp_normalizer.wire.eras.era_of`'s to say, never a comparison of strings.
+MODERN_ERA = FIRST_STATELESS.version
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 #: ``_meta`` key of a 2026-07-28 request naming its client.
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
@@ -189,7 +191,7 @@ def _watch(message: JSON) -> tuple[IdKey, PendingRequest] | None:
 
 def _era(headers: RawHeaders, messages: list[JSON]) -> str | None:
     version = header(headers, b"mcp-protocol-version")
-    if version:
+    if version and version.strip():  # (an empty header names nothing: the body may, as on the stdio upstream)
         return version.strip()
     for message in messages:
         if isinstance(message, dict) and isinstance(message.get("params"), dict):
@@ -372,5 +374,6 @@ def read_batch(raw: bytes) -> list[Raw] | None:
 
 
 def object_only(era: str | None) -> bool:
-    """True for eras before 2026-07-28, where ``structuredContent`` must be a JSON object."""
-    return era is None or era < MODERN_ERA
+    """True where ``structuredContent`` must be a JSON object: ``not era_of(era).structured_any``.
+    Kept for modules written against it; new code asks :func:`~mcp_normalizer.wire.eras.era_of`."""
+    return not era_of(era).structured_any

@@ -11,7 +11,7 @@ member is dropped. A ``content: null`` becomes ``[]`` (``content`` is required i
 from __future__ import annotations
 
 from ...types import JSONObject
-from ...wire.jsonrpc import object_only
+from ...wire.eras import era_of
 from ...wire.pointer import format_pointer
 from .base import ResultContext, Rewrite, Rule
 
@@ -28,7 +28,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         if name in out and out[name] is None:
             out = {k: v for k, v in out.items() if k != name}
             touched.append(format_pointer((name,)))
-    if "structuredContent" in out and out["structuredContent"] is None and object_only(ctx.era):
+    if "structuredContent" in out and out["structuredContent"] is None and not era_of(ctx.era).structured_any:
         out = {k: v for k, v in out.items() if k != "structuredContent"}
         touched.append("/structuredContent")
     if "content" in out and out["content"] is None:

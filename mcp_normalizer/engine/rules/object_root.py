@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ...errors import DecodeError
 from ...types import JSON, JSONObject
-from ...wire.jsonrpc import object_only
+from ...wire.eras import era_of
 from ...wire.pointer import Path
 from .base import ResultContext, Rewrite, Rule, ToolContext, with_original_values
 from .clients import ClientProfile
@@ -113,11 +113,11 @@ def objects_required(era: str | None, client: ClientProfile) -> bool:
     """Whether ``structuredContent`` must be a JSON object for ``client``: before 2026-07-28 for
     everyone, and in every era for a host that refuses anything else (Claude Code, host fault
     ``structured_content_not_object``: :mod:`~mcp_normalizer.engine.rules.host_faults`)."""
-    return object_only(era) or client.host_needs(STRUCTURED_NOT_OBJECT)
+    return not era_of(era).structured_any or client.host_needs(STRUCTURED_NOT_OBJECT)
 
 
 def _why(era: str | None, client: ClientProfile) -> str:
-    if object_only(era) or client.host is None:
+    if not era_of(era).structured_any or client.host is None:
         return f"era {era or 'legacy'} requires an object"
     source = client.host.faults.get(STRUCTURED_NOT_OBJECT, "")
     return f"{client.host.title} refuses a structuredContent that is not an object ({source})"
