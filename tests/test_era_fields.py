@@ -21,6 +21,9 @@ import pytest
 
 from mcp_normalizer.demo.clients import run_node, run_python
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, protean_tools, returning
+from mcp_normalizer.engine.rules import era_fields
+from mcp_normalizer.engine.rules.base import Response, ResponseContext
+from mcp_normalizer.wire.jsoncodec import Raw, split_object
 
 from .host_claude import run_claude_code
 from .host_loop import McpServer
@@ -211,3 +214,38 @@ def test_claude_code_fills_them_itself_directly_and_finds_nothing_to_fill_throug
         assert set(view.tools) == {"quote", "note"}
         assert view.result is not None and "12.5" in view.result and "caf\u00e9" in view.result
     assert era_of_each_request(upstream) == {MODERN}  # Claude Code stayed at 2026-07-28 through the proxy
+
+
+def _members(result: dict[str, Any]) -> dict[str, Raw]:
+    return split_object(orjson.dumps(result))
+
+
+@pytest.mark.parametrize(
+    ("method", "result", "filled"),
+    [
+        ("resources/read", {"contents": []}, ("resultType", "ttlMs", "cacheScope")),
+        ("resources/read", {"resultType": "input_required", "requestState": "s"}, ()),  # no cache hints
+        ("prompts/list", {"prompts": [], "resultType": "complete", "ttlMs": 9, "cacheScope": None}, ("cacheScope",)),
+        ("prompts/get", {"messages": []}, ("resultType",)),  # not cacheable
+        ("tools/list", {"tools": [], "resultType": "complete", "ttlMs": 5, "cacheScope": "public"}, ()),
+    ],
+)
+def test_which_members_each_method_gets(method: str, result: dict[str, Any], filled: tuple[str, ...]) -> None:
+    members = _members(result)
+    done = era_fields.RULE.on_response
+    assert done is not None
+    out = done(Response({"result": Raw(orjson.dumps(result))}, members), ResponseContext(method, None, MODERN))
+    if not filled:
+        assert out is None
+        return
+    assert out is not None
+    response, rewrite = out
+    assert rewrite.pointers == tuple(f"/result/{name}" for name in filled)
+    assert response.result is not None
+    new = {name: orjson.loads(bytes(text)) for name, text in response.result.items()}
+    absent_means = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+    assert new == {**result, **{name: absent_means[name] for name in filled}}
+    # never in a legacy era, nor for a response the proxy cannot match to a request
+    for era in (None, "2025-11-25", "2025-06-18"):
+        assert done(Response({}, members), ResponseContext(method, None, era)) is None
+    assert done(Response({}, members), ResponseContext(None, None, MODERN)) is None
