@@ -360,17 +360,22 @@ def envelope(scope: str, message: Any) -> bytes:
 
 def test_a_replay_sees_what_the_proxy_saw_public_lists_tasks_and_intermediate_results(tmp_path: Path) -> None:
     tool = {"name": "whoami", "inputSchema": {"type": "object"}}
-    empty = {"content": [{"type": "text", "text": "me"}], "structuredContent": {}, "resultType": "complete"}
+    done = {"resultType": "complete"}  # (2026-07-28 requires it in every result: rule era_fields)
+    empty = {"content": [{"type": "text", "text": "me"}], "structuredContent": {}, **done}
     lines = [
         envelope("A", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
-        envelope("A", {"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool], "cacheScope": "public", "ttlMs": 0}}),
+        envelope(
+            "A", {"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool], "cacheScope": "public", "ttlMs": 0, **done}}
+        ),
         # scope B never listed: the public list serves it
         envelope("B", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami"}}),
         envelope("B", {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "inputRequests": {}}}),
         envelope("B", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami"}}),
         envelope("B", {"jsonrpc": "2.0", "id": 2, "result": {"resultType": "task", "taskId": "t1"}}),
         envelope("B", {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "t1"}}),
-        envelope("B", {"jsonrpc": "2.0", "id": 3, "result": {"taskId": "t1", "status": "completed", "result": empty}}),
+        envelope(
+            "B", {"jsonrpc": "2.0", "id": 3, "result": {"taskId": "t1", "status": "completed", "result": empty, **done}}
+        ),
     ]
     path = tmp_path / "capture.jsonl"
     path.write_bytes(b"\n".join(lines))

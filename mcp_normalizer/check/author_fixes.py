@@ -96,6 +96,9 @@ AUTHOR_FIXES: dict[str, str] = {
     " put an enum where its values belong (on items for an array of them)",
     "pagination_cursor_loop": "omit nextCursor on the last page; never return an empty cursor or the cursor the"
     " request sent",
+    "missing_era_fields": "on 2026-07-28 answer every result with resultType: 'complete' (or the kind it is), and"
+    " each complete list, server/discover and resources/read result with ttlMs and cacheScope ('private' unless"
+    " the result is the same for every user)",
     "result_output_field": "return the text in content: [{type: 'text', text: ...}], not in an output or result"
     " member of your own",
     "tool_not_listed": "list every tool a client may call in tools/list (names are case-sensitive); or give"

@@ -387,6 +387,18 @@ KINDS: dict[str, FaultKind] = {
             ),
         ),
         FaultKind(
+            "missing_era_fields",
+            "Every 2026-07-28 result carries resultType; complete results of server/discover, the lists and"
+            " resources/read carry ttlMs and cacheScope",
+            "MCP 2026-07-28 basic/index.mdx, ResultType; server/utilities/caching.mdx",
+            (
+                "@modelcontextprotocol/client 2.4.0 (missing required resultType; the list schemas require ttlMs"
+                " and cacheScope: no tool listed, every call fails)",
+                "Python SDK Client at 2026-07-28 (pydantic: resultType, ttlMs, cacheScope field required)",
+                "Claude Code before 2.1.332 (zero tools: tobert/kaibo PR #142); 2.1.332 fills them itself",
+            ),
+        ),
+        FaultKind(
             "result_output_field",
             "A CallToolResult carries its unstructured result in content, which is required",
             "MCP 2025-06-18+ schema.ts CallToolResult.content; server/tools.mdx, Tool Result",

@@ -103,6 +103,9 @@ class ScriptedServer:
         name: ``serverInfo.name``.
         list_ttl_ms: ``ttlMs`` of 2026-07-28 ``tools/list`` results.
         cache_scope: ``cacheScope`` of 2026-07-28 ``tools/list`` results.
+        era_fields: put the members 2026-07-28 requires on its results (``resultType``, and
+            ``ttlMs``/``cacheScope`` on ``tools/list`` and ``server/discover``); ``False``: leave
+            them out, as a server that skipped them does (what a tool handler returns is sent as is).
 
     Attributes:
         requests: every JSON-RPC message received, with its headers, in arrival order.
@@ -114,6 +117,7 @@ class ScriptedServer:
     name: str = "legacy-example"
     list_ttl_ms: int = 60_000
     cache_scope: Literal["private", "public"] = "private"
+    era_fields: bool = True
     tasks: dict[str, JSONObject] = field(default_factory=dict)
     requests: list[tuple[JSONObject, Mapping[str, str]]] = field(default_factory=list)
 
@@ -197,7 +201,7 @@ class ScriptedServer:
     ) -> JSONObject:
         reply = await self._answer(message, headers, emit)
         result = reply.get("result")
-        if _modern(message) and isinstance(result, dict):
+        if _modern(message) and isinstance(result, dict) and self.era_fields:
             result.setdefault("resultType", "complete")
             if message.get("method") == "tools/list":
                 result.update(ttlMs=self.list_ttl_ms, cacheScope=self.cache_scope)
@@ -213,9 +217,9 @@ class ScriptedServer:
                 "supportedVersions": [MODERN, *VERSIONS[:3]],
                 "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": {"name": self.name, "version": "1.0.0"},
-                "ttlMs": 0,
-                "cacheScope": "public",
             }
+            if self.era_fields:
+                reply["result"].update(ttlMs=0, cacheScope="public")
         elif method == "initialize":
             asked = params.get("protocolVersion")
             reply["result"] = {

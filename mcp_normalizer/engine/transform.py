@@ -69,6 +69,7 @@ from .normalize import Normalizer, Record
 from .rules import Mode as RuleMode
 from .rules import Rewrite
 from .rules.base import Response, ResponseContext
+from .rules.era_fields import missing as era_fields_missing
 from .rules.jsonrpc_envelope import LIST_METHODS
 from .rules.learned import LIST_CHANGED, Learned
 from .rules.learned import RULE as LEARN_RULE
@@ -584,7 +585,7 @@ class ResponseTransformer:
         result = envelope.result if isinstance(envelope.result, dict) else None
         records: list[Record] = []
         try:
-            if not by_id or _suspect(envelope, request):
+            if not by_id or _suspect(envelope, request, exchange.era):
                 members = _members(raw)
                 if members is None:
                     return None
@@ -783,13 +784,19 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _suspect(envelope: Envelope, request: PendingRequest) -> bool:
+def _suspect(envelope: Envelope, request: PendingRequest, era: str | None) -> bool:
     """Whether the envelope rules may have work on a response matched by its id (a cheap look
     first, so that the members of every other message are never split): both a ``result`` and an
-    ``error``, or a page's ``nextCursor``. A response matched by position always is."""
+    ``error``, a page's ``nextCursor``, or a 2026-07-28 result without a member the era requires
+    (rule ``era_fields``). A response matched by position always is."""
     if envelope.error is not UNSET and (envelope.result is not UNSET or envelope.other_result is not UNSET):
         return True
-    return isinstance(envelope.result, dict) and "nextCursor" in envelope.result and request.method in LIST_METHODS
+    result = envelope.result
+    if not isinstance(result, dict):
+        return False
+    if "nextCursor" in result and request.method in LIST_METHODS:
+        return True
+    return not object_only(era) and bool(era_fields_missing(result, request.method))
 
 
 def _may_list(pending: Mapping[IdKey, PendingRequest]) -> bool:

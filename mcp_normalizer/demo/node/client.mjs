@@ -35,7 +35,13 @@ const out = { sdk: v2 ? '@modelcontextprotocol/client' : '@modelcontextprotocol/
 for (const session of plan.sessions) {
   const record = { steps: [], progress: [] };
   out.sessions.push(record);
-  const client = new Client({ name: session.clientName ?? 'mcp-normalizer-test', version: session.clientVersion ?? '0.0.1' });
+  // A session with "versionNegotiation" (2.x only: {"mode": {"pin": "2026-07-28"}} or {"mode": "auto"}) gives it
+  // as the client option of that name; the version the client then speaks is the session's "protocolVersion".
+  const clientOptions = session.versionNegotiation ? { versionNegotiation: session.versionNegotiation } : undefined;
+  const client = new Client(
+    { name: session.clientName ?? 'mcp-normalizer-test', version: session.clientVersion ?? '0.0.1' },
+    clientOptions,
+  );
   const options = { requestInit: { headers: session.headers ?? {} } };
   if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
   // A session with "command": [argv...] (and "env": {...}) starts that stdio server instead (the
@@ -54,6 +60,7 @@ for (const session of plan.sessions) {
     for (const _ of session.steps) record.steps.push({ ok: false, error: describe(e) });
     continue;
   }
+  record.protocolVersion = client.getNegotiatedProtocolVersion?.();
   for (const step of session.steps) {
     try {
       if (step.op === 'listTools') {

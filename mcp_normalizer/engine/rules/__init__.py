@@ -16,6 +16,7 @@ from . import (
     degrade,
     empty_structured,
     envelope,
+    era_fields,
     error_problem,
     gemini_schemas,
     host_content,
@@ -103,7 +104,7 @@ RESULT_RULES: tuple[Rule, ...] = (
     apps_result_meta.RULE,  # presentation: reads the catalog entry only, after the value rules
 )
 #: Repairs of a JSON-RPC response's envelope (any method), in order, before the result rules.
-RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR, CURSOR_LOOP)
+RESPONSE_RULES: tuple[Rule, ...] = (ENVELOPE, STAMP_ID, NULL_CURSOR, CURSOR_LOOP, era_fields.RULE)
 #: Rules with no hook: the transformer applies them (the SSE framing, the message text before it is
 #: decoded, tool names across a page and the requests that use them, what a scope learned, the tools
 #: withheld from a host after every repair).
