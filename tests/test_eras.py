@@ -81,16 +81,6 @@ def test_no_version_is_the_legacy_default() -> None:
 
 
 @pytest.mark.pure
-def test_the_old_helpers_answer_as_the_registry() -> None:
-    """``object_only`` and ``MODERN_ERA`` stay for modules written against them; they ask the registry."""
-    from mcp_normalizer.wire.jsonrpc import MODERN_ERA, object_only
-
-    assert MODERN_ERA == "2026-07-28"
-    for version in [*EXPECTED, *UNKNOWN, None]:
-        assert object_only(version) is (not era_of(version).structured_any)
-
-
-@pytest.mark.pure
 def test_many_unknown_versions_hold_no_memory() -> None:
     """The cache of unknown versions is bounded: a client sending a new version per request grows nothing."""
     for n in range(2000):

@@ -796,7 +796,7 @@ def _suspect(envelope: Envelope, request: PendingRequest, era: str | None) -> bo
         return False
     if "nextCursor" in result and request.method in LIST_METHODS:
         return True
-    return not object_only(era) and bool(era_fields_missing(result, request.method))
+    return bool(era_fields_missing(result, request.method, era))
 
 
 def _may_list(pending: Mapping[IdKey, PendingRequest]) -> bool:

@@ -24,7 +24,6 @@ import msgspec
 
 from ..errors import DecodeError
 from ..types import JSON, JSONObject, RawHeaders
-from .eras import FIRST_STATELESS, era_of
 from .jsoncodec import Raw, dumps, loads, split_array, split_object
 
 #: A JSON-RPC id made hashable with its type: ``("s", "abc")`` or ``("n", 3)``.
@@ -38,9 +37,6 @@ SUBSCRIPTIONS_LISTEN = "subscriptions/listen"
 #: The methods whose results (or streams) the result rules read.
 WATCHED_METHODS = frozenset({TOOLS_CALL, TOOLS_LIST, TASKS_RESULT, TASKS_GET, SUBSCRIPTIONS_LISTEN})
 
-#: The first stateless protocol version. Kept for modules written against it: what a version
-#: means is :func:`~mcp_normalizer.wire.eras.era_of`'s to say, never a comparison of strings.
-MODERN_ERA = FIRST_STATELESS.version
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 #: ``_meta`` key of a 2026-07-28 request naming its client.
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
@@ -371,9 +367,3 @@ def read_batch(raw: bytes) -> list[Raw] | None:
     if _ARRAY_START.match(raw) is None:
         return None
     return split_array(raw)
-
-
-def object_only(era: str | None) -> bool:
-    """True where ``structuredContent`` must be a JSON object: ``not era_of(era).structured_any``.
-    Kept for modules written against it; new code asks :func:`~mcp_normalizer.wire.eras.era_of`."""
-    return not era_of(era).structured_any

@@ -37,16 +37,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...errors import DecodeError
+from ...wire.eras import CACHEABLE_METHODS, era_of
 from ...wire.jsoncodec import Raw, loads
-from ...wire.jsonrpc import object_only
 from .base import Response, ResponseContext, Rewrite, Rule
 from .jsonrpc_envelope import is_null
 
-#: The methods whose complete results carry ``ttlMs`` and ``cacheScope`` (2026-07-28
-#: ``server/utilities/caching.mdx``, ``CacheableResult`` in ``schema.ts``).
-CACHEABLE_METHODS = frozenset(
-    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
-)
 #: Each member filled, with the value an absent one means, in the order they are added.
 FILLED: tuple[tuple[str, bytes], ...] = (("resultType", b'"complete"'), ("ttlMs", b"0"), ("cacheScope", b'"private"'))
 _COMPLETE = b'"complete"'
@@ -67,23 +62,28 @@ def _complete(text: Raw) -> bool:
         return False
 
 
-def missing(result: Mapping[str, Raw], method: str | None) -> tuple[str, ...]:
-    """The members of the 2026-07-28 ``result`` (member texts) of a ``method`` request that are
-    absent (or ``null``) and required: ``resultType`` on any result, ``ttlMs`` and ``cacheScope``
-    on a complete result of :data:`CACHEABLE_METHODS`. A cheap look: only ``resultType`` may be
-    decoded."""
-    found = ["resultType"] if _absent(result, "resultType") else []
-    cacheable = method in CACHEABLE_METHODS and (bool(found) or _complete(result["resultType"]))
-    if cacheable:
-        found += [name for name in ("ttlMs", "cacheScope") if _absent(result, name)]
+def missing(result: Mapping[str, Raw], method: str | None, era: str | None = "2026-07-28") -> tuple[str, ...]:
+    """The members of ``result`` (member texts) of a ``method`` request in protocol version ``era``
+    that are absent (or ``null``) and the era requires (:func:`~mcp_normalizer.wire.eras.era_of`:
+    in 2026-07-28, ``resultType`` on any result, ``ttlMs`` and ``cacheScope`` on a complete result
+    of :data:`~mcp_normalizer.wire.eras.CACHEABLE_METHODS`; nothing before it). A cheap look: only
+    ``resultType`` may be decoded."""
+    known = era_of(era)
+    if not known.result_fields:
+        return ()
+    found = [name for name in sorted(known.result_fields) if _absent(result, name)]
+    complete = "resultType" in found or ("resultType" in result and _complete(result["resultType"]))
+    if method in CACHEABLE_METHODS and complete:
+        listed = (name for name, _ in FILLED if name in known.list_fields and name not in found)
+        found += [name for name in listed if _absent(result, name)]
     return tuple(found)
 
 
 def _fill(response: Response, ctx: ResponseContext) -> tuple[Response, Rewrite] | None:
     result = response.result
-    if result is None or ctx.method is None or object_only(ctx.era):
+    if result is None or ctx.method is None:
         return None
-    names = missing(result, ctx.method)
+    names = missing(result, ctx.method, ctx.era)
     if not names:
         return None
     added = {name: Raw(value) for name, value in FILLED if name in names}
