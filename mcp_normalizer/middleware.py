@@ -108,6 +108,8 @@ class NormalizerMiddleware:
     ) -> None:
         self.app = app
         self.config = config if config is not None else NormalizerConfig.shipped()
+        #: whether any ``[tools."NAME"] model_api`` names a family (else no call asks which)
+        self._tool_families = any(tool.model_api for tool in self.config.tools.values())
         config = self.config
         #: What results taught of their tools, for every session of this upstream
         #: (:mod:`mcp_normalizer.engine.lessons`).
@@ -270,7 +272,7 @@ class NormalizerMiddleware:
                 key,
             )
         keys = argument_keys(exchange, info.pending, names)
-        enums = enum_places(exchange, info.pending, names, self._tool_family)
+        enums = enum_places(exchange, info.pending, names, self._tool_family if self._tool_families else None)
         renamed = rename_calls(body, info.pending, names, keys, enums)
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, exchange.pending, calls = renamed

@@ -16,6 +16,7 @@ came. The middleware calls it before the inner app (or the forwarder) reads the 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -185,6 +186,8 @@ def enum_places(
     ``family_of(name)`` (its ``[tools."NAME"] model_api``) does; empty for any other (the usual
     case, decided before a catalog lookup)."""
     client = exchange.client
+    if family_of is None and not client.host_needs(ENUM_NON_STRING):
+        return {}
     found: dict[str, Mapping[str, tuple[str, ...]]] = {}
     for request in pending.values():
         if request.method != TOOLS_CALL or request.tool is None:
@@ -198,6 +201,11 @@ def enum_places(
         if entry is not None and entry.enums:
             found[upstream] = entry.enums
     return found
+
+
+#: What every name the proxy invents holds (a tool's, rule ``tool_names``; an argument's, rule
+#: ``host_schemas``): ``_`` and 16 hex digits.
+_INVENTED_SHAPE = re.compile(rb"_[0-9a-f]{16}")
 
 
 def mismatched_calls(
@@ -214,6 +222,8 @@ def mismatched_calls(
     ``listed`` is read (:meth:`Exchange.names <mcp_normalizer.engine.exchange.Exchange.names>`
     without a client) only when a call names a tool the caller's map lacks by a name of the shape
     rule ``tool_names`` invents (every advertised name has it)."""
+    if _INVENTED_SHAPE.search(body) is None:
+        return 0  # (no name of the shape the proxy invents, for a tool or an argument)
     calls = [r.tool for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None]
     if not calls:
         return 0
