@@ -154,11 +154,6 @@ def test_directly_codex_skips_a_tool_with_draft07_tuple_items(tmp_path: Path) ->
     assert "Skipping MCP tool `mcp__demolocate`: failed to build tool spec" in view.log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39: the proxy leaves a draft-07 tuple (items as an array) in an inputSchema as it is"
-    " (schema_dialect translates outputSchemas only), and Codex skips the tool",
-)
 def test_through_the_proxy_codex_offers_the_tool_with_tuple_items(tmp_path: Path) -> None:
     view = codex("proxy", [ToolSpec(TUPLE, returning(OK)), ToolSpec(PLAIN, returning(OK))], "locate", tmp_path)
     assert "locate" in view.tools
