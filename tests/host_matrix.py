@@ -105,6 +105,53 @@ LIST_KINDS: dict[str, dict[str, Any]] = {
             },
         },
     },
+    # the autumn-2026 kinds of cases/faults.md (issue 39), each alone in its tool
+    "invalid_type_keyword": {
+        "name": "when",
+        "description": "A meeting time.",
+        "inputSchema": {"type": "object", "properties": {"at": {"type": "date-time"}, "n": {"type": "int"}}},
+    },
+    "required_boolean": {
+        "name": "label",
+        "description": "Labels a runtime.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "required": False}}},
+    },
+    "required_in_properties": {
+        "name": "rename",
+        "description": "Renames a runtime.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"old": {"type": "string"}, "new": {"type": "string"}, "required": []},
+        },
+    },
+    "enum_not_array": {
+        "name": "mode",
+        "description": "Sets a mode.",
+        "inputSchema": {"type": "object", "properties": {"m": {"type": "string", "enum": None}}},
+    },
+    "enum_type_conflict": {
+        "name": "paint",
+        "description": "Paints in colours.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"colours": {"type": "array", "items": {"type": "string"}, "enum": ["red", "gr\u00fcn"]}},
+        },
+    },
+    "enum_non_string": {
+        "name": "level",
+        "description": "A level of 1, 2.5 or 1e-7.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "enum": [1, 2.5, 1e-7]}}},
+    },
+    "object_without_properties": {
+        "name": "describe",
+        "description": "Describes with a filter.",
+        "inputSchema": {"type": "object", "properties": {"filter": {"type": "object"}}},
+    },
+    "never_branch_anyof": {
+        "name": "greet",
+        "description": "Greets someone.",
+        "inputSchema": {"type": "object", "properties": {"who": {"anyOf": [{"not": {}}, {"type": "string"}]}}},
+    },
 }
 
 PROBLEM: dict[str, Any] = {
