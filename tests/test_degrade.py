@@ -11,6 +11,8 @@ every datum. Off (the default) nothing changes; the log marks each degrade chang
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -216,46 +218,20 @@ async def test_degrade_per_client_by_name_or_host_profile_and_no_other_client() 
         assert_unchanged(listing, call)
 
 
-#: A minimal stdio MCP server (newline-delimited JSON-RPC) with the invoice tool and its result.
-STDIO_SERVER = """
-import json, sys
-TOOL, RESULT = json.loads(PAYLOAD)
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" not in message:
-        continue
-    method = message["method"]
-    if method == "initialize":
-        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "invoices", "version": "1.0.0"}}
-    elif method == "tools/list":
-        result = {"tools": [TOOL]}
-    elif method == "tools/call":
-        result = RESULT
-    else:
-        result = {}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
-    sys.stdout.flush()
-"""
-
-
 @pytest.mark.wire
 @pytest.mark.anyio
 async def test_degrade_for_a_host_through_the_stdio_wrapper(tmp_path: Any) -> None:
     """``mcp-normalizer stdio --config rules.toml -- CMD`` in a host's config, the rule file naming the
     host (``degrade_clients = ["claude-desktop"]``): Claude Desktop's name gets the result as a
     success, the Python client's own name the server's answer (refused by its output validation)."""
-    import sys
-
     from .support import EXE, ROOT
 
-    server = tmp_path / "invoices.py"
-    payload = json.dumps(json.dumps([INVOICE, RESULT]))
-    server.write_text(STDIO_SERVER.replace("PAYLOAD", payload), encoding="utf-8")
+    plan = json.dumps({"tools": [INVOICE], "results": {INVOICE["name"]: RESULT}})
+    server = [sys.executable, str(Path(__file__).with_name("stdio_server.py")), plan]
     rules = tmp_path / "rules.toml"
     rules.write_text('[normalizer]\ndegrade_clients = ["claude-desktop"]\n', encoding="utf-8")
     # (the SDK starts the command with a minimal environment: PYTHONPATH names this checkout's code)
-    command = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--config", str(rules), "--", sys.executable, str(server)]
+    command = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--config", str(rules), "--", *server]
     steps = STEPS[:2]
     degraded = await run_python("", steps, client_name="claude-ai", command=command)
     plain = await run_python("", steps, client_name="mcp", command=command)

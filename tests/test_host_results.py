@@ -217,39 +217,17 @@ async def test_every_claude_client_gets_a_draft_07_output_schema_in_2020_12_and_
 async def test_through_the_stdio_wrapper_a_claude_client_gets_it_in_2020_12(name: str, tmp_path: Path) -> None:
     """``mcp-normalizer stdio -- CMD``, the one-line fix people now write shims for: the host starts
     the wrapper, the wrapper the server (a stdio server listing a draft-07 output schema)."""
-    server = tmp_path / "draft07_server.py"
-    server.write_text(STDIO_SERVER.replace("TOOL_JSON", json.dumps(json.dumps(DRAFT_TOOL))), encoding="utf-8")
+    data = {"n": 3, "pair": ["a"]}
+    result = {"content": [{"type": "text", "text": json.dumps(data)}], "structuredContent": data}
+    plan = json.dumps({"tools": [DRAFT_TOOL], "results": {DRAFT_TOOL["name"]: result}})
+    server = [sys.executable, str(Path(__file__).with_name("stdio_server.py")), plan]
     steps = STEPS
     # (the SDK starts the command with a minimal environment: PYTHONPATH names this checkout's code)
-    command = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--", sys.executable, str(server)]
-    direct = await run_python("", steps, client_name=name, command=[sys.executable, str(server)])
+    command = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--", *server]
+    direct = await run_python("", steps, client_name=name, command=server)
     wrapped = await run_python("", steps, client_name=name, command=command)
     assert direct["steps"][0]["value"]["tools"][0]["outputSchema"]["$schema"] == DRAFT_07
     listing, call = wrapped["steps"]
     assert listing["ok"] and call["ok"], wrapped
     assert_2020(listing["value"]["tools"][0])
     assert call["value"]["structuredContent"] == {"n": 3, "pair": ["a"]}
-
-
-#: A minimal stdio MCP server (newline-delimited JSON-RPC) listing one tool with a draft-07 outputSchema.
-STDIO_SERVER = """
-import json, sys
-TOOL = json.loads(TOOL_JSON)
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" not in message:
-        continue
-    method = message["method"]
-    if method == "initialize":
-        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "draft07", "version": "1.0.0"}}
-    elif method == "tools/list":
-        result = {"tools": [TOOL]}
-    elif method == "tools/call":
-        result = {"content": [{"type": "text", "text": "{\\"n\\":3,\\"pair\\":[\\"a\\"]}"}],
-                  "structuredContent": {"n": 3, "pair": ["a"]}}
-    else:
-        result = {}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
-    sys.stdout.flush()
-"""
