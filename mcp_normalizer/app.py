@@ -14,7 +14,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from .config import NormalizerConfig, Settings
+from .engine.era_bridge import LegacyBridge
 from .errors import ConfigError
+from .hop.era_bridge import EraBridge
 from .hop.forward import Forwarder
 from .hop.front import FrontDoor
 from .hop.server import upstream_connection_limit
@@ -27,6 +29,7 @@ from .ops.metrics import Metrics
 from .ops.observe import RequestRecord
 from .ops.refusals import RefusalLog
 from .ops.tracing import tracer_provider_from_env
+from .types import ASGIApp
 from .wire.forwarded import ForwardingPolicy, parse_networks
 from .wire.hosts import HostPolicy
 
@@ -91,8 +94,22 @@ def create_app(
         )
         label = settings.upstream_label
         identity = http_identity(settings.upstream)
+    app: ASGIApp = inner
+    if isinstance(inner, Forwarder) and limits.upstream_era != "legacy":
+        bridge = LegacyBridge(
+            limits.upstream_era,
+            max_sessions=limits.max_bridged_sessions,
+            idle_timeout=limits.bridged_session_idle_timeout,
+        )
+        app = EraBridge(
+            inner,
+            bridge,
+            max_body_bytes=limits.max_request_bytes,
+            max_message_bytes=limits.max_rewrite_bytes,
+            ask_timeout=limits.first_byte_timeout,
+        )
     middleware = NormalizerMiddleware(
-        inner,
+        app,
         config,
         upstream=label,
         identity=identity,

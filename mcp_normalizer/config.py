@@ -57,6 +57,8 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 _LOG_LEVELS = LOG_LEVELS
 #: The most worker processes one proxy starts (each is a whole proxy: 100,000 would exhaust the host).
 MAX_WORKERS = 256
+#: The values of ``[proxy] upstream_era``: learned, the stateless era only, or never bridged.
+UPSTREAM_ERAS = ("auto", "2026-07-28", "legacy")
 
 
 def _unwritable(path: str) -> str | None:
@@ -252,6 +254,31 @@ class ProxyConfig:
         "``trusted_proxies`` so that clients are told apart.",
     )
 
+    upstream_era: str = setting(
+        "auto",
+        "the protocol era the HTTP upstream speaks: ``auto`` (learned: an upstream that refuses a legacy "
+        "client's ``initialize`` and answers ``server/discover`` is bridged for legacy clients), ``2026-07-28`` "
+        "(it speaks only the stateless era: every legacy client is bridged, nothing probed) or ``legacy`` "
+        "(never bridged; each client's era passes through as negotiated). "
+        "(:mod:`mcp_normalizer.engine.era_bridge`)",
+    )
+    max_bridged_sessions: int = setting(
+        10_000,
+        "sessions the proxy keeps for legacy clients of a 2026-07-28 upstream; a new one past it ends the "
+        "longest-idle one (its client then gets 404 and initializes again).",
+        minimum=1,
+    )
+    bridged_session_idle_timeout: float = setting(
+        3600.0,
+        "seconds a bridged session may stay idle (nothing in flight, no GET stream) before it ends; 0: never.",
+    )
+    serve_modern_hosts: bool = setting(
+        False,
+        "consent to answer a 2026-07-28 client's ``server/discover`` and stateless requests for a legacy "
+        "upstream that does not speak them, over a session the proxy keeps per client and authorization "
+        "(the upstream sees one legacy session per such client).",
+    )
+
     upstream_cmd: str = setting(
         "",
         "a stdio MCP server to start and serve on ``/mcp`` instead of an HTTP ``upstream``: a command line, "
@@ -333,6 +360,10 @@ class ProxyConfig:
                 problem = problem_of(pattern)
                 if problem is not None:
                     raise ConfigError(f"{where} {key}: {problem}")
+        if values.get("upstream_era", "auto") not in UPSTREAM_ERAS:
+            raise ConfigError(
+                f"{where} upstream_era must be one of {', '.join(UPSTREAM_ERAS)}, not {values['upstream_era']!r}"
+            )
         if values.get("workers", 1) > MAX_WORKERS:
             raise ConfigError(f"{where} workers must be at most {MAX_WORKERS}")
         capture = values.get("capture_file", "")

@@ -16,7 +16,6 @@ it) and stops at a bound of its own on the whole listing (bytes, pages), saying 
 
 from __future__ import annotations
 
-import base64
 import itertools
 import math
 import re
@@ -33,6 +32,7 @@ from ..types import JSON, JSONObject
 from ..wire.eras import NEWEST, NEWEST_LEGACY, era_of
 from ..wire.jsoncodec import dumps, loads
 from ..wire.jsonrpc import CLIENT_INFO_META, PROTOCOL_VERSION_META
+from ..wire.modern import header_value
 from ..wire.sse import SSESplitter, parse_event
 
 #: The stateless version asked for with ``server/discover``.
@@ -48,13 +48,6 @@ MAX_MESSAGE_BYTES = ProxyConfig().max_message_bytes
 MAX_LISTING_BYTES = 2 * MAX_MESSAGE_BYTES
 _CLIENT_INFO = {"name": "mcp-normalizer-check", "version": "1"}
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")
-
-
-def header_value(text: str) -> str:
-    """``text`` as an ``Mcp-Name``/``Mcp-Param-*`` value: as is when it is safe, else the
-    ``=?base64?...?=`` form (MCP 2026-07-28 ``basic/transports/streamable-http.mdx``, Custom Headers)."""
-    safe = text.isascii() and text.isprintable() and text == text.strip() and not text.startswith("=?base64?")
-    return text if safe else "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 
 
 class TooLarge(CheckError):

@@ -16,6 +16,7 @@ old Protean contract that strict clients reject.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ VERSIONS = tuple(era.version for era in reversed(ERAS) if era.sessions)
 #: The stateless version it speaks.
 MODERN = NEWEST.version
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
+_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 
 
 @dataclass(slots=True)
@@ -106,6 +108,12 @@ class ScriptedServer:
         era_fields: put the members 2026-07-28 requires on its results (``resultType``, and
             ``ttlMs``/``cacheScope`` on ``tools/list`` and ``server/discover``); ``False``: leave
             them out, as a server that skipped them does (what a tool handler returns is sent as is).
+        legacy: answer the legacy eras too; ``False``: speak only 2026-07-28, as such a server does
+            (``S2026-07-28/basic/transports/streamable-http.mdx``): a request without the era's
+            ``_meta`` (``initialize`` among them) gets 400 and ``UnsupportedProtocolVersionError``
+            (``-32022``, with the versions it supports), ``GET`` and ``DELETE`` get 405, and a
+            ``subscriptions/listen`` request gets its acknowledgement and then stays open, sending
+            each notification :meth:`notify` is given.
 
     Attributes:
         requests: every JSON-RPC message received, with its headers, in arrival order.
@@ -118,8 +126,10 @@ class ScriptedServer:
     list_ttl_ms: int = 60_000
     cache_scope: Literal["private", "public"] = "private"
     era_fields: bool = True
+    legacy: bool = True
     tasks: dict[str, JSONObject] = field(default_factory=dict)
     requests: list[tuple[JSONObject, Mapping[str, str]]] = field(default_factory=list)
+    listeners: list[asyncio.Queue[JSONObject]] = field(default_factory=list)
 
     def _tools(self, headers: Mapping[str, str]) -> Sequence[ToolSpec]:
         return self.tools(headers) if callable(self.tools) else self.tools
@@ -133,6 +143,9 @@ class ScriptedServer:
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not self.legacy and scope["method"] != "POST":
+            await respond(send, 405, b"", None, [(b"allow", b"POST")])
+            return
         if scope["method"] == "DELETE":
             await respond(send, 200, b"", None)
             return
@@ -157,6 +170,22 @@ class ScriptedServer:
             self.requests.append((message, headers))
         calls = [m for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
         modern = not batch and _modern(decoded)
+        if not modern and not self.legacy:
+            asked = headers.get("mcp-protocol-version")
+            error = {
+                "jsonrpc": "2.0",
+                "id": decoded.get("id") if isinstance(decoded, dict) else None,
+                "error": {
+                    "code": -32022,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": [MODERN], "requested": asked},
+                },
+            }
+            await respond(send, 400, orjson.dumps(error))
+            return
+        if modern and decoded.get("method") == "subscriptions/listen":
+            await self._listen(decoded, send)
+            return
         if modern and headers.get("mcp-method", decoded.get("method")) != decoded.get("method"):
             error = {"jsonrpc": "2.0", "id": decoded.get("id"), "error": {"code": -32020, "message": "Header mismatch"}}
             await respond(send, 400, orjson.dumps(error))
@@ -195,6 +224,39 @@ class ScriptedServer:
         else:
             await emit(await self._dispatch(calls[0], headers, emit))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def notify(self, notification: JSONObject) -> None:
+        """Send ``notification`` on every open ``subscriptions/listen`` stream (2026-07-28 only)."""
+        for queue in list(self.listeners):
+            queue.put_nowait(notification)
+
+    async def _listen(self, request: JSONObject, send: Send) -> None:
+        params = request.get("params") or {}
+        listen_id = request.get("id")
+        queue: asyncio.Queue[JSONObject] = asyncio.Queue()
+        self.listeners.append(queue)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        ack = {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": params.get("notifications") or {}, "_meta": {_SUBSCRIPTION: listen_id}},
+        }
+        try:
+            while True:
+                data = _encode(ack)
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"event: message\ndata: " + data + b"\n\n",
+                        "more_body": True,
+                    }
+                )
+                notification = await queue.get()
+                params = dict(notification.get("params") or {})
+                params["_meta"] = {**(params.get("_meta") or {}), _SUBSCRIPTION: listen_id}
+                ack = {**notification, "params": params}
+        finally:
+            self.listeners.remove(queue)
 
     async def _dispatch(
         self, message: JSONObject, headers: Mapping[str, str], emit: Callable[[JSONObject], Awaitable[None]] | None

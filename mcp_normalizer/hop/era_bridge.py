@@ -1,0 +1,767 @@
+"""The era bridge's I/O: legacy clients of a 2026-07-28-only upstream, over Streamable HTTP.
+
+:class:`EraBridge` is an ASGI app between the normalizer middleware and the forwarder: the rules
+see the client's legacy traffic as they see any legacy session (and run on it the same way), the
+forwarder carries the bridge's stateless requests upstream with every bound it has. What it
+translates is decided by :mod:`mcp_normalizer.engine.era_bridge` (sans-IO); this module reads and
+writes:
+
+- a legacy ``initialize`` (no session): when the upstream is known to speak only 2026-07-28, it is
+  answered from ``server/discover``; in ``auto`` mode it first goes upstream as it came, and only a
+  refusal (an HTTP error, a JSON-RPC error) is followed by a ``server/discover`` probe; a probe that
+  finds no stateless version gives the client the refusal as it came;
+- a POST of a bridged session: requests the session answers itself, the client's answers to the
+  server's ``input_required`` questions (202), ``notifications/cancelled`` (closes the upstream
+  request's stream, 202), and every other request upstream in the stateless form; the answer comes
+  back as JSON when the server answered JSON and asked nothing, else as an SSE stream (the server's
+  notifications as they came, the questions as legacy requests, the response last);
+- ``GET`` of a bridged session: ``subscriptions/listen`` upstream, its notifications as the session's
+  stream (one per session: a second gets 409); restarted when the session's resource
+  subscriptions change; ended when the upstream ends it (the client reconnects);
+- ``DELETE``: the session and everything in flight in it end.
+
+Everything else (a native legacy upstream, a 2026-07-28 client, a session the upstream minted)
+passes through untouched. A session id the bridge minted and no longer keeps gets 404, so the client
+initializes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..engine.era_bridge import (
+    MAX_ROUNDS,
+    SESSION_PREFIX,
+    Ask,
+    BridgedSession,
+    Complete,
+    LegacyBridge,
+    credential_of,
+    discover_request,
+    is_refusal,
+    legacy_notification,
+    stateless_version,
+)
+from ..errors import ClientDisconnect, DecodeError
+from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
+from ..wire.body import buffer_body, replay
+from ..wire.jsoncodec import dumps, loads
+from ..wire.jsonrpc import IdKey, header, id_key
+from ..wire.modern import request_headers
+from ..wire.responses import error_body, respond
+from ..wire.sse import SSESplitter, parse_event
+
+__all__ = ["EraBridge"]
+
+logger = logging.getLogger("mcp_normalizer.bridge")
+
+#: Request headers never sent upstream on a bridged request (the bridge sets its own).
+_DROP = frozenset(
+    {
+        b"mcp-session-id",
+        b"mcp-protocol-version",
+        b"mcp-method",
+        b"mcp-name",
+        b"last-event-id",
+        b"content-length",
+        b"content-type",
+        b"accept",
+        b"transfer-encoding",
+    }
+)
+_ACCEPT = (b"accept", b"application/json, text/event-stream")
+_JSON_TYPE = (b"content-type", b"application/json")
+_SSE_HEAD = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+#: The most bytes of an upstream refusal kept to decide on a probe (a larger one passes as it came).
+_REFUSAL_BYTES = 64 * 1024
+#: The most bytes of a ``server/discover`` answer read.
+_DISCOVER_BYTES = 1024 * 1024
+#: Upstream ASGI messages that may wait unread (each a chunk of at most one socket read).
+_QUEUE = 16
+
+
+class _UpstreamCall:
+    """One request through the inner app (the forwarder), its response read as it comes.
+
+    The inner app runs in its own task with a ``receive`` that hands out the body once and then
+    waits: :meth:`cancel` makes it report ``http.disconnect``, which the forwarder takes as the
+    client's hang-up (the upstream connection is closed: a 2026-07-28 server's cancellation).
+    """
+
+    def __init__(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
+        self._queue: asyncio.Queue[Message] = asyncio.Queue(_QUEUE)
+        self._gone = asyncio.Event()
+        self._sent = False
+        self._ended = False
+        self.status = 0
+        self.headers: RawHeaders = []
+        self._task = asyncio.create_task(self._run(inner, scope, body))
+
+    async def _run(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
+        async def receive() -> Message:
+            if not self._sent:
+                self._sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await self._gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            await self._queue.put(message)
+
+        try:
+            await inner(scope, receive, send)
+        finally:
+            await self._queue.put({"type": "end"})  # (aclose makes room if nobody reads)
+
+    async def _next(self) -> Message:
+        if self._ended:
+            return {"type": "end"}
+        message = await self._queue.get()
+        if message["type"] == "end":
+            self._ended = True
+        return message
+
+    async def start(self) -> int:
+        """Wait for the response's head; its status (0: the inner app ended without one)."""
+        message = await self._next()
+        if message["type"] != "http.response.start":
+            self._ended = True
+            return 0
+        self.status = int(message["status"])
+        self.headers = list(message.get("headers", []))
+        return self.status
+
+    @property
+    def content_type(self) -> bytes:
+        """The response's media type, lower case, without parameters."""
+        value = next((v for k, v in self.headers if k.lower() == b"content-type"), b"")
+        return value.split(b";", 1)[0].strip().lower()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The response body's chunks, until it ends."""
+        while True:
+            message = await self._next()
+            if message["type"] != "http.response.body":
+                return
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                self._ended = True
+                return
+
+    async def read(self, limit: int) -> tuple[bytes, bool]:
+        """The whole body, or the first ``limit``-odd bytes of it and ``True`` when it is longer."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            parts.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                return b"".join(parts), True
+        return b"".join(parts), False
+
+    def cancel(self) -> None:
+        """Hang up on the upstream request (the forwarder closes its connection)."""
+        self._gone.set()
+
+    def cancelled_by(self, _: object) -> None:
+        """:meth:`cancel`, as a done callback."""
+        self._gone.set()
+
+    async def aclose(self) -> None:
+        """Hang up if still running, and wait for the inner app to end."""
+        self._gone.set()
+        while not self._task.done():
+            try:
+                self._queue.get_nowait()  # unblock a send waiting on a full queue
+            except asyncio.QueueEmpty:
+                await asyncio.wait({self._task}, timeout=0.05)
+        if not self._task.cancelled():
+            self._task.exception()  # retrieved: the forwarder reports its own failures
+
+
+class _ClientStream:
+    """The response to the client of one bridged request: JSON until something must stream."""
+
+    def __init__(self, send: Send, accepts_sse: bool) -> None:
+        self.send = send
+        self.accepts_sse = accepts_sse
+        self.streaming = False
+        self.started = False
+
+    async def event(self, data: bytes) -> None:
+        """Send one SSE event (``event: message``) carrying ``data`` (a JSON-RPC message)."""
+        if not self.streaming:
+            await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
+            self.streaming = self.started = True
+        await self.send(
+            {"type": "http.response.body", "body": b"event: message\ndata: " + data + b"\n\n", "more_body": True}
+        )
+
+    async def finish(self, message: JSONObject | None) -> None:
+        """End the response with ``message`` (``None``: end the stream with nothing more)."""
+        if self.streaming:
+            if message is not None:
+                await self.event(dumps(message))
+            await self.send({"type": "http.response.body", "body": b""})
+        elif message is not None:
+            self.started = True
+            await respond(self.send, 200, dumps(message))
+        else:
+            self.started = True
+            await respond(self.send, 202, b"", None)
+
+
+class EraBridge:
+    """ASGI app: legacy clients of a 2026-07-28 upstream (see the module docstring).
+
+    Args:
+        inner: the app that reaches the upstream (the forwarder).
+        core: the sessions and what was learned of the upstream (:class:`LegacyBridge`).
+        max_body_bytes: the largest request body read (a larger one passes to ``inner``, which refuses it).
+        max_message_bytes: the largest upstream answer translated; a larger JSON answer passes as it came.
+        ask_timeout: seconds a client has to answer one of the server's questions.
+    """
+
+    def __init__(
+        self,
+        inner: ASGIApp,
+        core: LegacyBridge,
+        *,
+        max_body_bytes: int = 16 * 1024 * 1024,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        ask_timeout: float = 300.0,
+    ) -> None:
+        self.inner = inner
+        self.core = core
+        self.max_body_bytes = max_body_bytes
+        self.max_message_bytes = max_message_bytes
+        self.ask_timeout = ask_timeout
+        #: Requests in flight per session: the client's request id to its cancel event.
+        self._inflight: dict[str, dict[IdKey, asyncio.Event]] = {}
+        #: Questions to the client waiting for answers: the minted id to its future.
+        self._asks: dict[tuple[str, IdKey], asyncio.Future[JSONObject]] = {}
+        #: Per session: set when its listen filter changes or it ends (a listening GET wakes up).
+        self._wake: dict[str, asyncio.Event] = {}
+        self._listening: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.core.mode == "legacy":
+            await self.inner(scope, receive, send)
+            return
+        headers: RawHeaders = scope["headers"]
+        session_id = header(headers, b"mcp-session-id")
+        method = scope["method"]
+        if session_id is not None and session_id.startswith(SESSION_PREFIX):
+            await self._in_session(session_id, scope, receive, send)
+            return
+        if method != "POST" or session_id is not None or not (self.core.bridging or self.core.may_probe):
+            await self.inner(scope, receive, send)
+            return
+        try:
+            body, complete, over = await buffer_body(receive, self.max_body_bytes)
+        except ClientDisconnect:
+            return
+        message = _message(body) if complete and not over else None
+        if message is None or message.get("method") != "initialize" or "id" not in message:
+            await self.inner(scope, replay(body, complete, receive), send)
+            return
+        await self._initialize(scope, receive, send, body, message)
+
+    # -- initialize ---------------------------------------------------------------------------
+
+    async def _initialize(self, scope: Scope, receive: Receive, send: Send, body: bytes, message: JSONObject) -> None:
+        if not self.core.bridging:
+            call = _UpstreamCall(self.inner, _scope(scope, "POST", scope["headers"]), body)
+            try:
+                status = await call.start()
+                refused = b""
+                if status and (status >= 400 or call.content_type == b"application/json"):
+                    refused, longer = await call.read(_REFUSAL_BYTES)
+                    parsed = None if longer else _message(refused)
+                    if not longer and is_refusal(status, parsed):
+                        await call.aclose()
+                        if await self._probe_and_open(scope, send, message):
+                            return
+                        await _relay_whole(send, call, refused)
+                        return
+                    await _relay_rest(send, call, refused)
+                    return
+                await _relay_rest(send, call, refused)
+            finally:
+                await call.aclose()
+            return
+        version = self.core.upstream_version
+        assert version is not None
+        discovered, probe, raw = await self._discover(scope, message, version)
+        if discovered is None:
+            if probe is not None and probe.status:
+                await _relay_whole(send, probe, raw)
+            else:
+                await respond(
+                    send,
+                    502,
+                    error_body(message.get("id"), "the 2026-07-28 upstream did not answer server/discover", -32603),
+                )
+            return
+        await self._open(scope, send, message, discovered, version)
+
+    async def _probe_and_open(self, scope: Scope, send: Send, message: JSONObject) -> bool:
+        discovered, _, _ = await self._discover(scope, message, "2026-07-28")
+        version = stateless_version(discovered)
+        if discovered is None or version is None:
+            return False
+        if version != "2026-07-28":
+            discovered, _, _ = await self._discover(scope, message, version)
+            if discovered is None:
+                return False
+        self.core.learned(version)
+        logger.info(
+            "the upstream refused initialize and answered server/discover for %s: legacy clients are bridged", version
+        )
+        await self._open(scope, send, message, discovered, version)
+        return True
+
+    async def _discover(
+        self, scope: Scope, message: JSONObject, version: str
+    ) -> tuple[JSONObject | None, _UpstreamCall | None, bytes]:
+        request = discover_request(message, version)
+        call = _UpstreamCall(self.inner, self._upstream_scope(scope, request, version, None), dumps(request))
+        try:
+            status = await call.start()
+            if status != 200:
+                raw, _ = await call.read(_REFUSAL_BYTES)
+                return None, call, raw
+            response = await _response_of(call, request.get("id"), _DISCOVER_BYTES)
+        finally:
+            await call.aclose()
+        result = response.get("result") if response is not None else None
+        return (result if isinstance(result, dict) else None), call, b""
+
+    async def _open(self, scope: Scope, send: Send, message: JSONObject, discovered: JSONObject, version: str) -> None:
+        credential = credential_of(header(scope["headers"], b"authorization"))
+        session, result = self.core.open(message, discovered, version, credential=credential, now=time.monotonic())
+        body = dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
+        await respond(send, 200, body, headers=[(b"mcp-session-id", session.id.encode())])
+
+    # -- a bridged session --------------------------------------------------------------------
+
+    async def _in_session(self, session_id: str, scope: Scope, receive: Receive, send: Send) -> None:
+        credential = credential_of(header(scope["headers"], b"authorization"))
+        _, session = self.core.lookup(session_id, credential, time.monotonic())
+        if session is None:
+            await respond(send, 404, error_body(None, "Session not found", -32001))
+            return
+        method = scope["method"]
+        if method == "DELETE":
+            self._end(session)
+            await respond(send, 204, b"", None)
+            return
+        if method == "GET":
+            await self._listen(session, scope, receive, send)
+            return
+        if method != "POST":
+            await respond(send, 405, b"", None, headers=[(b"allow", b"GET, POST, DELETE")])
+            return
+        try:
+            body, complete, over = await buffer_body(receive, self.max_body_bytes)
+        except ClientDisconnect:
+            return
+        if over or not complete:
+            await respond(send, 413, error_body(None, f"request body over {self.max_body_bytes} bytes", -32600))
+            return
+        try:
+            parsed = loads(body)
+        except DecodeError:
+            await respond(send, 400, error_body(None, "Parse error: the body is not JSON", -32700))
+            return
+        if not isinstance(parsed, dict):
+            await respond(send, 400, error_body(None, "a bridged session takes one JSON-RPC message per POST", -32600))
+            return
+        if "method" not in parsed:
+            self._answered(session, parsed)
+            await respond(send, 202, b"", None)
+            return
+        if "id" not in parsed:
+            self._notified(session, parsed)
+            await respond(send, 202, b"", None)
+            return
+        local = session.local_answer(parsed)
+        if local is not None:
+            if parsed.get("method") in ("resources/subscribe", "resources/unsubscribe"):
+                self._wake_up(session.id)
+            await respond(send, 200, dumps(local))
+            return
+        accept = header(scope["headers"], b"accept") or ""
+        stream = _ClientStream(send, "text/event-stream" in accept or "*/*" in accept or not accept)
+        session.busy += 1
+        cancelled = asyncio.Event()
+        key = id_key(parsed.get("id"))
+        inflight = self._inflight.setdefault(session.id, {})
+        if key is not None:
+            inflight[key] = cancelled
+        watcher = asyncio.ensure_future(_hang_up(receive, cancelled))  # the client's hang-up cancels it
+        try:
+            await self._relay(session, scope, parsed, stream, cancelled)
+        finally:
+            watcher.cancel()
+            session.busy -= 1
+            session.last_used = time.monotonic()
+            if key is not None:
+                inflight.pop(key, None)
+            if not inflight:
+                self._inflight.pop(session.id, None)
+
+    def _answered(self, session: BridgedSession, message: JSONObject) -> None:
+        key = id_key(message.get("id"))
+        future = self._asks.pop((session.id, key), None) if key is not None else None
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def _notified(self, session: BridgedSession, message: JSONObject) -> None:
+        if message.get("method") != "notifications/cancelled":
+            return  # 2026-07-28 defines no client notification over HTTP: accepted, nothing to do
+        params = message.get("params")
+        key = id_key(params.get("requestId")) if isinstance(params, dict) else None
+        event = self._inflight.get(session.id, {}).get(key) if key is not None else None
+        if event is not None:
+            event.set()
+
+    def _end(self, session: BridgedSession) -> None:
+        self.core.close(session.id)
+        for event in self._inflight.pop(session.id, {}).values():
+            event.set()
+        self._wake_up(session.id)
+
+    def _wake_up(self, session_id: str) -> None:
+        event = self._wake.get(session_id)
+        if event is not None:
+            event.set()
+
+    async def _relay(
+        self,
+        session: BridgedSession,
+        scope: Scope,
+        message: JSONObject,
+        stream: _ClientStream,
+        cancelled: asyncio.Event,
+    ) -> None:
+        """Send ``message`` upstream (again after each round of questions) and its answer to the client."""
+        upstream = session.stateless(message)
+        upstream_id: JSON = message.get("id")
+        for round_ in range(MAX_ROUNDS + 1):
+            if round_:
+                upstream_id = f"{SESSION_PREFIX}retry.{round_}.{message.get('id')}"
+            outcome = await self._one_round(session, scope, message, upstream, upstream_id, stream, cancelled)
+            if outcome is None:
+                return  # answered as it came, or cancelled
+            if isinstance(outcome, Complete):
+                await stream.finish(outcome.message)
+                return
+            if not stream.accepts_sse:
+                await stream.finish(_error(message, "the server asks for input, which needs an SSE stream (Accept)"))
+                return
+            responses = await self._ask(session, outcome, stream, cancelled)
+            if responses is None:
+                await stream.finish(
+                    None if cancelled.is_set() else _error(message, "the client gave no answer in time")
+                )
+                return
+            if isinstance(responses, str):
+                await stream.finish(_error(message, responses))
+                return
+            upstream = session.retry(message, "", responses, outcome.state)
+        await stream.finish(_error(message, f"the server asked for input more than {MAX_ROUNDS} times"))
+
+    async def _one_round(
+        self,
+        session: BridgedSession,
+        scope: Scope,
+        message: JSONObject,
+        upstream: JSONObject,
+        upstream_id: JSON,
+        stream: _ClientStream,
+        cancelled: asyncio.Event,
+    ) -> Complete | Ask | None:
+        upstream["id"] = upstream_id
+        declared = self.core.declared_for(upstream)
+        call = _UpstreamCall(
+            self.inner, self._upstream_scope(scope, upstream, session.version, declared), dumps(upstream)
+        )
+        stop = asyncio.ensure_future(cancelled.wait())
+        stop.add_done_callback(call.cancelled_by)
+        try:
+            status = await call.start()
+            if cancelled.is_set():
+                await stream.finish(None)
+                return None
+            kind = call.content_type
+            if status == 200 and kind == b"text/event-stream":
+                return await self._from_stream(session, message, call, upstream_id, stream, cancelled)
+            raw, longer = await call.read(self.max_message_bytes)
+            if cancelled.is_set():
+                await stream.finish(None)
+                return None
+            parsed = None if longer else _message(raw)
+            if parsed is not None and ("result" in parsed or "error" in parsed):
+                if status == 200 or "error" in parsed:
+                    return self._outcome(session, message, parsed)
+            if stream.started:
+                await stream.finish(_error(message, f"the upstream answered HTTP {status} with no JSON-RPC response"))
+                return None
+            await _relay_whole(stream.send, call, raw, rest=longer)
+            stream.started = True
+            return None
+        finally:
+            stop.cancel()
+            await call.aclose()
+
+    def _outcome(self, session: BridgedSession, message: JSONObject, response: JSONObject) -> Complete | Ask:
+        if message.get("method") == "tools/list" and isinstance(response.get("result"), dict):
+            self.core.saw_tools(response["result"])
+        return session.answer(message, response)
+
+    async def _from_stream(
+        self,
+        session: BridgedSession,
+        message: JSONObject,
+        call: _UpstreamCall,
+        upstream_id: JSON,
+        stream: _ClientStream,
+        cancelled: asyncio.Event,
+    ) -> Complete | Ask | None:
+        splitter = SSESplitter(self.max_message_bytes)
+        wanted = id_key(upstream_id)
+        async for chunk in call.chunks():
+            for block in splitter.feed(chunk):
+                event = parse_event(block)
+                if event.data is None:
+                    continue
+                parsed = _message(event.data)
+                if parsed is None:
+                    continue
+                if "method" not in parsed and id_key(parsed.get("id")) == wanted:
+                    return self._outcome(session, message, parsed)
+                if stream.accepts_sse:
+                    await stream.event(event.data)  # a notification of the request, as it came
+            if splitter.overflowed:
+                break
+        if cancelled.is_set():
+            await stream.finish(None)
+            return None
+        await stream.finish(_error(message, "the server's stream ended before its response"))
+        return None
+
+    async def _ask(
+        self, session: BridgedSession, ask: Ask, stream: _ClientStream, cancelled: asyncio.Event
+    ) -> JSONObject | str | None:
+        """Send the server's questions to the client and wait for every answer: the
+        ``inputResponses``, a reason the request fails (a client's error), or ``None`` (cancelled or
+        no answer in time)."""
+        loop = asyncio.get_running_loop()
+        futures: dict[IdKey, asyncio.Future[JSONObject]] = {}
+        for request in ask.requests:
+            key = id_key(request["id"])
+            assert key is not None
+            futures[key] = self._asks[(session.id, key)] = loop.create_future()
+            await stream.event(dumps(request))
+        if not futures:
+            return {}
+        stop: asyncio.Future[Any] = asyncio.ensure_future(cancelled.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {*futures.values(), stop}, timeout=self.ask_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            while stop not in done and not all(f.done() for f in futures.values()):
+                pending = {f for f in futures.values() if not f.done()}
+                done, _ = await asyncio.wait(
+                    {*pending, stop}, timeout=self.ask_timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    return None
+            if stop in done or not all(f.done() for f in futures.values()):
+                return None
+            responses: JSONObject = {}
+            for key, future in futures.items():
+                answer = future.result()
+                if "result" not in answer:
+                    error = answer.get("error")
+                    text = error.get("message") if isinstance(error, dict) else None
+                    return f"the client could not answer the server's {ask.keys[key]!r} request: {text}"
+                responses[ask.keys[key]] = answer["result"]
+            return responses
+        finally:
+            stop.cancel()
+            for key in futures:
+                self._asks.pop((session.id, key), None)
+
+    # -- the session's GET stream ---------------------------------------------------------------
+
+    async def _listen(self, session: BridgedSession, scope: Scope, receive: Receive, send: Send) -> None:
+        if session.listen_request(0) is None:
+            await respond(send, 405, b"", None, headers=[(b"allow", b"POST, DELETE")])
+            return
+        if session.id in self._listening:
+            await respond(send, 409, error_body(None, "the session's stream is already open", -32600))
+            return
+        self._listening.add(session.id)
+        wake = self._wake.setdefault(session.id, asyncio.Event())
+        gone = asyncio.Event()
+        watcher = asyncio.ensure_future(_hang_up(receive, gone, wake))
+        session.busy += 1
+        started = False
+        try:
+            rounds = 0
+            while not gone.is_set() and session.id in self.core.sessions:
+                wake.clear()
+                rounds += 1
+                request = session.listen_request(f"{SESSION_PREFIX}listen.{rounds}")
+                if request is None:
+                    break
+                call = _UpstreamCall(
+                    self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request)
+                )
+                waker = asyncio.ensure_future(wake.wait())
+                waker.add_done_callback(call.cancelled_by)
+                try:
+                    status = await call.start()
+                    if status != 200 or call.content_type != b"text/event-stream":
+                        if not started:
+                            raw, longer = await call.read(_REFUSAL_BYTES)
+                            await _relay_whole(send, call, raw, rest=longer)
+                            started = True
+                        return
+                    if not started:
+                        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
+                        started = True
+                    ended = await self._relay_listen(call, send)
+                finally:
+                    waker.cancel()
+                    await call.aclose()
+                if ended and not wake.is_set():
+                    break  # the server ended the stream: so does the client's (it reconnects)
+        finally:
+            watcher.cancel()
+            session.busy -= 1
+            session.last_used = time.monotonic()
+            self._listening.discard(session.id)
+            if session.id not in self.core.sessions:
+                self._wake.pop(session.id, None)
+            if started:
+                try:
+                    await send({"type": "http.response.body", "body": b""})
+                except OSError:
+                    pass
+
+    async def _relay_listen(self, call: _UpstreamCall, send: Send) -> bool:
+        """Relay one listen stream's notifications; True when the stream ended (not woken)."""
+        splitter = SSESplitter(self.max_message_bytes)
+        async for chunk in call.chunks():
+            for block in splitter.feed(chunk):
+                event = parse_event(block)
+                if event.data is None:
+                    if block.lstrip().startswith(b":"):
+                        await send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
+                    continue
+                parsed = _message(event.data)
+                if parsed is None or "method" not in parsed:
+                    continue  # the listen request's own end
+                out = legacy_notification(parsed)
+                if out is not None:
+                    data = event.data if out is parsed else dumps(out)
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b"event: message\ndata: " + data + b"\n\n",
+                            "more_body": True,
+                        }
+                    )
+            if splitter.overflowed:
+                break
+        return True
+
+    # -- upstream requests ----------------------------------------------------------------------
+
+    def _upstream_scope(
+        self, scope: Scope, message: JSONObject, version: str, declared: dict[str, tuple[str, ...]] | None
+    ) -> Scope:
+        headers = [(k, v) for k, v in scope["headers"] if k not in _DROP and not k.startswith(b"mcp-param-")]
+        headers += [_ACCEPT, _JSON_TYPE, *request_headers(message, version, declared)]
+        return _scope(scope, "POST", headers)
+
+
+async def _hang_up(receive: Receive, *events: asyncio.Event) -> None:
+    """Set ``events`` when the client hangs up (its ``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    for event in events:
+        event.set()
+
+
+def _scope(scope: Scope, method: str, headers: RawHeaders) -> Scope:
+    out = {k: v for k, v in scope.items() if k != HANG_UP}
+    out["method"] = method
+    out["headers"] = headers
+    return out
+
+
+def _message(body: bytes) -> JSONObject | None:
+    try:
+        value = loads(body)
+    except DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _error(message: JSONObject, text: str) -> JSONObject:
+    return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32603, "message": text}}
+
+
+async def _response_of(call: _UpstreamCall, request_id: JSON, limit: int) -> JSONObject | None:
+    """The JSON-RPC response to ``request_id`` in a JSON or SSE answer (bounded), or ``None``."""
+    if call.content_type == b"text/event-stream":
+        splitter = SSESplitter(limit)
+        wanted = id_key(request_id)
+        async for chunk in call.chunks():
+            for block in splitter.feed(chunk):
+                event = parse_event(block)
+                parsed = _message(event.data) if event.data is not None else None
+                if parsed is not None and "method" not in parsed and id_key(parsed.get("id")) == wanted:
+                    return parsed
+            if splitter.overflowed:
+                return None
+        return None
+    raw, longer = await call.read(limit)
+    return None if longer else _message(raw)
+
+
+async def _relay_whole(send: Send, call: _UpstreamCall, body: bytes, *, rest: bool = False) -> None:
+    """Send the upstream's answer as it came: its status and headers, ``body``, and (``rest``) the
+    rest of its body."""
+    head = [(k, v) for k, v in call.headers if k.lower() not in (b"content-length", b"transfer-encoding")]
+    if not rest:
+        await respond(send, call.status or 502, body, None, headers=head)
+        return
+    await send({"type": "http.response.start", "status": call.status, "headers": head})
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+    async for chunk in call.chunks():
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _relay_rest(send: Send, call: _UpstreamCall, read: bytes) -> None:
+    """Relay an answer whose head came and whose first ``read`` bytes were read, chunk by chunk."""
+    if not call.status:
+        await respond(send, 502, error_body(None, "the upstream gave no answer", -32603))
+        return
+    await send({"type": "http.response.start", "status": call.status, "headers": call.headers})
+    if read:
+        await send({"type": "http.response.body", "body": read, "more_body": True})
+    async for chunk in call.chunks():
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
