@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..types import JSON, JSONObject
-from ..wire.eras import ERAS, era_of
+from ..wire.eras import ERAS, era_of, known
 from ..wire.jsonrpc import IdKey, id_key
 from ..wire.modern import (
     CLIENT_CAPABILITIES_META,
@@ -104,13 +104,14 @@ MAX_DECLARED_TOOLS = 4096
 
 def stateless_version(discovered: JSON) -> str | None:
     """The newest version in a ``server/discover`` result's ``supportedVersions`` that the registry
-    reads as a stateless era, or ``None`` (no such version: the server is no 2026-07-28 server)."""
+    knows as a stateless era, or ``None`` (none: the bridge does not speak the server's era; a
+    version the registry only reads as one, a draft among them, is not spoken for a client)."""
     if not isinstance(discovered, dict):
         return None
     versions = discovered.get("supportedVersions")
     if not isinstance(versions, list):
         return None
-    stateless = [v for v in versions if isinstance(v, str) and era_of(v).stateless]
+    stateless = [v for v in versions if isinstance(v, str) and known(v) and era_of(v).stateless]
     return max(stateless) if stateless else None
 
 
