@@ -52,7 +52,7 @@ from .ops.tracing import tracing_for
 from .ops.withheld import WithheldTools
 from .types import CONNECTION, JSON, ASGIApp, Message, RawHeaders, Receive, Scope, Send
 from .wire.body import buffer_body, replay, with_length
-from .wire.eras import era_of
+from .wire.eras import UPSTREAM_ERA_KEY, era_of
 from .wire.forwarded import ForwardingPolicy, parse_networks
 from .wire.jsonrpc import (
     TOOLS_CALL,
@@ -260,6 +260,7 @@ class NormalizerMiddleware:
             private=private,
             own_stream=True,
             witness_of=self._witness_of(headers, info.era, state),
+            upstream_eras=scope.get(UPSTREAM_ERA_KEY),
         )
         names = await self._names(scope, info, exchange, body)
         mismatched = mismatched_calls(exchange, body, info.pending, names)
@@ -359,6 +360,7 @@ class NormalizerMiddleware:
             self.scopes.public,
             client=self.config.for_client(state.client),
             witness_of=self._witness_of(headers, era, state),
+            upstream_eras=scope.get(UPSTREAM_ERA_KEY),
         )
         unknown: set[str] = set()
         fetch_info = None

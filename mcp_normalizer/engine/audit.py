@@ -69,6 +69,7 @@ class AuditLog:
         era: str | None,
         listed: bool = True,
         client: str = "unknown",
+        upstream_era: str | None = None,
     ) -> None:
         """Log one record as one line (``extra["audit"]`` holds the fields for formatters and tests).
 
@@ -94,6 +95,8 @@ class AuditLog:
             "pointers": list(rewrite.pointers),
             "reason": rewrite.reason,
         }
+        if upstream_era is not None:
+            fields["upstream_era"] = upstream_era  # the era bridge speaks another era upstream
         if rewrite.for_clients:
             fields["client_fault"] = rewrite.for_clients  # made for clients not known to accept the original
         if rewrite.lossy:

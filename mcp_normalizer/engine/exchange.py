@@ -73,6 +73,12 @@ class Exchange:
     own_stream: bool = False
     witness: str | None = None
     witness_of: Callable[[], str | None] | None = None
+    upstream_eras: list[str] | None = None
+
+    @property
+    def upstream_era(self) -> str | None:
+        """The era the upstream side speaks when it is not :attr:`era` (a bridged session), else ``None``."""
+        return self.upstream_eras[-1] if self.upstream_eras else None
 
     def witnessed_by(self) -> str | None:
         """Who the results go to, as lessons count witnesses (:attr:`witness`, made on first use)."""

@@ -387,6 +387,7 @@ class ResponseTransformer:
             era=exchange.era,
             listed=listed,
             client=exchange.client.label,
+            upstream_era=exchange.upstream_era,
         )
 
     def _finish_json(self) -> bytes:

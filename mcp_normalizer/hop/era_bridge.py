@@ -49,6 +49,7 @@ from ..engine.era_bridge import (
 from ..errors import ClientDisconnect, DecodeError
 from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body, replay
+from ..wire.eras import UPSTREAM_ERA_KEY
 from ..wire.jsoncodec import dumps, loads
 from ..wire.jsonrpc import IdKey, header, id_key
 from ..wire.modern import request_headers
@@ -258,6 +259,7 @@ class EraBridge:
         session_id = header(headers, b"mcp-session-id")
         method = scope["method"]
         if session_id is not None and session_id.startswith(SESSION_PREFIX):
+            _bridged(scope, self.core.upstream_version)
             await self._in_session(session_id, scope, receive, send)
             return
         if method != "POST" or session_id is not None or not (self.core.bridging or self.core.may_probe):
@@ -298,6 +300,7 @@ class EraBridge:
             return
         version = self.core.upstream_version
         assert version is not None
+        _bridged(scope, version)
         discovered, probe, raw = await self._discover(scope, message, version)
         if discovered is None:
             if probe is not None and probe.status:
@@ -321,6 +324,7 @@ class EraBridge:
             if discovered is None:
                 return False
         self.core.learned(version)
+        _bridged(scope, version)
         logger.info(
             "the upstream refused initialize and answered server/discover for %s: legacy clients are bridged", version
         )
@@ -693,6 +697,13 @@ class EraBridge:
         headers = [(k, v) for k, v in scope["headers"] if k not in _DROP and not k.startswith(b"mcp-param-")]
         headers += [_ACCEPT, _JSON_TYPE, *request_headers(message, version, declared)]
         return _scope(scope, "POST", headers)
+
+
+def _bridged(scope: Scope, version: str | None) -> None:
+    """Note in ``scope`` that the upstream side speaks ``version`` (the logs and spans read it)."""
+    eras = scope.get(UPSTREAM_ERA_KEY)
+    if isinstance(eras, list) and version is not None:
+        eras.append(version)
 
 
 async def _hang_up(receive: Receive, *events: asyncio.Event) -> None:

@@ -8,7 +8,8 @@ access log on, one JSON line per request goes to ``mcp_normalizer.access``: meth
 query, which may carry secrets), status, duration, response bytes, and the protocol version the
 request names (``era``: the one the middleware read from its header, ``_meta`` or ``initialize``,
 noted in ``scope["mcp_normalizer.era"]``, else its ``MCP-Protocol-Version`` header; ``null`` when it
-names none). Client and upstream speak the same era: the proxy passes the negotiation through.
+names none), and the one the upstream side speaks (``upstream_era``: the same, unless the era bridge
+speaks 2026-07-28 upstream for a legacy client: :mod:`mcp_normalizer.hop.era_bridge`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import time
 
 from ..types import Message, Scope, Send
+from ..wire.eras import UPSTREAM_ERA_KEY
 from ..wire.jsonrpc import WATCHED_METHODS, header
 from .metrics import Metrics
 
@@ -69,6 +71,7 @@ class RequestRecord:
         """Begin recording the request of ``scope``; its responses go through the returned ``send``."""
         announced = header(scope["headers"], b"mcp-method")
         scope[RPC_METHOD_KEY] = metric_method(announced)
+        scope[UPSTREAM_ERA_KEY] = []  # (the era bridge's, if it speaks another era upstream)
         return Observed(self, scope, send)
 
 
@@ -114,6 +117,7 @@ class Observed:
         if self._record.access_log:
             scope = self._scope
             era = scope.get(ERA_KEY) or header(scope["headers"], b"mcp-protocol-version")
+            bridged = scope.get(UPSTREAM_ERA_KEY)
             fields = {
                 "event": "access",
                 "method": scope["method"],
@@ -123,5 +127,6 @@ class Observed:
                 "duration_ms": round((time.monotonic() - self.started) * 1000, 2),
                 "bytes": self.sent,
                 "era": era[:_ERA_CHARS] if era else None,
+                "upstream_era": bridged[-1] if bridged else (era[:_ERA_CHARS] if era else None),
             }
             access_logger.info("%s %s %s", scope["method"], scope["path"], self.status, extra={"audit": fields})

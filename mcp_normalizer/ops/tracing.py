@@ -65,7 +65,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points, version
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from msgspec import UNSET
@@ -76,6 +76,7 @@ from ..engine.normalize import Record
 from ..errors import ConfigError, DecodeError
 from ..types import JSON, Message, RawHeaders, Receive, Scope, Send
 from ..wire.body import with_length
+from ..wire.eras import UPSTREAM_ERA_KEY
 from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
 from ..wire.jsonrpc import TOOLS_CALL, IdKey, RequestInfo, header, id_key, read_batch, read_envelope
 from ..wire.sse import SSESplitter, parse_event
@@ -305,7 +306,8 @@ class Tracing:
                 name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
             )
             spans[key] = _Open(span, trace.set_span_in_context(span, parent), pending.method)
-        return Trace(spans)
+        bridged = scope.get(UPSTREAM_ERA_KEY)
+        return Trace(spans, bridged if isinstance(bridged, list) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,8 +366,9 @@ class Trace:
     """The spans of one POST exchange, by JSON-RPC id key; a context manager around the exchange
     (every span still open ends with it, with ``error.type`` when an exception broke it)."""
 
-    def __init__(self, spans: dict[IdKey, _Open]) -> None:
+    def __init__(self, spans: dict[IdKey, _Open], upstream_eras: list[str] | None = None) -> None:
         self.spans = spans
+        self._upstream_eras = upstream_eras
         self._first = next(iter(spans.values()), None)
         self._http_error: str | None = None
 
@@ -446,7 +449,12 @@ class Trace:
         elif tool_error and opened.method == TOOLS_CALL:
             span.set_attribute("error.type", "tool_error")
             span.set_status(StatusCode.ERROR)
+        self._bridged(span)
         span.end()
+
+    def _bridged(self, span: Any) -> None:
+        if self._upstream_eras:  # the era bridge spoke another era upstream
+            span.set_attribute("mcp.upstream.protocol.version", self._upstream_eras[-1])
 
     def http_status(self, status: int) -> None:
         """The response's HTTP status: an error one is the ``error.type`` of requests left unanswered."""
@@ -465,6 +473,7 @@ class Trace:
             if error_type is not None:
                 opened.span.set_attribute("error.type", error_type)
                 opened.span.set_status(StatusCode.ERROR)
+            self._bridged(opened.span)
             opened.span.end()
 
 

@@ -147,6 +147,11 @@ ERAS: tuple[Era, ...] = (
     ),
 )
 
+#: The scope key of the era the upstream side of a request speaks when it is not the client's (the
+#: era bridge's): a list shared by every copy of the scope, the bridge appends the version it speaks
+#: upstream (the access log, the rewrite log and the spans read its last item; empty: the same era).
+UPSTREAM_ERA_KEY = "mcp_normalizer.upstream_era"
+
 #: The known eras by version.
 BY_VERSION: dict[str, Era] = {era.version: era for era in ERAS}
 OLDEST = ERAS[0]
