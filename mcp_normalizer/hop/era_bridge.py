@@ -269,7 +269,7 @@ class EraBridge:
             body, complete, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
             return
-        message = _message(body) if complete and not over else None
+        message = _message(body) if complete and not over and b"initialize" in body else None
         if message is None or message.get("method") != "initialize" or "id" not in message:
             await self.inner(scope, replay(body, complete, receive), send)
             return
