@@ -14,11 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcp_normalizer.engine.era_bridge import (
+    MAX_SESSION_BYTES,
     SESSION_PREFIX,
     Ask,
     BridgedSession,
     Complete,
     LegacyBridge,
+    TooLarge,
     credential_of,
     discover_request,
     initialize_result,
@@ -469,3 +471,17 @@ def test_the_tool_listing_teaches_which_calls_need_param_headers_and_forgets_bou
     for i in range(5000):
         bridge.saw_tools({"tools": [{**tool, "name": f"t{i}"}]})
     assert len(bridge.declared) <= 4096
+
+
+def test_what_a_session_keeps_of_its_client_is_bounded_in_bytes() -> None:
+    bridge = LegacyBridge("2026-07-28")
+    huge = initialize(capabilities={"experimental": {"x": "ü" * 40_000}})
+    with pytest.raises(TooLarge):
+        bridge.open(huge, DISCOVERED, "2026-07-28", credential=None, now=0.0)
+    assert not bridge.sessions
+    s, _ = bridge.open(initialize(), DISCOVERED, "2026-07-28", credential=None, now=0.0)
+    long_uri = "file:///" + "a" * 30_000
+    assert "result" in s.local_answer({"id": 1, "method": "resources/subscribe", "params": {"uri": long_uri}})  # type: ignore[operator]
+    refused = s.local_answer({"id": 2, "method": "resources/subscribe", "params": {"uri": long_uri + "b" * 40_000}})
+    assert refused is not None and refused["error"]["code"] == -32603 and s.subscriptions == [long_uri]
+    assert s.kept_bytes <= MAX_SESSION_BYTES

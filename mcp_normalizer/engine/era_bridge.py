@@ -47,8 +47,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import DecodeError
 from ..types import JSON, JSONObject
 from ..wire.eras import ERAS, era_of, known
+from ..wire.jsoncodec import dumps
 from ..wire.jsonrpc import IdKey, id_key
 from ..wire.modern import (
     CLIENT_CAPABILITIES_META,
@@ -67,6 +69,7 @@ __all__ = [
     "BridgedSession",
     "Complete",
     "LegacyBridge",
+    "TooLarge",
     "discover_request",
     "initialize_result",
     "legacy_notification",
@@ -98,6 +101,10 @@ _SESSION_VERSIONS = tuple(era.version for era in ERAS if era.sessions)
 _NEWEST_SESSION_ERA = _SESSION_VERSIONS[-1]
 #: Resource URIs one session may subscribe to (each goes into every listen filter).
 MAX_SUBSCRIPTIONS = 1024
+#: Bytes of what one session keeps of its client (capabilities, clientInfo, subscribed URIs, as
+#: JSON): the client chooses them, so the bound is what keeps sessions x size bounded. Real clients
+#: declare a few hundred bytes.
+MAX_SESSION_BYTES = 64 * 1024
 #: ``x-mcp-header`` declarations kept (tools whose calls need ``Mcp-Param-*`` headers).
 MAX_DECLARED_TOOLS = 4096
 
@@ -175,6 +182,14 @@ def legacy_notification(message: JSONObject) -> JSONObject | None:
     if rest:
         new_params["_meta"] = rest
     return {**message, "params": new_params}
+
+
+def _size(value: JSON) -> int:
+    """Bytes of ``value`` as JSON (a value JSON cannot carry, a lone surrogate, by its repr)."""
+    try:
+        return len(dumps(value))
+    except DecodeError:
+        return len(repr(value))
 
 
 def _object(value: JSON) -> JSONObject:
@@ -263,6 +278,8 @@ class BridgedSession:
             if method == "resources/subscribe" and uri not in self.subscriptions:
                 if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
                     return _error(rid, -32603, f"at most {MAX_SUBSCRIPTIONS} resource subscriptions per session")
+                if self.kept_bytes + len(uri.encode("utf-8", "surrogatepass")) + 4 > MAX_SESSION_BYTES:
+                    return _error(rid, -32603, f"a session keeps at most {MAX_SESSION_BYTES} bytes of subscriptions")
                 self.subscriptions.append(uri)
                 self.filter_version += 1
             elif method == "resources/unsubscribe" and uri in self.subscriptions:
@@ -274,6 +291,11 @@ class BridgedSession:
         return None
 
     # -- requests that go to the server ---------------------------------------------------------
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes the session keeps of its client (its capabilities, info and subscriptions as JSON)."""
+        return _size([self.capabilities, self.client_info, self.subscriptions, self.log_level])
 
     def stateless(self, message: JSONObject, new_id: JSON = None) -> JSONObject:
         """``message`` in the 2026-07-28 form: the session's protocol fields in ``params._meta`` (the
@@ -380,6 +402,10 @@ def credential_of(authorization: str | None) -> str | None:
 Lookup = Literal["ours", "gone", "foreign"]
 
 
+class TooLarge(ValueError):
+    """What a client asks a session to keep is over :data:`MAX_SESSION_BYTES`."""
+
+
 class LegacyBridge:
     """The bridged sessions of one upstream, and what the bridge learned of the upstream's era.
 
@@ -427,11 +453,19 @@ class LegacyBridge:
 
         Returns:
             The session, and the ``InitializeResult`` for the client.
+
+        Raises:
+            TooLarge: the client's capabilities and info are over :data:`MAX_SESSION_BYTES` as JSON.
         """
+        params = _object(initialize.get("params"))
+        kept = _size([params.get("capabilities"), params.get("clientInfo")])
+        if kept > MAX_SESSION_BYTES:
+            raise TooLarge(
+                f"the client's capabilities and info are {kept} bytes; a session keeps at most {MAX_SESSION_BYTES}"
+            )
         self.expire(now)
         while len(self.sessions) >= self.max_sessions:
             self._evict()
-        params = _object(initialize.get("params"))
         result = initialize_result(initialize, discovered)
         info = params.get("clientInfo")
         session = BridgedSession(

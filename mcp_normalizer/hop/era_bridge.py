@@ -40,6 +40,7 @@ from ..engine.era_bridge import (
     BridgedSession,
     Complete,
     LegacyBridge,
+    TooLarge,
     credential_of,
     discover_request,
     is_refusal,
@@ -349,7 +350,11 @@ class EraBridge:
 
     async def _open(self, scope: Scope, send: Send, message: JSONObject, discovered: JSONObject, version: str) -> None:
         credential = credential_of(header(scope["headers"], b"authorization"))
-        session, result = self.core.open(message, discovered, version, credential=credential, now=time.monotonic())
+        try:
+            session, result = self.core.open(message, discovered, version, credential=credential, now=time.monotonic())
+        except TooLarge as exc:
+            await respond(send, 400, error_body(message.get("id"), str(exc), -32602))
+            return
         body = dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
         await respond(send, 200, body, headers=[(b"mcp-session-id", session.id.encode())])
 
@@ -654,8 +659,7 @@ class EraBridge:
             session.busy -= 1
             session.last_used = time.monotonic()
             self._listening.discard(session.id)
-            if session.id not in self.core.sessions:
-                self._wake.pop(session.id, None)
+            self._wake.pop(session.id, None)
             if started:
                 try:
                     await send({"type": "http.response.body", "body": b""})
