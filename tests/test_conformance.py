@@ -14,11 +14,16 @@ fixture checks ``Host``/``Origin`` on loopback, and so does the proxy). ``json-s
 only because ``mcp_normalizer/engine/rules/clients.py`` lists the suite's client name
 (``conformance-test-client``) among the clients that accept a 2020-12 ``$schema`` and local ``$ref``s; for a
 client it does not know, the proxy removes them.
+
+Through the era bridge (issue 41): the same fixture as a 2026-07-28-only server (``tests/node/modern-fixture``, the
+TS SDK 2.x server half with ``legacy: 'reject'``) behind the proxy scores what the native legacy fixture scores
+directly, scenario by scenario; ``server-sse-polling`` has no 2026-07-28 equivalent (see that test).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections import Counter
@@ -134,3 +139,77 @@ def test_the_proxy_passes_every_conformance_scenario_that_the_suites_own_fixture
     regressions = {name: lines for name in sorted(SCENARIOS) if (lines := worse(direct[name], proxied[name]))}
     assert regressions == {}, json.dumps(regressions, indent=2) + "\nproxy log:\n" + "\n".join(proxy_log[-50:])
     assert proxied_run.returncode == 0, proxied_run.stdout[-4000:] + proxied_run.stderr[-4000:]
+
+
+#: The fixture as a 2026-07-28-only server: the same tools, resources and prompts on the TS SDK 2.x server half
+#: (``@modelcontextprotocol/server``), served with ``legacy: 'reject'`` (see the file's header).
+MODERN_FIXTURE = NODE / "modern-fixture" / "server.mjs"
+#: The suite's client names (its ``clientInfo.name``; the DNS rebinding scenario has its own).
+SUITE_CLIENTS = frozenset({"conformance-test-client", "conformance-dns-rebinding-test"})
+
+
+def served(log: list[str]) -> list[dict[str, str | None]]:
+    """The requests the 2026-07-28 fixture logged (``REQUEST {...}`` lines of its stderr): the HTTP
+    method, the JSON-RPC method, the protocol version and the ``clientInfo.name`` its ``_meta`` named."""
+    return [json.loads(line.removeprefix("REQUEST ")) for line in log if line.startswith("REQUEST ")]
+
+
+def test_the_suite_through_the_era_bridge_scores_what_it_scores_against_the_native_legacy_fixture(
+    tmp_path: Path,
+) -> None:
+    """Issue 41 item 2: the suite (a legacy client: it opens with ``initialize`` at 2025-11-25 and
+    keeps a session) against the native legacy fixture directly, and against the same fixture as a
+    2026-07-28-only server through the proxy, whose era bridge answers the suite's ``initialize``
+    itself from ``server/discover`` and carries every request upstream in the stateless form (sampling
+    and elicitation as ``input_required`` results turned into the legacy requests, resource
+    subscriptions and the log level kept in the bridged session, the GET stream from
+    ``subscriptions/listen``). Every scenario comes out at least as well through the bridge as
+    natively (:func:`worse`): all 44 SUCCESS checks, the same two WARNINGs, no FAILURE.
+
+    Scenario with no 2026-07-28 equivalent: ``server-sse-polling`` (SEP-1699 resumability: the
+    server closes a POST's SSE stream mid-call and the client resumes it with ``Last-Event-ID``).
+    The stateless era has no event ids to resume from and its fixture has no stream to close, so the
+    bridge delivers the result on the first stream; the scenario has no SUCCESS check either way and
+    the same two WARNINGs (no priming event, no retry field), so "not worse" holds and shows nothing
+    about resumability through the bridge.
+    """
+    need_shared("tools", "loopback.cjs")
+    need_shared("tools", "node20-globsync.mjs")
+    if not (NODE / "node_modules" / "@modelcontextprotocol" / "server").exists():
+        if os.environ.get("MCP_NORMALIZER_REQUIRE_SHARED") == "1":
+            raise FileNotFoundError("tests/node needs @modelcontextprotocol/server: run scripts/bootstrap")
+        pytest.skip("needs @modelcontextprotocol/server in tests/node: run scripts/bootstrap (npm ci)")
+    legacy_port, modern_port, proxy_port = free_port(), free_port(), free_port()
+    fixture = ["node", "--require", str(TOOLS / "loopback.cjs"), "--import", str(TSX), str(FIXTURE)]
+    with running(fixture, legacy_port, {"PORT": str(legacy_port)}) as fixture_log:
+        native_run, native = conformance(f"http://127.0.0.1:{legacy_port}/mcp", tmp_path / "native")
+    upstream = f"http://127.0.0.1:{modern_port}/mcp"
+    with running(["node", str(MODERN_FIXTURE)], modern_port, {"PORT": str(modern_port)}) as modern_log:
+        with running([EXE, "--upstream", upstream, "--port", str(proxy_port)], proxy_port) as proxy_log:
+            bridged_run, bridged = conformance(f"http://127.0.0.1:{proxy_port}/mcp", tmp_path / "bridged")
+    logs = "\nproxy log:\n" + "\n".join(proxy_log[-80:]) + "\nserver log:\n" + "\n".join(modern_log[-40:])
+
+    # Natively, as in the test above: every scenario, no FAILURE, 44 SUCCESS checks.
+    assert native_run.returncode == 0, native_run.stdout[-4000:] + "\n".join(fixture_log[-50:])
+    assert set(native) == SCENARIOS, set(native) ^ SCENARIOS
+    assert sum(count(checks, "SUCCESS").total() for checks in native.values()) == 44
+
+    # The upstream really is 2026-07-28-only and was bridged: it refused the suite's first initialize
+    # (the proxy learns the era from it), and every request it served after that was at 2026-07-28
+    # with the suite's own clientInfo (the names its scenarios give).
+    requests = served(modern_log)
+    assert requests and requests[0]["method"] == "initialize" and requests[0]["version"] is None, requests[:3]
+    assert any("legacy clients are bridged" in line for line in proxy_log), logs
+    assert {(r["http"], r["version"]) for r in requests[1:]} == {("POST", "2026-07-28")}, requests
+    assert {r["client"] for r in requests[1:]} == SUITE_CLIENTS
+    methods = {r["method"] for r in requests[1:]}
+    assert {"server/discover", "tools/call", "prompts/get", "resources/read", "subscriptions/listen"} <= methods
+    assert not methods & {"initialize", "ping", "logging/setLevel", "resources/subscribe"}  # answered by the bridge
+
+    # Through the bridge: every scenario ran, none came out worse than natively.
+    assert set(bridged) == SCENARIOS, set(bridged) ^ SCENARIOS
+    regressions = {name: lines for name in sorted(SCENARIOS) if (lines := worse(native[name], bridged[name]))}
+    assert regressions == {}, json.dumps(regressions, indent=2) + logs
+    assert sum(count(checks, "SUCCESS").total() for checks in bridged.values()) == 44
+    assert bridged_run.returncode == 0, bridged_run.stdout[-4000:] + logs
+    assert not [line for line in proxy_log if "Exception in ASGI application" in line], logs

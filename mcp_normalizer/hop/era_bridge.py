@@ -196,11 +196,15 @@ class _ClientStream:
         self.streaming = False
         self.started = False
 
-    async def event(self, data: bytes) -> None:
-        """Send one SSE event (``event: message``) carrying ``data`` (a JSON-RPC message)."""
+    async def open(self) -> None:
+        """Start the response as an SSE stream (its head), unless it is one already."""
         if not self.streaming:
             await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
             self.streaming = self.started = True
+
+    async def event(self, data: bytes) -> None:
+        """Send one SSE event (``event: message``) carrying ``data`` (a JSON-RPC message)."""
+        await self.open()
         await self.send(
             {"type": "http.response.body", "body": b"event: message\ndata: " + data + b"\n\n", "more_body": True}
         )
@@ -555,6 +559,8 @@ class EraBridge:
                 if parsed is None:
                     continue
                 if "method" not in parsed and id_key(parsed.get("id")) == wanted:
+                    if stream.accepts_sse:
+                        await stream.open()  # the server answered with a stream: so does the bridge
                     return self._outcome(session, message, parsed)
                 if stream.accepts_sse:
                     await stream.event(event.data)  # a notification of the request, as it came
@@ -640,10 +646,11 @@ class EraBridge:
                 try:
                     status = await call.start()
                     if status != 200 or call.content_type != b"text/event-stream":
-                        if not started:
+                        if wake.is_set() and not gone.is_set():
+                            continue  # woken before the upstream answered: listen again, with the new filter
+                        if not started:  # the refusal as it came (a whole response: nothing more is sent)
                             raw, longer = await call.read(_REFUSAL_BYTES)
                             await _relay_whole(send, call, raw, rest=longer)
-                            started = True
                         return
                     if not started:
                         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
