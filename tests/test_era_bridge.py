@@ -114,6 +114,8 @@ def test_the_initialize_result_carries_the_servers_capabilities_info_and_instruc
         "serverInfo": {"name": "modern-only", "version": "2.0.0"},
         "instructions": "Ask for ünïcode.",
     }
+    top = {"supportedVersions": ["2026-07-28"], "capabilities": {}, "serverInfo": {"name": "top", "version": "1"}}
+    assert initialize_result(initialize(), top)["serverInfo"] == {"name": "top", "version": "1"}
     unnamed = initialize_result(initialize(), {"supportedVersions": ["2026-07-28"], "capabilities": {}})
     assert set(unnamed) == {"protocolVersion", "capabilities", "serverInfo"}
     assert isinstance(unnamed["serverInfo"]["name"], str) and unnamed["serverInfo"]["version"]

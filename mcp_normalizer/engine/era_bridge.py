@@ -141,14 +141,16 @@ def initialize_result(initialize: JSONObject, discovered: JSONObject) -> JSONObj
 
     The version is the client's own when the registry knows it as a session era, else the newest
     session era (``S2025-11-25/basic/lifecycle.mdx``: the server answers with another version it
-    supports); ``serverInfo`` is the one the discover result names in its ``_meta`` (else a name that
-    says it is unknown); ``capabilities`` and ``instructions`` are the server's.
+    supports); ``serverInfo`` is the one the discover result names in its ``_meta`` (else a
+    top-level ``serverInfo``, else a name that says it is unknown); ``capabilities`` and ``instructions`` are the server's.
     """
     params = initialize.get("params")
     asked = params.get("protocolVersion") if isinstance(params, dict) else None
     version = asked if isinstance(asked, str) and asked in _SESSION_VERSIONS else _NEWEST_SESSION_ERA
     meta = discovered.get("_meta")
     info = meta.get(SERVER_INFO_META) if isinstance(meta, dict) else None
+    if not isinstance(info, dict):
+        info = discovered.get("serverInfo")  # (a server that names itself as a legacy result does)
     result: JSONObject = {
         "protocolVersion": version,
         "capabilities": _object(discovered.get("capabilities")),
