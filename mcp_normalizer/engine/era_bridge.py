@@ -142,7 +142,8 @@ def initialize_result(initialize: JSONObject, discovered: JSONObject) -> JSONObj
     The version is the client's own when the registry knows it as a session era, else the newest
     session era (``S2025-11-25/basic/lifecycle.mdx``: the server answers with another version it
     supports); ``serverInfo`` is the one the discover result names in its ``_meta`` (else a
-    top-level ``serverInfo``, else a name that says it is unknown); ``capabilities`` and ``instructions`` are the server's.
+    top-level ``serverInfo``, else a name that says it is unknown); ``capabilities`` and
+    ``instructions`` are the server's.
     """
     params = initialize.get("params")
     asked = params.get("protocolVersion") if isinstance(params, dict) else None
