@@ -224,6 +224,11 @@ HOST_CAUSES: dict[tuple[str, str], str] = {
 #: through the proxy.
 STDIO_KINDS = ("input_schema_null", "boolean_subschema", "problem_empty_content")
 
+#: The kinds also served by a server that speaks only 2026-07-28 (``ScriptedServer(legacy=False)``:
+#: it refuses ``initialize``); through the proxy the era bridge speaks it for a legacy host
+#: (issue 41).
+MODERN_KINDS = ("text_says_less_invoice", "problem_empty_content")
+
 
 #: Rows from real servers (issue 38 item 3): the server, the tool, the arguments the model calls it
 #: with, and what the row shows. The tool's result is what the server answers a plain client directly
@@ -286,8 +291,9 @@ class Kind:
 
     @property
     def key(self) -> str:
-        """The kind's name in the matrix (``NAME (stdio)`` for the stdio way)."""
-        return self.name if self.way == "http" else f"{self.name} (stdio)"
+        """The kind's name in the matrix (``NAME (stdio)`` for the stdio way, ``NAME (2026-07-28)`` for
+        a server that speaks only 2026-07-28)."""
+        return self.name if self.way == "http" else f"{self.name} ({self.way})"
 
 
 def kinds() -> list[Kind]:
@@ -299,6 +305,7 @@ def kinds() -> list[Kind]:
     ours = [Kind(name, "defined", "list", spec, OK) for name, spec in LIST_KINDS.items()]
     ours += [Kind(name, "defined", "result", spec, result) for name, (spec, result) in RESULT_KINDS.items()]
     stdio = [replace(kind, way="stdio") for kind in ours if kind.name in STDIO_KINDS]
+    stdio += [replace(kind, way="2026-07-28") for kind in ours if kind.name in MODERN_KINDS]
     real = [
         Kind(name, server, "result", {"name": tool}, {}, arguments=arguments)
         for name, (server, tool, arguments) in SERVER_KINDS.items()
@@ -561,7 +568,7 @@ def _routes(kind: Kind) -> Iterator[dict[str, McpServer]]:
         wrapped = ["env", f"PYTHONPATH={ROOT}", EXE, "stdio", "--", *argv]
         yield {"direct": McpServer(SERVER, command=argv), "proxy": McpServer(SERVER, command=wrapped)}
         return
-    server = ScriptedServer([ToolSpec(kind.tool, returning(kind.result)), COMPANION])
+    server = ScriptedServer([ToolSpec(kind.tool, returning(kind.result)), COMPANION], legacy=kind.way == "http")
     with serve(server) as up, proxy_for(up + "/mcp") as px:
         yield {"direct": McpServer(SERVER, up + "/mcp"), "proxy": McpServer(SERVER, px + "/mcp")}
 
@@ -667,6 +674,8 @@ def table(matrix: Matrix) -> str:
         row = [f"`{kind.name}`" + ("" if kind.source == "defined" else f" ({source})"), f"`{kind.tool['name']}`"]
         if kind.way == "stdio":
             row[0] += ", over stdio"
+        elif kind.way != "http":
+            row[0] += f", a {kind.way}-only server"
         for host in matrix.hosts:
             outcome = matrix.cells[(host, kind.key)]
             row += [outcome["direct"].cell(), outcome["proxy"].cell()]
@@ -720,17 +729,19 @@ Generated on {date} by `{COMMAND}` ({cells} cells in {matrix.seconds:.0f} s); th
 `results/hosts-model-view.json` (not committed). `tests/test_host_matrix.py` runs the same matrix and fails when this
 table no longer matches it.
 
-Each row is one fault kind: the first public fault case of that kind (its id in parentheses,
-replayed from the team's fault cases), or a kind defined in `tests/host_matrix.py`. Each real host
-is run offline against a mock of its model API, once against the scripted MCP server directly and
-once through the proxy in front of it (Streamable HTTP), and the mock records what the model
-received. The server serves the tool under test and a plain companion tool. The rows marked "over
-stdio" run the server as a command instead: directly the host starts the server's own command,
-through the proxy `mcp-normalizer stdio -- CMD`. The last rows are real servers, the server's name in
-parentheses: `@modelcontextprotocol/server-everything` in its Streamable HTTP mode, a FastMCP server
-with the usual faults (a `null` in a declared string, a naive date-time, a tool that raises), and the
-demo's Protean upstream behind the shipped rules; their items are those of the result the server
-gives a plain client directly in the same run, and the host sees all of the server's tools.
+Each row is one fault kind: the first public fault case of that kind (its id in parentheses, replayed
+from the team's fault cases), or a kind defined in `tests/host_matrix.py`. Each real host is run offline
+against a mock of its model API, once against the scripted MCP server directly and once through the proxy
+in front of it (Streamable HTTP), and the mock records what the model received. The server serves the
+tool under test and a plain companion tool. The rows marked "over stdio" run the server as a command
+instead: directly the host starts the server's own command, through the proxy `mcp-normalizer stdio --
+CMD`. The rows marked "a 2026-07-28-only server" are served by a server that speaks only that era (it
+refuses `initialize`): through the proxy the era bridge answers a legacy host's handshake and speaks
+2026-07-28 upstream. The last rows are real servers, the server's name in parentheses:
+`@modelcontextprotocol/server-everything` in its Streamable HTTP mode, a FastMCP server with the usual
+faults (a `null` in a declared string, a naive date-time, a tool that raises), and the demo's Protean
+upstream behind the shipped rules; their items are those of the result the server gives a plain client
+directly in the same run, and the host sees all of the server's tools.
 
 A cell reads:
 
