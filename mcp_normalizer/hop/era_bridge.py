@@ -35,10 +35,10 @@ from typing import Any
 
 from ..engine.era_bridge import (
     MAX_ROUNDS,
+    MODERN_RESULT_MEMBERS,
     SESSION_PREFIX,
     Ask,
     BridgedSession,
-    Complete,
     LegacyBridge,
     credential_of,
     discover_request,
@@ -49,7 +49,7 @@ from ..engine.era_bridge import (
 from ..errors import ClientDisconnect, DecodeError
 from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body, replay
-from ..wire.jsoncodec import dumps, loads
+from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_object
 from ..wire.jsonrpc import IdKey, header, id_key
 from ..wire.modern import request_headers
 from ..wire.responses import error_body, respond
@@ -203,15 +203,25 @@ class _ClientStream:
             {"type": "http.response.body", "body": b"event: message\ndata: " + data + b"\n\n", "more_body": True}
         )
 
-    async def finish(self, message: JSONObject | None) -> None:
-        """End the response with ``message`` (``None``: end the stream with nothing more)."""
+    async def raw(self, data: bytes) -> None:
+        """Send ``data`` on the SSE stream as it is (bytes of the server's own stream)."""
+        if not self.streaming:
+            await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
+            self.streaming = self.started = True
+        if data:
+            await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def finish(self, message: JSONObject | bytes | None) -> None:
+        """End the response with ``message`` (a JSON-RPC message, or its bytes; ``None``: end the
+        stream with nothing more)."""
+        data = dumps(message) if isinstance(message, dict) else message
         if self.streaming:
-            if message is not None:
-                await self.event(dumps(message))
+            if data is not None:
+                await self.event(data)
             await self.send({"type": "http.response.body", "body": b""})
-        elif message is not None:
+        elif data is not None:
             self.started = True
-            await respond(self.send, 200, dumps(message))
+            await respond(self.send, 200, data)
         else:
             self.started = True
             await respond(self.send, 202, b"", None)
@@ -460,8 +470,8 @@ class EraBridge:
             outcome = await self._one_round(session, scope, message, upstream, upstream_id, stream, cancelled)
             if outcome is None:
                 return  # answered as it came, or cancelled
-            if isinstance(outcome, Complete):
-                await stream.finish(outcome.message)
+            if isinstance(outcome, bytes):
+                await stream.finish(outcome)
                 return
             if not stream.accepts_sse:
                 await stream.finish(_error(message, "the server asks for input, which needs an SSE stream (Accept)"))
@@ -487,7 +497,7 @@ class EraBridge:
         upstream_id: JSON,
         stream: _ClientStream,
         cancelled: asyncio.Event,
-    ) -> Complete | Ask | None:
+    ) -> bytes | Ask | None:
         upstream["id"] = upstream_id
         declared = self.core.declared_for(upstream)
         call = _UpstreamCall(
@@ -510,7 +520,7 @@ class EraBridge:
             parsed = None if longer else _message(raw)
             if parsed is not None and ("result" in parsed or "error" in parsed):
                 if status == 200 or "error" in parsed:
-                    return self._outcome(session, message, parsed)
+                    return self._outcome(session, message, parsed, raw)
             if stream.started:
                 await stream.finish(_error(message, f"the upstream answered HTTP {status} with no JSON-RPC response"))
                 return None
@@ -521,10 +531,16 @@ class EraBridge:
             stop.cancel()
             await call.aclose()
 
-    def _outcome(self, session: BridgedSession, message: JSONObject, response: JSONObject) -> Complete | Ask:
+    def _outcome(self, session: BridgedSession, message: JSONObject, response: JSONObject, raw: bytes) -> bytes | Ask:
+        """The client's answer to ``message`` from the server's ``response`` (decoded from ``raw``):
+        its bytes (the server's, but for the client's id and the members only 2026-07-28 has, see
+        :func:`_legacy_bytes`), or :class:`Ask`."""
         if message.get("method") == "tools/list" and isinstance(response.get("result"), dict):
             self.core.saw_tools(response["result"])
-        return session.answer(message, response)
+        outcome = session.answer(message, response)
+        if isinstance(outcome, Ask):
+            return outcome
+        return _legacy_bytes(outcome.message, response, raw)
 
     async def _from_stream(
         self,
@@ -534,7 +550,7 @@ class EraBridge:
         upstream_id: JSON,
         stream: _ClientStream,
         cancelled: asyncio.Event,
-    ) -> Complete | Ask | None:
+    ) -> bytes | Ask | None:
         splitter = SSESplitter(self.max_message_bytes)
         wanted = id_key(upstream_id)
         async for chunk in call.chunks():
@@ -546,11 +562,17 @@ class EraBridge:
                 if parsed is None:
                     continue
                 if "method" not in parsed and id_key(parsed.get("id")) == wanted:
-                    return self._outcome(session, message, parsed)
+                    return self._outcome(session, message, parsed, bytes(event.data))
                 if stream.accepts_sse:
                     await stream.event(event.data)  # a notification of the request, as it came
             if splitter.overflowed:
-                break
+                # An event past max_message_bytes: it and the rest of the stream pass as they came
+                # (the response, on the first round, carries the client's own id).
+                await stream.raw(splitter.flush())
+                async for rest in call.chunks():
+                    await stream.raw(rest)
+                await stream.finish(None)
+                return None
         if cancelled.is_set():
             await stream.finish(None)
             return None
@@ -720,6 +742,29 @@ def _message(body: bytes) -> JSONObject | None:
 
 def _error(message: JSONObject, text: str) -> JSONObject:
     return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32603, "message": text}}
+
+
+def _legacy_bytes(answer: JSONObject, response: JSONObject, raw: bytes) -> bytes:
+    """The bytes of ``answer`` (the legacy response the engine made of the server's ``response``,
+    decoded from ``raw``): the server's bytes, every member as it came (numbers as the server spelled
+    them: ``1e-07``, ``12.50``; strings as it escaped them), but for the id (the client's) and the
+    result members only 2026-07-28 has (``resultType``, ``ttlMs``, ``cacheScope``), which go. An
+    answer the engine made itself (an error for a server's question a legacy client cannot take) is
+    encoded as it is."""
+    if ("result" in answer) != ("result" in response):
+        return dumps(answer)
+    try:
+        members = dict(split_object(raw))
+        members["id"] = Raw(dumps(answer.get("id")))
+        result = members.get("result")
+        if result is not None and isinstance(response.get("result"), dict):
+            fields = split_object(result)
+            if any(name in fields for name in MODERN_RESULT_MEMBERS):
+                kept = {name: text for name, text in fields.items() if name not in MODERN_RESULT_MEMBERS}
+                members["result"] = Raw(join_object(kept))
+        return join_object(members)
+    except DecodeError:
+        return dumps(answer)
 
 
 async def _response_of(call: _UpstreamCall, request_id: JSON, limit: int) -> JSONObject | None:
