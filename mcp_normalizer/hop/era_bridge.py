@@ -31,6 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.era_bridge import (
@@ -82,6 +83,11 @@ _REFUSAL_BYTES = 64 * 1024
 _DISCOVER_BYTES = 1024 * 1024
 #: Upstream ASGI messages that may wait unread (each a chunk of at most one socket read).
 _QUEUE = 16
+#: ``HeaderMismatchError`` (``S2026-07-28/basic/index.mdx`` §Error Codes): a request whose
+#: ``Mcp-*`` headers the server finds missing or wrong.
+_HEADER_MISMATCH = -32020
+#: ``tools/list`` pages the bridge reads to learn the tools' ``x-mcp-header`` declarations.
+_LIST_PAGES = 100
 
 
 class _UpstreamCall:
@@ -183,6 +189,14 @@ class _UpstreamCall:
                 await asyncio.wait({self._task}, timeout=0.05)
         if not self._task.cancelled():
             self._task.exception()  # retrieved: the forwarder reports its own failures
+
+
+@dataclass(frozen=True, slots=True)
+class _Relist:
+    """The server refused a ``tools/call`` for its ``Mcp-Param-*`` headers (``-32020``): its
+    answer for the client, should learning the tools' declarations not help."""
+
+    answer: bytes
 
 
 class _ClientStream:
@@ -464,10 +478,20 @@ class EraBridge:
         """Send ``message`` upstream (again after each round of questions) and its answer to the client."""
         upstream = session.stateless(message)
         upstream_id: JSON = message.get("id")
+        relisted = False
         for round_ in range(MAX_ROUNDS + 1):
             if round_:
                 upstream_id = f"{SESSION_PREFIX}retry.{round_}.{message.get('id')}"
             outcome = await self._one_round(session, scope, message, upstream, upstream_id, stream, cancelled)
+            if isinstance(outcome, _Relist) and not relisted:
+                # The server wants Mcp-Param-* headers the bridge did not know of (a call before any
+                # tools/list it saw, or a tool whose declarations changed): learn the tools'
+                # declarations, and send the call once more.
+                relisted = True
+                if await self._learn_declarations(session, scope):
+                    outcome = await self._one_round(session, scope, message, upstream, upstream_id, stream, cancelled)
+            if isinstance(outcome, _Relist):
+                outcome = outcome.answer  # the server's own refusal
             if outcome is None:
                 return  # answered as it came, or cancelled
             if isinstance(outcome, bytes):
@@ -497,7 +521,7 @@ class EraBridge:
         upstream_id: JSON,
         stream: _ClientStream,
         cancelled: asyncio.Event,
-    ) -> bytes | Ask | None:
+    ) -> bytes | Ask | _Relist | None:
         upstream["id"] = upstream_id
         declared = self.core.declared_for(upstream)
         call = _UpstreamCall(
@@ -519,6 +543,10 @@ class EraBridge:
                 return None
             parsed = None if longer else _message(raw)
             if parsed is not None and ("result" in parsed or "error" in parsed):
+                if status == 400 and message.get("method") == "tools/call" and _header_mismatch(parsed):
+                    refused = self._outcome(session, message, parsed, raw)
+                    if isinstance(refused, bytes):
+                        return _Relist(refused)
                 if status == 200 or "error" in parsed:
                     return self._outcome(session, message, parsed, raw)
             if stream.started:
@@ -621,6 +649,32 @@ class EraBridge:
             stop.cancel()
             for key in futures:
                 self._asks.pop((session.id, key), None)
+
+    async def _learn_declarations(self, session: BridgedSession, scope: Scope) -> bool:
+        """List the server's tools as ``session`` (stateless, every page up to :data:`_LIST_PAGES`),
+        keeping their ``x-mcp-header`` declarations; True when at least one page was listed."""
+        cursor: JSON = None
+        for page in range(_LIST_PAGES):
+            params: JSONObject = {} if cursor is None else {"cursor": cursor}
+            request = session.stateless(
+                {"id": f"{SESSION_PREFIX}tools.{page}", "method": "tools/list", "params": params}
+            )
+            call = _UpstreamCall(
+                self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request)
+            )
+            try:
+                status = await call.start()
+                response = await _response_of(call, request["id"], self.max_message_bytes) if status == 200 else None
+            finally:
+                await call.aclose()
+            result = response.get("result") if response is not None else None
+            if not isinstance(result, dict):
+                return page > 0
+            self.core.saw_tools(result)
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                return True
+        return True
 
     # -- the session's GET stream ---------------------------------------------------------------
 
@@ -742,6 +796,12 @@ def _message(body: bytes) -> JSONObject | None:
 
 def _error(message: JSONObject, text: str) -> JSONObject:
     return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32603, "message": text}}
+
+
+def _header_mismatch(response: JSONObject) -> bool:
+    """A JSON-RPC ``HeaderMismatch`` error (``-32020``, SEP-2243)."""
+    error = response.get("error")
+    return isinstance(error, dict) and error.get("code") == _HEADER_MISMATCH
 
 
 def _legacy_bytes(answer: JSONObject, response: JSONObject, raw: bytes) -> bytes:
