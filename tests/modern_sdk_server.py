@@ -50,11 +50,13 @@ class Seen:
         refused: each request refused as legacy: ``(HTTP method, JSON-RPC method or None, header)``.
         events: what the tools saw, in order (``("slow", "started")``, ``("slow", "cancelled")``,
             ``("book", "accept", city)``, ...).
+        param_headers: the ``Mcp-Param-*`` headers of each ``tools/call`` that reached the SDK.
     """
 
     requests: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
     refused: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     events: list[tuple[Any, ...]] = field(default_factory=list)
+    param_headers: list[dict[str, str]] = field(default_factory=list)
 
     def methods(self) -> list[str]:
         """The JSON-RPC methods that reached the SDK, in order."""
@@ -76,7 +78,7 @@ def ask_booking(city: str) -> Elicit[Booking]:
 def modern_server(seen: Seen) -> MCPServer:
     """The tools: ``measure`` (field data), ``count`` (progress), ``book`` (elicitation through
     ``Resolve``; at 2026-07-28 the SDK answers ``input_required`` and resumes on the retry),
-    ``slow`` (waits until cancelled; records it)."""
+    ``forecast`` (an ``x-mcp-header`` argument), ``slow`` (waits until cancelled; records it)."""
     server = MCPServer("modern-only-sdk", version="2.3.0", instructions="Speaks only 2026-07-28.")
 
     @server.tool()
@@ -99,6 +101,12 @@ def modern_server(seen: Seen) -> MCPServer:
             return {"city": city, "seats": booking.data.seats, "note": booking.data.note, "status": "booked"}
         seen.events.append(("book", booking.action, city))
         return {"city": city, "seats": 0, "note": None, "status": booking.action}
+
+    @server.tool()
+    def forecast(region: Annotated[str, pydantic.Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        """The weather in ``region``; the region is mirrored in an ``Mcp-Param-Region`` header
+        (``x-mcp-header``, SEP-2243), which the SDK checks against the body."""
+        return f"12.5 \u00b0C in {region}"
 
     @server.tool()
     async def slow(ctx: Context) -> str:
@@ -163,6 +171,8 @@ class ModernOnly:
         params = decoded.get("params") if isinstance(decoded, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         self.seen.requests.append((str(method), version, dict(meta) if isinstance(meta, dict) else {}))
+        if method == "tools/call":
+            self.seen.param_headers.append({k: v for k, v in headers.items() if k.startswith("mcp-param-")})
         sent = False
 
         async def replay() -> Message:

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.wire
 
 VERSIONS = ("2025-06-18", "2025-11-25")
 CLIENTS = ("ts-sdk-1", "ts-client-2", "python")
-TOOLS = {"measure", "count", "book", "slow"}
+TOOLS = {"measure", "count", "book", "forecast", "slow"}
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
 INFO_META = "io.modelcontextprotocol/clientInfo"
 ACCEPT = {"action": "accept", "content": {"seats": 3, "note": "fen\u00eatre \u2713"}}
@@ -188,6 +188,24 @@ async def test_the_bridged_answer_is_the_servers_bytes_less_the_members_only_202
     assert "ttlMs" not in listed["result"] and "cacheScope" not in listed["result"]
     assert "resultType" not in listed["result"]
     assert seen_by(seen, "raw")[-1][2][VERSION_META] == MODERN
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_a_call_before_any_list_carries_the_mcp_param_headers_the_server_checks(client: str) -> None:
+    """A fresh proxy knows no tool's ``x-mcp-header`` declarations; the SDK refuses a call without
+    its ``Mcp-Param-Region`` header (``-32020``), so the bridge lists the tools (as the session) and
+    sends the call again with the header (``Z\u00fcrich``: base64-encoded, as SEP-2243 says)."""
+    seen = Seen()
+    plan = [{"op": "callTool", "name": "forecast", "arguments": {"region": "Z\u00fcrich"}}]
+    with serve(modern_app(seen)) as up, proxy(up + "/mcp") as url:
+        record = await run(client, url, plan, version="2025-11-25", name=f"{client}-forecast")
+    assert value(record["steps"][0])["content"][0]["text"] == "12.5 \u00b0C in Z\u00fcrich"
+    mine = [m for m, _, _ in seen_by(seen, f"{client}-forecast")]
+    calls = [i for i, method in enumerate(mine) if method == "tools/call"]
+    assert len(calls) == 2 and "tools/list" in mine[calls[0] : calls[1]], mine  # refused, listed, sent again
+    assert seen.param_headers[0] == {}  # the refused one
+    assert seen.param_headers[1] == {"mcp-param-region": "=?base64?WsO8cmljaA==?="}
 
 
 # -- 3: the session's GET stream ---------------------------------------------------------------------
