@@ -78,7 +78,8 @@ def ask_booking(city: str) -> Elicit[Booking]:
 def modern_server(seen: Seen) -> MCPServer:
     """The tools: ``measure`` (field data), ``count`` (progress), ``book`` (elicitation through
     ``Resolve``; at 2026-07-28 the SDK answers ``input_required`` and resumes on the retry),
-    ``forecast`` (an ``x-mcp-header`` argument), ``slow`` (waits until cancelled; records it)."""
+    ``forecast`` (an ``x-mcp-header`` argument), ``retool`` (notifies that the tool list changed),
+    ``slow`` (waits until cancelled; records it)."""
     server = MCPServer("modern-only-sdk", version="2.3.0", instructions="Speaks only 2026-07-28.")
 
     @server.tool()
@@ -107,6 +108,12 @@ def modern_server(seen: Seen) -> MCPServer:
         """The weather in ``region``; the region is mirrored in an ``Mcp-Param-Region`` header
         (``x-mcp-header``, SEP-2243), which the SDK checks against the body."""
         return f"12.5 \u00b0C in {region}"
+
+    @server.tool()
+    async def retool(ctx: Context) -> str:
+        """Say the tool list changed (the SDK's own ``subscriptions/listen`` streams carry it)."""
+        await ctx.notify_tools_changed()
+        return "the tool list changed"
 
     @server.tool()
     async def slow(ctx: Context) -> str:

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.wire
 
 VERSIONS = ("2025-06-18", "2025-11-25")
 CLIENTS = ("ts-sdk-1", "ts-client-2", "python")
-TOOLS = {"measure", "count", "book", "forecast", "slow"}
+TOOLS = {"measure", "count", "book", "forecast", "retool", "slow"}
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
 INFO_META = "io.modelcontextprotocol/clientInfo"
 ACCEPT = {"action": "accept", "content": {"seats": 3, "note": "fen\u00eatre \u2713"}}
@@ -99,6 +99,8 @@ PLAN: list[dict[str, Any]] = [
     {"op": "callTool", "name": "book", "arguments": {"city": "Z\u00fcrich"}},
     {"op": "callTool", "name": "slow", "arguments": {}, "cancelAfterProgress": True},
     {"op": "callTool", "name": "measure", "arguments": {"label": "after the cancel"}},
+    {"op": "callTool", "name": "forecast", "arguments": {"region": "Z\u00fcrich"}},
+    {"op": "callTool", "name": "retool", "arguments": {}},
 ]
 
 
@@ -149,10 +151,12 @@ async def test_legacy_clients_call_every_tool_of_a_2026_07_28_only_sdk_server(ve
         # Cancellation: the client has no result for it; the session goes on.
         assert not steps[4]["ok"]
         assert text_of(value(steps[5]))["label"] == "after the cancel"
+        assert value(steps[6])["content"][0]["text"] == "12.5 \u00b0C in Z\u00fcrich"
+        assert value(steps[7])["content"][0]["text"] == "the tool list changed"
         # The server saw every request at 2026-07-28 (header and _meta) with the client's own name.
         mine = seen_by(seen, name)
         methods = [method for method, _, _ in mine]
-        assert methods[0] == "server/discover" and methods.count("tools/call") == 6  # book twice (MRTR)
+        assert methods[0] == "server/discover" and methods.count("tools/call") == 8  # book twice (MRTR)
         assert all(header == MODERN and meta[VERSION_META] == MODERN for _, header, meta in mine)
         # The declining client: its handler was asked, the tool saw the decline.
         assert value(declined[client]["steps"][0])["structuredContent"]["status"] == "decline"
@@ -244,6 +248,28 @@ async def test_a_list_changed_notification_reaches_the_legacy_clients_handler(cl
     listens = [m for m, h in upstream.requests if m.get("method") == "subscriptions/listen"]
     assert listens and listens[0]["params"]["notifications"] == {"toolsListChanged": True}
     assert listens[0]["params"]["_meta"][INFO_META]["name"] == f"{client}-listens"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", ["ts-sdk-1", "python"])
+async def test_the_sdk_servers_own_list_changed_reaches_the_legacy_clients_handler(client: str) -> None:
+    """The real server's ``ctx.notify_tools_changed()`` goes out on its ``subscriptions/listen``
+    stream, which the bridge opened for the session's GET stream."""
+    seen = Seen()
+    plan: list[dict[str, Any]] = [
+        {"op": "listTools"},
+        {"op": "callTool", "name": "retool", "arguments": {}},
+        {"op": "waitListChanged", "count": 1, "timeoutMs": 20_000},
+    ]
+    with serve(modern_app(seen)) as up, proxy(up + "/mcp") as url:
+        record = await run(client, url, plan, version="2025-06-18", name=f"{client}-retool", list_changed=True)
+    assert all(step["ok"] for step in record["steps"]), record
+    if client == "python":
+        assert "notifications/tools/list_changed" in record["notifications"]
+    else:
+        assert set(record["listChanged"][0]) == TOOLS
+    listens = [meta for m, _, meta in seen_by(seen, f"{client}-retool") if m == "subscriptions/listen"]
+    assert listens and listens[0][VERSION_META] == MODERN
 
 
 @pytest.mark.anyio
@@ -376,6 +402,43 @@ async def test_an_elicitation_nobody_answers_ends_in_an_error_and_the_session_go
     # The question was asked once; no answer was made up for it.
     assert [m for m, _, _ in seen_by(seen, f"{client}-mute")].count("tools/call") == 2
     assert not [e for e in seen.events if e[0] == "book"]
+
+
+@pytest.mark.anyio
+async def test_delete_mid_call_ends_the_session_and_closes_the_upstream_request() -> None:
+    seen = Seen()
+    with serve(modern_app(seen)) as up, proxy(up + "/mcp") as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": 1}},
+            }
+            async with http.stream("POST", url, content=orjson.dumps(body), headers={**HEADERS, **session}) as stream:
+                lines = stream.aiter_lines()
+                line = ""
+                while not line.startswith("data:"):
+                    line = await lines.__anext__()
+                deleted = await http.delete(url, headers=session)
+                rest = [line async for line in lines]  # the stream ends with nothing more
+            after = await http.post(url, content=_call(2), headers={**HEADERS, **session})
+    assert deleted.status_code == 204 and after.status_code == 404
+    assert not [line for line in rest if line.startswith("data:")]
+    assert ("slow", "cancelled") in seen.events and ("slow", "finished") not in seen.events
+
+
+@pytest.mark.anyio
+async def test_an_idle_bridged_session_expires() -> None:
+    upstream = ScriptedServer(protean_tools(), response_mode="json", legacy=False)
+    with serve(upstream) as up, proxy(up + "/mcp", proxy_config(bridged_session_idle_timeout=0.5)) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            assert (await http.post(url, content=_call(1), headers={**HEADERS, **session})).status_code == 200
+            await anyio.sleep(1.5)  # idle past the timeout
+            expired = await http.post(url, content=_call(2), headers={**HEADERS, **session})
+    assert expired.status_code == 404
 
 
 @pytest.mark.anyio
