@@ -369,7 +369,11 @@ class EraBridge:
 
     async def _open(self, scope: Scope, send: Send, message: JSONObject, discovered: JSONObject, version: str) -> None:
         credential = credential_of(header(scope["headers"], b"authorization"))
+        before = list(self.core.sessions)
         session, result = self.core.open(message, discovered, version, credential=credential, now=time.monotonic())
+        for ended in before:  # ended by the bound (or expired): its requests and its stream end too
+            if ended not in self.core.sessions:
+                self._ended(ended)
         body = dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
         await respond(send, 200, body, headers=[(b"mcp-session-id", session.id.encode())])
 
@@ -458,9 +462,14 @@ class EraBridge:
 
     def _end(self, session: BridgedSession) -> None:
         self.core.close(session.id)
-        for event in self._inflight.pop(session.id, {}).values():
+        self._ended(session.id)
+
+    def _ended(self, session_id: str) -> None:
+        """A session the core no longer keeps: its requests in flight are cancelled (their upstream
+        streams closed) and its GET stream ends."""
+        for event in self._inflight.pop(session_id, {}).values():
             event.set()
-        self._wake_up(session.id)
+        self._wake_up(session_id)
 
     def _wake_up(self, session_id: str) -> None:
         event = self._wake.get(session_id)
