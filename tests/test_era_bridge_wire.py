@@ -430,6 +430,29 @@ async def test_delete_mid_call_ends_the_session_and_closes_the_upstream_request(
 
 
 @pytest.mark.anyio
+async def test_an_evicted_sessions_get_stream_ends_and_its_upstream_listen_is_closed() -> None:
+    """Every session busy (a GET stream open): a new one past ``max_bridged_sessions`` ends the
+    oldest, and with it that session's stream and the ``subscriptions/listen`` behind it."""
+    upstream = ScriptedServer(protean_tools(), response_mode="json", legacy=False, list_changed=True)
+    with serve(upstream) as up, proxy(up + "/mcp", proxy_config(max_bridged_sessions=1)) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            first = await initialize(http, url)
+            async with http.stream("GET", url, headers={"accept": "text/event-stream", **first}) as stream:
+                assert stream.status_code == 200
+                with anyio.fail_after(20):
+                    while len(upstream.listeners) != 1:
+                        await anyio.sleep(0.05)
+                    second = await initialize(http, url)  # ends the first session, busy as it is
+                    rest = [line async for line in stream.aiter_lines()]  # its stream ends
+                    while upstream.listeners:  # and the listen upstream is closed
+                        await anyio.sleep(0.05)
+            gone = await http.post(url, content=_call(1), headers={**HEADERS, **first})
+            kept = await http.post(url, content=_call(2), headers={**HEADERS, **second})
+    assert not [line for line in rest if line.startswith("data:")]
+    assert gone.status_code == 404 and kept.status_code == 200
+
+
+@pytest.mark.anyio
 async def test_an_idle_bridged_session_expires() -> None:
     upstream = ScriptedServer(protean_tools(), response_mode="json", legacy=False)
     with serve(upstream) as up, proxy(up + "/mcp", proxy_config(bridged_session_idle_timeout=0.5)) as url:
