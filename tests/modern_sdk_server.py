@@ -89,7 +89,8 @@ def modern_server(seen: Seen) -> MCPServer:
 
     @server.tool()
     async def count(steps: int, ctx: Context) -> str:
-        """Count to ``steps``, reporting progress after each."""
+        """Count to ``steps``, reporting progress after each (and logging at ``info``)."""
+        await ctx.info(f"counting to {steps}")
         for step in range(1, steps + 1):
             await ctx.report_progress(step, steps, f"step {step} of {steps}")
         return f"counted {steps}"

@@ -30,7 +30,14 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, protean_tools
 from .modern_sdk_server import MEASURE, MODERN, Seen, modern_app
 from .support import HEADERS, capture_rewrites, free_port, initialize, rpc, serve
 
-pytestmark = pytest.mark.wire
+pytestmark = [
+    pytest.mark.wire,
+    # The server's count tool logs (ctx.info), which the SDK warns is deprecated at 2026-07-28
+    # (SEP-2577): a warning of the server's, raised in its thread, not of the code under test.
+    pytest.mark.filterwarnings(
+        "ignore:The logging capability is deprecated:mcp.shared.exceptions.MCPDeprecationWarning"
+    ),
+]
 
 VERSIONS = ("2025-06-18", "2025-11-25")
 CLIENTS = ("ts-sdk-1", "ts-client-2", "python")
@@ -210,6 +217,54 @@ async def test_a_call_before_any_list_carries_the_mcp_param_headers_the_server_c
     assert len(calls) == 2 and "tools/list" in mine[calls[0] : calls[1]], mine  # refused, listed, sent again
     assert seen.param_headers[0] == {}  # the refused one
     assert seen.param_headers[1] == {"mcp-param-region": "=?base64?WsO8cmljaA==?="}
+
+
+def _events(body: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body (or the one JSON body)."""
+    if not body.startswith(b"event") and not body.startswith(b"data"):
+        return [json.loads(body)]
+    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith(b"data:") and line[5:].strip()]
+
+
+@pytest.mark.anyio
+async def test_set_level_and_ping_stay_in_the_session_and_modern_clients_pass_by() -> None:
+    """``logging/setLevel`` is kept by the session and sent as each later request's ``logLevel``
+    (the server logs only then); ``ping`` is answered by the session; a 2026-07-28 client (the Python
+    ``Client``, the TS client 2.4.0 pinned) goes by the bridge to the server as it came."""
+    seen = Seen()
+    count = {"name": "count", "arguments": {"steps": 1}}
+    with serve(modern_app(seen)) as up, proxy(up + "/mcp") as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, url)
+            post = {**HEADERS, **session}
+            quiet = await http.post(url, content=_request(1, "tools/call", count), headers=post)
+            level = await rpc(http, url, "logging/setLevel", {"level": "info"}, 2, **session)
+            told = await http.post(url, content=_request(3, "tools/call", count), headers=post)
+            pong = await rpc(http, url, "ping", {}, 4, **session)
+        steps = [{"op": "callTool", "name": "measure", "arguments": {"label": "modern"}}]
+        modern = await run_python(url, steps, mode="2026-07-28", client_name="python-modern")
+        pinned = {
+            "url": url,
+            "steps": steps,
+            "clientName": "ts-modern",
+            "versionNegotiation": {"mode": {"pin": MODERN}},
+        }
+        ts_modern = (await run_node("v2", [pinned]))[0]
+    assert "notifications/message" not in [m.get("method") for m in _events(quiet.content)]  # no level asked
+    assert level == {"jsonrpc": "2.0", "id": 2, "result": {}} and pong == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    logged = [m for m in _events(told.content) if m.get("method") == "notifications/message"]
+    assert logged and logged[0]["params"]["data"] == "counting to 1", told.content
+    assert _events(quiet.content)[-1]["result"]["content"][0]["text"] == "counted 1"
+    metas = [meta for m, _, meta in seen_by(seen, "raw") if m == "tools/call"]
+    assert "io.modelcontextprotocol/logLevel" not in metas[0] and metas[1]["io.modelcontextprotocol/logLevel"] == "info"
+    assert "ping" not in seen.methods() and "logging/setLevel" not in seen.methods()
+    for record in (modern, ts_modern):
+        assert record["protocolVersion"] == MODERN and text_of(value(record["steps"][0]))["label"] == "modern"
+    assert seen_by(seen, "python-modern") and seen_by(seen, "ts-modern")
+
+
+def _request(rid: int, method: str, params: dict[str, Any]) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
 
 # -- 3: the session's GET stream ---------------------------------------------------------------------
