@@ -575,8 +575,14 @@ async def test_a_malformed_json_post_in_a_bridged_session_gets_400_parse_error()
                 url, content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"', headers={**HEADERS, **session}
             )
             listed = await rpc(http, url, "tools/list", {}, 2, **session)
+            unknown = await http.post(url, content=_request(3, "foo/bar", {}), headers={**HEADERS, **session})
     assert response.status_code == 400 and response.json()["error"]["code"] == -32700
-    assert len(upstream.requests) == before + 1 and listed["result"]["tools"]
+    assert listed["result"]["tools"] and [m.get("method") for m, _ in upstream.requests[before:]] == [
+        "tools/list",
+        "foo/bar",
+    ]
+    # A method the server lacks is a JSON-RPC error, never a 404 (to a legacy client: its session is gone).
+    assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32601
 
 
 # -- every repair rule on bridged traffic as on native traffic ---------------------------------------
