@@ -241,6 +241,12 @@ async def test_set_level_and_ping_stay_in_the_session_and_modern_clients_pass_by
             level = await rpc(http, url, "logging/setLevel", {"level": "info"}, 2, **session)
             told = await http.post(url, content=_request(3, "tools/call", count), headers=post)
             pong = await rpc(http, url, "ping", {}, 4, **session)
+            unknown = await http.post(url, content=_request(5, "foo/bar", {}), headers=post)
+            modern_headers = {"mcp-protocol-version": MODERN, "mcp-method": "foo/bar"}
+            meta = {"_meta": {VERSION_META: MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}
+            direct = await http.post(
+                up + "/mcp", content=_request(5, "foo/bar", meta), headers={**HEADERS, **modern_headers}
+            )
         steps = [{"op": "callTool", "name": "measure", "arguments": {"label": "modern"}}]
         modern = await run_python(url, steps, mode="2026-07-28", client_name="python-modern")
         pinned = {
@@ -258,6 +264,10 @@ async def test_set_level_and_ping_stay_in_the_session_and_modern_clients_pass_by
     metas = [meta for m, _, meta in seen_by(seen, "raw") if m == "tools/call"]
     assert "io.modelcontextprotocol/logLevel" not in metas[0] and metas[1]["io.modelcontextprotocol/logLevel"] == "info"
     assert "ping" not in seen.methods() and "logging/setLevel" not in seen.methods()
+    # The server's 404 for a method it lacks (2026-07-28) reaches a legacy client as the JSON-RPC
+    # error with 200: a legacy 404 would tell it that its session is gone.
+    assert direct.status_code == 404 and direct.json()["error"]["code"] == -32601
+    assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32601
     for record in (modern, ts_modern):
         assert record["protocolVersion"] == MODERN and text_of(value(record["steps"][0]))["label"] == "modern"
     assert seen_by(seen, "python-modern") and seen_by(seen, "ts-modern")
