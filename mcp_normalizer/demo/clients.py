@@ -135,6 +135,8 @@ async def run_python(
     mode: str = "legacy",
     client_name: str | None = None,
     command: Sequence[str] | None = None,
+    offer_version: str | None = None,
+    elicitation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the Python ``mcp`` client over ``steps``.
 
@@ -148,6 +150,17 @@ async def run_python(
         client_name: the ``clientInfo`` name the client gives (``None``: the SDK's default, ``mcp``).
         command: a stdio server's argv: the client starts it (the SDK's ``stdio_client``; its
             stderr goes to this process's) and speaks the legacy handshake over its stdin and stdout.
+        offer_version: the protocol version ``ClientSession`` offers in ``initialize`` (``None``: the
+            SDK's newest), as a release of the SDK from that version's time does.
+        elicitation: declare the capability and answer each ``elicitation/create`` with this
+            (``{"action": "accept", "content": {...}}``, ``{"action": "decline"}``;
+            ``{"action": "hang"}`` never answers); the requests are recorded under ``elicitations``.
+
+    Besides ``listTools`` and ``callTool`` (``"cancelAfterProgress": true`` cancels the call when its
+    first progress notification arrives), a legacy session takes ``{"op": "waitListChanged",
+    "count": 1, "timeoutMs": ...}``: wait until that many ``notifications/tools/list_changed`` came,
+    then list the tools again (as a list-changed handler does); every notification the session got
+    is recorded under ``notifications`` (its method).
 
     Raises:
         ClientUnavailable: ``mcp`` is not installed.
@@ -161,10 +174,52 @@ async def run_python(
     except ImportError as exc:
         raise ClientUnavailable(f"the Python mcp client is not installed: {exc}") from None
 
-    record: dict[str, Any] = {"steps": [], "progress": []}
+    import mcp.client.session as session_module
+    from mcp.types import ElicitResult
+
+    record: dict[str, Any] = {"steps": [], "progress": [], "notifications": []}
+    events = {"progress": anyio.Event(), "changed": anyio.Event()}
+    changed = 0
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         record["progress"].append({"progress": progress, "total": total, "message": message})
+        events["progress"].set()
+
+    async def on_message(message: Any) -> None:
+        nonlocal changed
+        method = getattr(message, "method", None)
+        if isinstance(method, str):
+            record["notifications"].append(method)
+            if method == "notifications/tools/list_changed":
+                changed += 1
+                events["changed"].set()
+
+    async def on_elicit(context: Any, params: Any) -> Any:
+        assert elicitation is not None
+        record.setdefault("elicitations", []).append(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        if elicitation.get("action") == "hang":
+            await anyio.sleep_forever()
+        return ElicitResult.model_validate(dict(elicitation))
+
+    async def cancelled_call(session: Any, step: Step) -> bool:
+        """Call and cancel at the first progress notification; False when the result came first."""
+        events["progress"] = anyio.Event()
+        answered = False
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                nonlocal answered
+                await session.call_tool(step["name"], dict(step.get("arguments") or {}), progress_callback=on_progress)
+                answered = True
+                group.cancel_scope.cancel()
+
+            async def cancel() -> None:
+                await events["progress"].wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(call)
+            group.start_soon(cancel)
+        return not answered
 
     def describe(exc: BaseException) -> dict[str, Any]:
         while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -182,6 +237,22 @@ async def run_python(
                         value = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
                     else:
                         value = await session.list_tools(cursor=cursor)
+                elif step["op"] == "callTool" and step.get("cancelAfterProgress"):
+                    if await cancelled_call(session, step):
+                        cancelled = {"name": "Cancelled", "message": "cancelled after the first progress notification"}
+                        record["steps"].append({"ok": False, "error": cancelled})
+                        continue
+                    value = {"answered": "before it was cancelled"}
+                    record["steps"].append({"ok": True, "value": value})
+                    continue
+                elif step["op"] == "waitListChanged":
+                    with anyio.move_on_after(float(step.get("timeoutMs", 30_000)) / 1000):
+                        while changed < int(step.get("count", 1)):
+                            await events["changed"].wait()
+                            events["changed"] = anyio.Event()
+                    if changed < int(step.get("count", 1)):
+                        raise TimeoutError("no list change")
+                    value = await session.list_tools()
                 elif step["op"] == "callTool":
                     value = await session.call_tool(
                         step["name"],
@@ -212,8 +283,22 @@ async def run_python(
         async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http:
             transport = streamable_http_client(url, http_client=http)
             if mode == "legacy":
-                async with transport as (read, write), ClientSession(read, write, client_info=info) as session:
-                    await session.initialize()
+                callbacks: dict[str, Any] = {"message_handler": on_message}
+                if elicitation is not None:
+                    callbacks["elicitation_callback"] = on_elicit
+                handshake = vars(session_module)  # where initialize() reads the version it offers
+                newest = handshake["LATEST_HANDSHAKE_VERSION"]
+                async with (
+                    transport as (read, write),
+                    ClientSession(read, write, client_info=info, **callbacks) as session,
+                ):
+                    if offer_version is not None:
+                        handshake["LATEST_HANDSHAKE_VERSION"] = offer_version
+                    try:
+                        await session.initialize()
+                    finally:
+                        handshake["LATEST_HANDSHAKE_VERSION"] = newest
+                    record["protocolVersion"] = session.protocol_version
                     await drive(session)
             else:
                 async with Client(transport, mode=mode, client_info=info) as client:

@@ -114,6 +114,9 @@ class ScriptedServer:
             (``-32022``, with the versions it supports), ``GET`` and ``DELETE`` get 405, and a
             ``subscriptions/listen`` request gets its acknowledgement and then stays open, sending
             each notification :meth:`notify` is given.
+        list_changed: declare ``tools.listChanged`` (``server/discover`` and ``initialize``): the
+            tool list may change, and a client may listen for it.
+        resource_subscriptions: declare ``resources.subscribe`` (``server/discover`` and ``initialize``).
 
     Attributes:
         requests: every JSON-RPC message received, with its headers, in arrival order.
@@ -127,6 +130,8 @@ class ScriptedServer:
     cache_scope: Literal["private", "public"] = "private"
     era_fields: bool = True
     legacy: bool = True
+    list_changed: bool = False
+    resource_subscriptions: bool = False
     tasks: dict[str, JSONObject] = field(default_factory=dict)
     requests: list[tuple[JSONObject, Mapping[str, str]]] = field(default_factory=list)
     listeners: list[asyncio.Queue[JSONObject]] = field(default_factory=list)
@@ -184,7 +189,7 @@ class ScriptedServer:
             await respond(send, 400, orjson.dumps(error))
             return
         if modern and decoded.get("method") == "subscriptions/listen":
-            await self._listen(decoded, send)
+            await self._listen(decoded, receive, send)
             return
         if modern and headers.get("mcp-method", decoded.get("method")) != decoded.get("method"):
             error = {"jsonrpc": "2.0", "id": decoded.get("id"), "error": {"code": -32020, "message": "Header mismatch"}}
@@ -230,11 +235,13 @@ class ScriptedServer:
         for queue in list(self.listeners):
             queue.put_nowait(notification)
 
-    async def _listen(self, request: JSONObject, send: Send) -> None:
+    async def _listen(self, request: JSONObject, receive: Receive, send: Send) -> None:
         params = request.get("params") or {}
         listen_id = request.get("id")
         queue: asyncio.Queue[JSONObject] = asyncio.Queue()
         self.listeners.append(queue)
+        # The client closing the stream ends the listen (2026-07-28 cancellation).
+        watcher = asyncio.ensure_future(_disconnected(receive))
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         ack = {
             "jsonrpc": "2.0",
@@ -251,12 +258,19 @@ class ScriptedServer:
                         "more_body": True,
                     }
                 )
-                notification = await queue.get()
+                waiting = asyncio.ensure_future(queue.get())
+                await asyncio.wait({waiting, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    waiting.cancel()
+                    return
+                notification = waiting.result()
                 params = dict(notification.get("params") or {})
                 params["_meta"] = {**(params.get("_meta") or {}), _SUBSCRIPTION: listen_id}
                 ack = {**notification, "params": params}
         finally:
-            self.listeners.remove(queue)
+            watcher.cancel()
+            if queue in self.listeners:
+                self.listeners.remove(queue)
 
     async def _dispatch(
         self, message: JSONObject, headers: Mapping[str, str], emit: Callable[[JSONObject], Awaitable[None]] | None
@@ -274,10 +288,13 @@ class ScriptedServer:
     ) -> JSONObject:
         method, params = message.get("method"), message.get("params") or {}
         reply: JSONObject = {"jsonrpc": "2.0", "id": message.get("id")}
+        capabilities: JSONObject = {"tools": {"listChanged": self.list_changed}}
+        if self.resource_subscriptions:
+            capabilities["resources"] = {"subscribe": True}
         if method == "server/discover":
             reply["result"] = {
                 "supportedVersions": [MODERN, *VERSIONS[:3]],
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": self.name, "version": "1.0.0"},
             }
             if self.era_fields:
@@ -286,7 +303,7 @@ class ScriptedServer:
             asked = params.get("protocolVersion")
             reply["result"] = {
                 "protocolVersion": asked if asked in VERSIONS else VERSIONS[0],
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": self.name, "version": "1.0.0"},
             }
         elif method == "ping":
@@ -481,3 +498,9 @@ def protean_tools() -> list[ToolSpec]:
 def protean_server(response_mode: Literal["sse", "json"] = "sse") -> ScriptedServer:
     """The built-in example upstream: a legacy Protean server that follows the old contract."""
     return ScriptedServer(protean_tools(), response_mode=response_mode, name="protean-legacy")
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return when the client of a request hangs up (its ``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -31,14 +31,15 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.era_bridge import (
     MAX_ROUNDS,
+    MODERN_RESULT_MEMBERS,
     SESSION_PREFIX,
     Ask,
     BridgedSession,
-    Complete,
     LegacyBridge,
     TooLarge,
     credential_of,
@@ -51,7 +52,7 @@ from ..errors import ClientDisconnect, DecodeError
 from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body, replay
 from ..wire.eras import UPSTREAM_ERA_KEY
-from ..wire.jsoncodec import dumps, loads
+from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_object
 from ..wire.jsonrpc import IdKey, header, id_key
 from ..wire.modern import request_headers
 from ..wire.responses import error_body, respond
@@ -84,6 +85,11 @@ _REFUSAL_BYTES = 64 * 1024
 _DISCOVER_BYTES = 1024 * 1024
 #: Upstream ASGI messages that may wait unread (each a chunk of at most one socket read).
 _QUEUE = 16
+#: ``HeaderMismatchError`` (``S2026-07-28/basic/index.mdx`` §Error Codes): a request whose
+#: ``Mcp-*`` headers the server finds missing or wrong.
+_HEADER_MISMATCH = -32020
+#: ``tools/list`` pages the bridge reads to learn the tools' ``x-mcp-header`` declarations.
+_LIST_PAGES = 100
 
 
 class _UpstreamCall:
@@ -187,6 +193,14 @@ class _UpstreamCall:
             self._task.exception()  # retrieved: the forwarder reports its own failures
 
 
+@dataclass(frozen=True, slots=True)
+class _Relist:
+    """The server refused a ``tools/call`` for its ``Mcp-Param-*`` headers (``-32020``): its
+    answer for the client, should learning the tools' declarations not help."""
+
+    answer: bytes
+
+
 class _ClientStream:
     """The response to the client of one bridged request: JSON until something must stream."""
 
@@ -209,15 +223,23 @@ class _ClientStream:
             {"type": "http.response.body", "body": b"event: message\ndata: " + data + b"\n\n", "more_body": True}
         )
 
-    async def finish(self, message: JSONObject | None) -> None:
-        """End the response with ``message`` (``None``: end the stream with nothing more)."""
+    async def raw(self, data: bytes) -> None:
+        """Send ``data`` on the SSE stream as it is (bytes of the server's own stream)."""
+        await self.open()
+        if data:
+            await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def finish(self, message: JSONObject | bytes | None) -> None:
+        """End the response with ``message`` (a JSON-RPC message, or its bytes; ``None``: end the
+        stream with nothing more)."""
+        data = dumps(message) if isinstance(message, dict) else message
         if self.streaming:
-            if message is not None:
-                await self.event(dumps(message))
+            if data is not None:
+                await self.event(data)
             await self.send({"type": "http.response.body", "body": b""})
-        elif message is not None:
+        elif data is not None:
             self.started = True
-            await respond(self.send, 200, dumps(message))
+            await respond(self.send, 200, data)
         else:
             self.started = True
             await respond(self.send, 202, b"", None)
@@ -354,11 +376,15 @@ class EraBridge:
 
     async def _open(self, scope: Scope, send: Send, message: JSONObject, discovered: JSONObject, version: str) -> None:
         credential = credential_of(header(scope["headers"], b"authorization"))
+        before = list(self.core.sessions)
         try:
             session, result = self.core.open(message, discovered, version, credential=credential, now=time.monotonic())
         except TooLarge as exc:
             await respond(send, 400, error_body(message.get("id"), str(exc), -32602))
             return
+        for ended in before:  # ended by the bound (or expired): its requests and its stream end too
+            if ended not in self.core.sessions:
+                self._ended(ended)
         body = dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
         await respond(send, 200, body, headers=[(b"mcp-session-id", session.id.encode())])
 
@@ -447,9 +473,14 @@ class EraBridge:
 
     def _end(self, session: BridgedSession) -> None:
         self.core.close(session.id)
-        for event in self._inflight.pop(session.id, {}).values():
+        self._ended(session.id)
+
+    def _ended(self, session_id: str) -> None:
+        """A session the core no longer keeps: its requests in flight are cancelled (their upstream
+        streams closed) and its GET stream ends."""
+        for event in self._inflight.pop(session_id, {}).values():
             event.set()
-        self._wake_up(session.id)
+        self._wake_up(session_id)
 
     def _wake_up(self, session_id: str) -> None:
         event = self._wake.get(session_id)
@@ -467,14 +498,24 @@ class EraBridge:
         """Send ``message`` upstream (again after each round of questions) and its answer to the client."""
         upstream = session.stateless(message)
         upstream_id: JSON = message.get("id")
+        relisted = False
         for round_ in range(MAX_ROUNDS + 1):
             if round_:
                 upstream_id = f"{SESSION_PREFIX}retry.{round_}.{message.get('id')}"
             outcome = await self._one_round(session, scope, message, upstream, upstream_id, stream, cancelled)
+            if isinstance(outcome, _Relist) and not relisted:
+                # The server wants Mcp-Param-* headers the bridge did not know of (a call before any
+                # tools/list it saw, or a tool whose declarations changed): learn the tools'
+                # declarations, and send the call once more.
+                relisted = True
+                if await self._learn_declarations(session, scope):
+                    outcome = await self._one_round(session, scope, message, upstream, upstream_id, stream, cancelled)
+            if isinstance(outcome, _Relist):
+                outcome = outcome.answer  # the server's own refusal
             if outcome is None:
                 return  # answered as it came, or cancelled
-            if isinstance(outcome, Complete):
-                await stream.finish(outcome.message)
+            if isinstance(outcome, bytes):
+                await stream.finish(outcome)
                 return
             if not stream.accepts_sse:
                 await stream.finish(_error(message, "the server asks for input, which needs an SSE stream (Accept)"))
@@ -500,7 +541,7 @@ class EraBridge:
         upstream_id: JSON,
         stream: _ClientStream,
         cancelled: asyncio.Event,
-    ) -> Complete | Ask | None:
+    ) -> bytes | Ask | _Relist | None:
         upstream["id"] = upstream_id
         declared = self.core.declared_for(upstream)
         call = _UpstreamCall(
@@ -522,8 +563,12 @@ class EraBridge:
                 return None
             parsed = None if longer else _message(raw)
             if parsed is not None and ("result" in parsed or "error" in parsed):
+                if status == 400 and message.get("method") == "tools/call" and _header_mismatch(parsed):
+                    refused = self._outcome(session, message, parsed, raw)
+                    if isinstance(refused, bytes):
+                        return _Relist(refused)
                 if status == 200 or "error" in parsed:
-                    return self._outcome(session, message, parsed)
+                    return self._outcome(session, message, parsed, raw)
             if stream.started:
                 await stream.finish(_error(message, f"the upstream answered HTTP {status} with no JSON-RPC response"))
                 return None
@@ -534,10 +579,16 @@ class EraBridge:
             stop.cancel()
             await call.aclose()
 
-    def _outcome(self, session: BridgedSession, message: JSONObject, response: JSONObject) -> Complete | Ask:
+    def _outcome(self, session: BridgedSession, message: JSONObject, response: JSONObject, raw: bytes) -> bytes | Ask:
+        """The client's answer to ``message`` from the server's ``response`` (decoded from ``raw``):
+        its bytes (the server's, but for the client's id and the members only 2026-07-28 has, see
+        :func:`_legacy_bytes`), or :class:`Ask`."""
         if message.get("method") == "tools/list" and isinstance(response.get("result"), dict):
             self.core.saw_tools(response["result"])
-        return session.answer(message, response)
+        outcome = session.answer(message, response)
+        if isinstance(outcome, Ask):
+            return outcome
+        return _legacy_bytes(outcome.message, response, raw)
 
     async def _from_stream(
         self,
@@ -547,7 +598,7 @@ class EraBridge:
         upstream_id: JSON,
         stream: _ClientStream,
         cancelled: asyncio.Event,
-    ) -> Complete | Ask | None:
+    ) -> bytes | Ask | None:
         splitter = SSESplitter(self.max_message_bytes)
         wanted = id_key(upstream_id)
         async for chunk in call.chunks():
@@ -561,11 +612,17 @@ class EraBridge:
                 if "method" not in parsed and id_key(parsed.get("id")) == wanted:
                     if stream.accepts_sse:
                         await stream.open()  # the server answered with a stream: so does the bridge
-                    return self._outcome(session, message, parsed)
+                    return self._outcome(session, message, parsed, bytes(event.data))
                 if stream.accepts_sse:
                     await stream.event(event.data)  # a notification of the request, as it came
             if splitter.overflowed:
-                break
+                # An event past max_message_bytes: it and the rest of the stream pass as they came
+                # (the response, on the first round, carries the client's own id).
+                await stream.raw(splitter.flush())
+                async for rest in call.chunks():
+                    await stream.raw(rest)
+                await stream.finish(None)
+                return None
         if cancelled.is_set():
             await stream.finish(None)
             return None
@@ -614,6 +671,32 @@ class EraBridge:
             stop.cancel()
             for key in futures:
                 self._asks.pop((session.id, key), None)
+
+    async def _learn_declarations(self, session: BridgedSession, scope: Scope) -> bool:
+        """List the server's tools as ``session`` (stateless, every page up to :data:`_LIST_PAGES`),
+        keeping their ``x-mcp-header`` declarations; True when at least one page was listed."""
+        cursor: JSON = None
+        for page in range(_LIST_PAGES):
+            params: JSONObject = {} if cursor is None else {"cursor": cursor}
+            request = session.stateless(
+                {"id": f"{SESSION_PREFIX}tools.{page}", "method": "tools/list", "params": params}
+            )
+            call = _UpstreamCall(
+                self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request)
+            )
+            try:
+                status = await call.start()
+                response = await _response_of(call, request["id"], self.max_message_bytes) if status == 200 else None
+            finally:
+                await call.aclose()
+            result = response.get("result") if response is not None else None
+            if not isinstance(result, dict):
+                return page > 0
+            self.core.saw_tools(result)
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                return True
+        return True
 
     # -- the session's GET stream ---------------------------------------------------------------
 
@@ -742,6 +825,35 @@ def _message(body: bytes) -> JSONObject | None:
 
 def _error(message: JSONObject, text: str) -> JSONObject:
     return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32603, "message": text}}
+
+
+def _header_mismatch(response: JSONObject) -> bool:
+    """A JSON-RPC ``HeaderMismatch`` error (``-32020``, SEP-2243)."""
+    error = response.get("error")
+    return isinstance(error, dict) and error.get("code") == _HEADER_MISMATCH
+
+
+def _legacy_bytes(answer: JSONObject, response: JSONObject, raw: bytes) -> bytes:
+    """The bytes of ``answer`` (the legacy response the engine made of the server's ``response``,
+    decoded from ``raw``): the server's bytes, every member as it came (numbers as the server spelled
+    them: ``1e-07``, ``12.50``; strings as it escaped them), but for the id (the client's) and the
+    result members only 2026-07-28 has (``resultType``, ``ttlMs``, ``cacheScope``), which go. An
+    answer the engine made itself (an error for a server's question a legacy client cannot take) is
+    encoded as it is."""
+    if ("result" in answer) != ("result" in response):
+        return dumps(answer)
+    try:
+        members = dict(split_object(raw))
+        members["id"] = Raw(dumps(answer.get("id")))
+        result = members.get("result")
+        if result is not None and isinstance(response.get("result"), dict):
+            fields = split_object(result)
+            if any(name in fields for name in MODERN_RESULT_MEMBERS):
+                kept = {name: text for name, text in fields.items() if name not in MODERN_RESULT_MEMBERS}
+                members["result"] = Raw(join_object(kept))
+        return join_object(members)
+    except DecodeError:
+        return dumps(answer)
 
 
 async def _response_of(call: _UpstreamCall, request_id: JSON, limit: int) -> JSONObject | None:
