@@ -15,6 +15,8 @@
 // client and no tokens: on a 401 the client runs its OAuth discovery (RFC 9728 protected-resource
 // metadata, resource check, RFC 8414 server metadata) and stops at the redirect to the authorization
 // endpoint, which the session records as "authorizationUrl" (the connect then fails as unauthorized).
+// A session with "elicitation": {...} (1.x) declares the elicitation capability and accepts every
+// elicitation/create with that content; the params of each are recorded in "elicitations".
 import { readFileSync } from 'node:fs';
 
 const raw = process.argv[2] ?? readFileSync(0, 'utf8');
@@ -37,11 +39,20 @@ for (const session of plan.sessions) {
   out.sessions.push(record);
   // A session with "versionNegotiation" (2.x only: {"mode": {"pin": "2026-07-28"}} or {"mode": "auto"}) gives it
   // as the client option of that name; the version the client then speaks is the session's "protocolVersion".
-  const clientOptions = session.versionNegotiation ? { versionNegotiation: session.versionNegotiation } : undefined;
+  let clientOptions = session.versionNegotiation ? { versionNegotiation: session.versionNegotiation } : undefined;
+  if (session.elicitation && !v2) clientOptions = { ...clientOptions, capabilities: { elicitation: {} } };
   const client = new Client(
     { name: session.clientName ?? 'mcp-normalizer-test', version: session.clientVersion ?? '0.0.1' },
     clientOptions,
   );
+  if (session.elicitation && !v2) {
+    const { ElicitRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    record.elicitations = [];
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      record.elicitations.push(request.params);
+      return { action: 'accept', content: session.elicitation };
+    });
+  }
   const options = { requestInit: { headers: session.headers ?? {} } };
   if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
   // A session with "command": [argv...] (and "env": {...}) starts that stdio server instead (the
