@@ -220,12 +220,15 @@ def run_claude_code(
     *,
     mock: AnthropicMock | None = None,
     timeout: float = HOST_TIMEOUT,
+    env: Mapping[str, str] | None = None,
 ) -> ModelView:
     """Run Claude Code once against ``server`` with a mock model that calls ``tool`` (its MCP name;
     ``None``: call none) with ``arguments``; return what the model received.
 
     ``mock``: a mock to use instead of a fresh :class:`AnthropicMock` (a test of the harness
-    itself). ``ModelView.log`` holds the host's output and its ``--debug`` log.
+    itself). ``env``: more variables for the host (``MCP_SDK_GENERATION=v1``: its legacy MCP
+    client, which never sends ``server/discover``). ``ModelView.log`` holds the host's output and
+    its ``--debug`` log.
 
     Raises:
         HostFailure: the host hung, never reached the mock, or sent it a request it does not know.
@@ -249,6 +252,7 @@ def run_claude_code(
                 "CLAUDE_CODE_MAX_RETRIES": "0",
                 "MCP_CONNECTION_NONBLOCKING": "false",  # the first model request waits for the server
                 "MCP_CONNECT_TIMEOUT_MS": "30000",  # (at most this long; 5 s by default)
+                **(env or {}),
             },
         )
         argv = [
