@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from mcp_normalizer.demo.upstream import RUNTIMES
+
 from .host_claude import run_claude_code
 from .host_codex import run_codex
 from .host_gemini import run_gemini_cli
@@ -83,3 +85,18 @@ def test_claude_code_on_its_own_handshake_speaks_2026_07_28_natively_and_is_not_
         stderr = stderr_of(lines)
         assert "refused: initialize" not in stderr
         assert all(" 2026-07-28 claude-code " in t for t in stderr if t.startswith("request: ")), stderr
+
+
+def test_the_repaired_result_of_a_bridged_call_reaches_codexs_model_whole(tmp_path: Path) -> None:
+    """The Protean tool's result (a ``null`` where its old schema says string: rule ``nullable``
+    repairs the schema on the bridged listing) reaches Codex's model with every value; the call
+    reached the server once, at 2026-07-28, under Codex's own name."""
+    plan = modern_plan()
+    log = tmp_path / "log.jsonl"
+    view = run_codex(McpServer(SERVER, command=through(plan, log)), "protean.list_runtimes", {}, tmp_path)
+    assert view.result is not None, view.log[-4000:]
+    assert json.loads(view.result.partition("Output:\n")[2]) == RUNTIMES, view.result
+    lines = log_lines(log)
+    assert any(line.get("rule") == "nullable" and line.get("upstream_era") == "2026-07-28" for line in lines)
+    calls = [t for t in stderr_of(lines) if t.startswith("request: tools/call")]
+    assert calls == [calls[0]] and " 2026-07-28 codex-mcp-client " in calls[0]
