@@ -32,8 +32,10 @@ came (but for the ``tools/call`` renames of rule ``tool_names``).
 
 Flow control: one line is relayed at a time each way; a host that stops reading stops the wrapper
 reading the child's stdout (the child then blocks on its own writes), so nothing piles up. (The
-bridge writes to the child from both sides, one line at a time under a lock: a retry after the
-host's answers, a cancellation, the listen request.) A pipe
+bridge also writes to the child for the child's own lines: the end of its handshake, a retry the
+server's answer calls for. Those lines are queued, at most :data:`_REPLIES`, and written by a task
+of their own, so the relay of the child's stdout never waits on its stdin; every write to the child
+is one whole line under a lock.) A pipe
 (what hosts give) is read and written by the event loop; a regular file by worker threads.
 """
 
@@ -55,7 +57,7 @@ from typing import BinaryIO
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..config import NormalizerConfig
 from ..engine.audit import AuditLog
@@ -90,6 +92,8 @@ _NEWLINE = b"\n"
 #: Bytes of each end of a line above the bound searched for its id.
 _EDGE = 4096
 _BOM = b"\xef\xbb\xbf"
+#: Lines for the child the bridge may queue from the child's own lines (a retry, the handshake's end).
+_REPLIES = 1024
 
 
 class HostGone(Exception):
@@ -134,6 +138,7 @@ class StdioWrapper:
         self.noise = 0  # lines of the child's stdout that were not messages
         self._write_lock = anyio.Lock()
         self._child_lock = anyio.Lock()  # (both directions may write to the child: the bridge's retries)
+        self._replies: MemoryObjectSendStream[bytes]  # (made by run: see _child_writer)
         self._host_writer: Callable[[bytes], Awaitable[None]] | None = None
         self._host_gone = False  # the host closed its end of stdout
         self._tail: deque[str] = deque(maxlen=5)  # the child's last stderr lines
@@ -148,9 +153,13 @@ class StdioWrapper:
         logger.info("started %s (pid %d)", self.label, child.pid)
         logged = anyio.Event()
         relayed = anyio.Event()  # the child's stdout has ended (or the host left)
+        # The bridge's lines for the child that the child's own lines caused (a retry, the end of a
+        # handshake) go through a queue: the relay of its stdout never waits on its stdin.
+        self._replies, replies = anyio.create_memory_object_stream[bytes](_REPLIES)
         async with child, anyio.create_task_group() as tg:
             tg.start_soon(self._signals, child)
             tg.start_soon(self._host_to_child, child)
+            tg.start_soon(self._child_writer, child, replies)
             tg.start_soon(self._child_log, child, logged)
             tg.start_soon(self._relay_out, child, tg, relayed)
             await exited_or(child, relayed)
@@ -285,23 +294,40 @@ class StdioWrapper:
                     await self._deliver(piece)
                     continue
                 relay = self.bridge.from_server(piece)
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await self._to_child(child, relay)  # (a child that closed its stdin still writes)
+                self._noted(relay)
+                if relay.to_server:
+                    data = b"".join(out + _NEWLINE for out in relay.to_server)
+                    try:
+                        self._replies.send_nowait(data)
+                    except anyio.WouldBlock:  # (bounded: past _REPLIES lines, this side waits too)
+                        await self._replies.send(data)
                 for out in relay.to_client:
                     await self._deliver(out)
             if not chunk:
                 return
 
+    async def _child_writer(self, child: Process, replies: MemoryObjectReceiveStream[bytes]) -> None:
+        """Write the queued lines for the child, in order (dropped once its stdin is closed)."""
+        async with replies:
+            async for data in replies:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async with self._child_lock:
+                        await child.stdin.send(data)
+
+    def _noted(self, relay: Relay) -> None:
+        """Log the bridge's notes; once it bridges, the rewrite log names the server's era."""
+        for note in relay.notes:
+            logger.info("%s: %s", self.label, note)
+        if self.bridge.bridging and self.session.upstream_eras is None and self.bridge.version is not None:
+            self.session.upstream_eras = [self.bridge.version]
+
     async def _to_child(self, child: Process, relay: Relay) -> None:
-        """Write the bridge's lines for the server, and log its notes.
+        """Write the bridge's lines for the server (the host's side: it waits, as the relay does).
 
         Raises:
             anyio.BrokenResourceError, anyio.ClosedResourceError: the child's stdin is closed.
         """
-        for note in relay.notes:
-            logger.info("%s: %s", self.label, note)
-        if self.bridge.bridging and self.session.upstream_eras is None and self.bridge.version is not None:
-            self.session.upstream_eras = [self.bridge.version]  # (the rewrite log says which era is upstream)
+        self._noted(relay)
         if relay.to_server:
             async with self._child_lock:
                 await child.stdin.send(b"".join(out + _NEWLINE for out in relay.to_server))
