@@ -17,13 +17,16 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mcp_normalizer.demo.clients import run_node
 from mcp_normalizer.demo.upstream import RUNTIMES
 from mcp_normalizer.engine.era_bridge import MAX_ROUNDS, SESSION_PREFIX
 from mcp_normalizer.engine.stdio_bridge import Relay, StdioBridge
+from mcp_normalizer.wire.jsoncodec import dumps
 
-from .support import EXE, ROOT
+from .support import EXE, ROOT, VALUES
 from .test_stdio_wrapper import fixture, log_lines, protean_plan
 
 PV = "io.modelcontextprotocol/protocolVersion"
@@ -672,3 +675,36 @@ async def test_list_changes_reach_the_host_and_requests_in_flight_are_answered_w
     stderr = stderr_of(log_lines(log))
     assert any(t.startswith("request: subscriptions/listen 2026-07-28 gemini-cli-mcp-client") for t in stderr)
     assert not any("ping" in t for t in stderr)  # answered by the bridge
+
+
+# -- properties -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.pure
+@given(
+    arguments=VALUES, result=st.dictionaries(st.sampled_from(["content", "structuredContent", "isError", "x"]), VALUES)
+)
+def test_arguments_and_results_cross_the_bridge_byte_for_byte(arguments: Any, result: dict[str, Any]) -> None:
+    bridge = bridged()
+    written = dumps(arguments)
+    request = b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"t","arguments":' + written + b"}}"
+    (upstream,) = bridge.from_client(request).to_server
+    assert b'"arguments":' + written + b"," in upstream or upstream.endswith(b'"arguments":' + written + b"}}")
+    body = dumps(result)
+    modern = body[:-1] + (b',"resultType":"complete"}' if result else b'"resultType":"complete"}')
+    (answer,) = bridge.from_server(b'{"jsonrpc":"2.0","id":41,"result":' + modern + b"}").to_client
+    assert answer == b'{"jsonrpc":"2.0","id":41,"result":' + body + b"}"
+
+
+@pytest.mark.pure
+def test_a_host_whose_capabilities_are_too_large_to_keep_is_refused() -> None:
+    bridge = StdioBridge("2026-07-28")
+    params = {"protocolVersion": "2025-06-18", "capabilities": {"x": "é" * 40_000}, "clientInfo": HOST_INFO}
+    huge = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    (discover,) = parsed(bridge.from_client(line(huge)).to_server)
+    refused = bridge.from_server(line({"jsonrpc": "2.0", "id": discover["id"], "result": DISCOVERED}))
+    (error,) = parsed(refused.to_client)
+    assert (
+        error["id"] == 0 and error["error"]["code"] == -32602 and "a session keeps at most" in error["error"]["message"]
+    )
+    assert not bridge.bridging
