@@ -256,7 +256,8 @@ class ProxyConfig:
 
     upstream_era: str = setting(
         "auto",
-        "the protocol era the HTTP upstream speaks: ``auto`` (learned: an upstream that refuses a legacy "
+        "the protocol era the upstream speaks (an HTTP upstream, or the server ``mcp-normalizer stdio`` starts): "
+        "``auto`` (learned: an upstream that refuses a legacy "
         "client's ``initialize`` and answers ``server/discover`` is bridged for legacy clients), ``2026-07-28`` "
         "(it speaks only the stateless era: every legacy client is bridged, nothing probed) or ``legacy`` "
         "(never bridged; each client's era passes through as negotiated). "

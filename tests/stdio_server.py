@@ -41,6 +41,27 @@ Faults (all optional):
       ``spelling.format(id)`` (``" {}"`` writes ``" 7"`` for ``7``).
 
 Every ``notifications/cancelled`` it receives is written to stderr (``cancelled: <requestId>``).
+
+A plan with ``"modern": true`` is a server that speaks only 2026-07-28 over stdio
+(``S2026-07-28/basic/index.mdx``): ``initialize`` and every request without the era's
+``params._meta`` protocol version get ``-32022`` (``UnsupportedProtocolVersionError``, with the
+versions it supports; ``faults.refuse_code`` another code); ``ping`` and the other methods the era
+removed get ``-32601``; it answers ``server/discover`` (``serverInfo`` in ``_meta``) and every
+result carries ``resultType`` (and ``ttlMs``/``cacheScope`` on ``tools/list``). Each request's
+protocol version, ``clientInfo`` name and ``clientCapabilities`` are written to stderr
+(``request: <method> <version> <name> <capabilities>``), and each refused one's method
+(``refused: <method>``). Its faults:
+  ``progress_on``: sends two progress notifications (for the request's ``progressToken``), then
+      asks ``Go on?`` (``input_required``: a client reads the progress before it answers); the
+      retry's result says whether it carried the same ``progressToken``;
+  ``elicit_on``: answers ``input_required`` with an ``elicitation/create`` question under the key
+      ``region`` and a ``requestState``; the retry (``inputResponses``, the state echoed) is answered
+      with ``{"answer": <the elicitation result>, "state": <the state echoed>}`` as
+      ``structuredContent`` and as text;
+  ``whoami``: a tool answering with the ``_meta`` the request came with (as ``structuredContent``);
+  ``subscriptions/listen`` is acknowledged and stays open: a call of the tool ``touch`` sends
+      ``notifications/tools/list_changed`` on it (with its ``subscriptionId``); a
+      ``notifications/cancelled`` for it is logged like any other.
 """
 
 from __future__ import annotations
@@ -104,6 +125,8 @@ def main() -> int:
             if answered:
                 write(answered)
 
+    if plan.get("modern"):
+        return modern_main(plan, faults, send, incoming())
     held: list[Any] = []  # calls of progress_on waiting for notifications/release
     asked: dict[Any, Any] = {}  # roots/list requests sent, by id: the call waiting for each
     for message in incoming():
@@ -237,6 +260,112 @@ def main() -> int:
     if faults.get("ignore_term"):
         while True:
             signal.pause()
+    return int(faults.get("exit_status", 0))
+
+
+MODERN_VERSION = "2026-07-28"
+VERSION_META = "io.modelcontextprotocol/protocolVersion"
+SUBSCRIPTION_META = "io.modelcontextprotocol/subscriptionId"
+
+
+def modern_main(plan: dict[str, Any], faults: dict[str, Any], send: Any, messages: Any) -> int:
+    """The ``"modern": true`` server (see the module docstring)."""
+    listening: list[Any] = []  # the ids of the open subscriptions/listen requests
+    for message in messages:
+        method, rid = message.get("method"), message.get("id")
+        params = message.get("params") or {}
+        meta = params.get("_meta") or {}
+        if method == "notifications/cancelled":
+            requested = params.get("requestId")
+            sys.stderr.write(f"cancelled: {requested}\n")
+            sys.stderr.flush()
+            if requested in listening:
+                listening.remove(requested)
+            continue
+        if rid is None or method is None:
+            continue  # a notification or a response: the era's client sends no responses
+        if meta.get(VERSION_META) != MODERN_VERSION:
+            sys.stderr.write(f"refused: {method}\n")
+            sys.stderr.flush()
+            code = faults.get("refuse_code", -32022)
+            data = {"supported": [MODERN_VERSION], "requested": meta.get(VERSION_META, params.get("protocolVersion"))}
+            error = {"code": code, "message": "Unsupported protocol version", "data": data}
+            send({"jsonrpc": "2.0", "id": rid, "error": error})
+            continue
+        info = meta.get("io.modelcontextprotocol/clientInfo") or {}
+        caps = meta.get("io.modelcontextprotocol/clientCapabilities")
+        sys.stderr.write(f"request: {method} {meta.get(VERSION_META)} {info.get('name')} {json.dumps(caps)}\n")
+        sys.stderr.flush()
+        result: dict[str, Any]
+        if method == "server/discover":
+            result = {
+                "supportedVersions": [MODERN_VERSION],
+                "capabilities": {"tools": {"listChanged": True}},
+                "instructions": "Ask for the weather in Zürich.",
+                "ttlMs": 0,
+                "cacheScope": "public",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-stdio-fixture", "version": "2.0.0"}},
+            }
+        elif method == "subscriptions/listen":
+            listening.append(rid)
+            ack = {"notifications": params.get("notifications") or {}, "_meta": {SUBSCRIPTION_META: rid}}
+            send({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": ack})
+            continue
+        elif method == "tools/list":
+            result = {"tools": plan["tools"], "ttlMs": 0, "cacheScope": "public"}
+        elif method == "tools/call":
+            name = params.get("name")
+            if name == faults.get("silent_on"):
+                continue
+            if name == "touch":
+                for listen in listening:
+                    changed = {"_meta": {SUBSCRIPTION_META: listen}}
+                    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": changed})
+                result = {"content": []}
+            elif name == faults.get("progress_on") and "inputResponses" not in params:
+                token = meta.get("progressToken")
+                for step, note in ((1, "half way: 12.50 \u2713"), (2, "done")):
+                    progress = {"progressToken": token, "progress": step, "total": 2, "message": note}
+                    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
+                schema = {"type": "object", "properties": {}}
+                confirm = {
+                    "method": "elicitation/create",
+                    "params": {"message": "Go on? \u2713", "requestedSchema": schema},
+                }
+                state = json.dumps({"token": token})
+                asks = {"confirm": confirm}
+                result = {"resultType": "input_required", "inputRequests": asks, "requestState": state}
+                send({"jsonrpc": "2.0", "id": rid, "result": result})
+                continue
+            elif name == faults.get("progress_on"):
+                kept = json.loads(params["requestState"])["token"] == meta.get("progressToken")
+                result = json.loads(json.dumps(plan["results"][name]))
+                result["content"].append({"type": "text", "text": f"the progress token came back: {kept}"})
+            elif name == faults.get("elicit_on") and "inputResponses" not in params:
+                question = {
+                    "method": "elicitation/create",
+                    "params": {
+                        "message": "Which region? (Zürich or 東京)",
+                        "requestedSchema": {"type": "object", "properties": {"region": {"type": "string"}}},
+                    },
+                }
+                state = "asked=région;n=12.50"  # (opaque: the client echoes it as it came)
+                result = {"resultType": "input_required", "inputRequests": {"region": question}, "requestState": state}
+                send({"jsonrpc": "2.0", "id": rid, "result": result})
+                continue
+            elif name == faults.get("elicit_on"):
+                answer = {"answer": params["inputResponses"].get("region"), "state": params.get("requestState")}
+                text = {"type": "text", "text": json.dumps(answer, ensure_ascii=False)}
+                result = {"content": [text], "structuredContent": answer}
+            elif name == "whoami":
+                text = {"type": "text", "text": json.dumps(meta, ensure_ascii=False)}
+                result = {"content": [text], "structuredContent": meta}
+            else:
+                result = json.loads(json.dumps(plan["results"][name]))
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
+            continue
+        send({"jsonrpc": "2.0", "id": rid, "result": {**result, "resultType": "complete"}})
     return int(faults.get("exit_status", 0))
 
 

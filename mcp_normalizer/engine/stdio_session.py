@@ -105,6 +105,8 @@ class StdioSession:
         self.pending: dict[IdKey, PendingRequest] = {}
         self.era: str | None = None
         self.client: ClientProfile = UNKNOWN
+        #: The era the server side speaks when it is not the client's (the era bridge), for the logs.
+        self.upstream_eras: list[str] | None = None
         self._initialize: IdKey | None = None  # the id of the client's initialize request
 
     # -- client -> server ---------------------------------------------------------------------
@@ -243,6 +245,7 @@ class StdioSession:
             sole=sole,
             client=self.normalizer.config.for_client(self.client),
             private=True,
+            upstream_eras=self.upstream_eras,
         )
 
 

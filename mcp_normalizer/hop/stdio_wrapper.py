@@ -24,9 +24,18 @@ came (but for the ``tools/call`` renames of rule ``tool_names``).
   are passed to the child.
 - When the child exits, every request it left unanswered gets a JSON-RPC error (``-32603``, naming
   the exit status), then the wrapper exits with the child's status (``128 + N`` for signal N).
+- A child that speaks only 2026-07-28 (it refuses ``initialize`` and answers ``server/discover``;
+  or ``[proxy] upstream_era = "2026-07-28"``) is bridged for a legacy host by
+  :class:`~mcp_normalizer.engine.stdio_bridge.StdioBridge`: each line of either side goes through it
+  first, and what it gives the host goes through the rules as a native server's line does (the
+  bridge's own answers among them: the ``initialize`` result, ``ping``, the server's questions).
 
 Flow control: one line is relayed at a time each way; a host that stops reading stops the wrapper
-reading the child's stdout (the child then blocks on its own writes), so nothing piles up. A pipe
+reading the child's stdout (the child then blocks on its own writes), so nothing piles up. (The
+bridge also writes to the child for the child's own lines: the end of its handshake, a retry the
+server's answer calls for. Those lines are queued, at most :data:`_REPLIES`, and written by a task
+of their own, so the relay of the child's stdout never waits on its stdin; every write to the child
+is one whole line under a lock.) A pipe
 (what hosts give) is read and written by the event loop; a regular file by worker threads.
 """
 
@@ -48,11 +57,12 @@ from typing import BinaryIO
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..config import NormalizerConfig
 from ..engine.audit import AuditLog
 from ..engine.normalize import Normalizer
+from ..engine.stdio_bridge import Relay, StdioBridge
 from ..engine.stdio_session import StdioSession, long_line_id, request_id
 from ..errors import DecodeError
 from ..ops.refusals import BODY_SIZE, refusal_message
@@ -82,6 +92,8 @@ _NEWLINE = b"\n"
 #: Bytes of each end of a line above the bound searched for its id.
 _EDGE = 4096
 _BOM = b"\xef\xbb\xbf"
+#: Lines for the child the bridge may queue from the child's own lines (a retry, the handshake's end).
+_REPLIES = 1024
 
 
 class HostGone(Exception):
@@ -121,8 +133,12 @@ class StdioWrapper:
         self.session = StdioSession(
             Normalizer(config), AuditLog(f"stdio:{self.label}"), max_line=config.proxy.max_rewrite_bytes
         )
+        #: The era bridge (``[proxy] upstream_era``): a legacy host in front of a 2026-07-28-only server.
+        self.bridge = StdioBridge(config.proxy.upstream_era)
         self.noise = 0  # lines of the child's stdout that were not messages
         self._write_lock = anyio.Lock()
+        self._child_lock = anyio.Lock()  # (both directions may write to the child: the bridge's retries)
+        self._replies: MemoryObjectSendStream[bytes]  # (made by run: see _child_writer)
         self._host_writer: Callable[[bytes], Awaitable[None]] | None = None
         self._host_gone = False  # the host closed its end of stdout
         self._tail: deque[str] = deque(maxlen=5)  # the child's last stderr lines
@@ -137,9 +153,13 @@ class StdioWrapper:
         logger.info("started %s (pid %d)", self.label, child.pid)
         logged = anyio.Event()
         relayed = anyio.Event()  # the child's stdout has ended (or the host left)
+        # The bridge's lines for the child that the child's own lines caused (a retry, the end of a
+        # handshake) go through a queue: the relay of its stdout never waits on its stdin.
+        self._replies, replies = anyio.create_memory_object_stream[bytes](_REPLIES)
         async with child, anyio.create_task_group() as tg:
             tg.start_soon(self._signals, child)
             tg.start_soon(self._host_to_child, child)
+            tg.start_soon(self._child_writer, child, replies)
             tg.start_soon(self._child_log, child, logged)
             tg.start_soon(self._relay_out, child, tg, relayed)
             await exited_or(child, relayed)
@@ -191,7 +211,17 @@ class StdioWrapper:
                 pieces = decoder.feed(chunk) if chunk else decoder.flush()
                 for piece, kind in pieces:
                     if kind == LINE:
-                        await child.stdin.send(self.session.from_client(piece) + _NEWLINE)
+                        line = self.session.from_client(piece)
+                        if not self.bridge.active:
+                            async with self._child_lock:
+                                await child.stdin.send(line + _NEWLINE)
+                            continue
+                        relay = self.bridge.from_client(line)
+                        await self._to_child(child, relay)
+                        if relay.to_client:
+                            with contextlib.suppress(HostGone):  # (the other side sees it too)
+                                for out in relay.to_client:
+                                    await self._deliver(out)
                         continue
                     head = head or piece[:_EDGE]  # above max_request_bytes: never sent, never held
                     tail = (tail + piece)[-_EDGE:]
@@ -241,7 +271,6 @@ class StdioWrapper:
     async def _child_to_host(self, child: Process) -> None:
         limit = self.config.proxy.max_message_bytes
         decoder = LineDecoder(limit)
-        session = self.session
         head = tail = b""  # the first and last bytes of a line above the bound (its id is there)
         size = 0
         while True:
@@ -261,24 +290,74 @@ class StdioWrapper:
                         head = tail = b""
                         size = 0
                     continue
-                line = session.from_server(piece)
-                while line.busy:
-                    await anyio.lowlevel.checkpoint()
-                    line.resume()
-                if line.noise is not None:
-                    self.noise += 1
-                    child_logger.warning(
-                        "not a JSON-RPC message on the server's stdout: not relayed",
-                        extra={"audit": {"server": self.label, "stdout": text(line.noise)}},
-                    )
-                    key = long_line_id(line.noise[:_EDGE], line.noise[-_EDGE:])
-                    if key is not None and session.pending.pop(key, None) is not None:
-                        message = f"the MCP server's response ({self.label}) is not a JSON-RPC message: not relayed"
-                        await self._write(_error(key, message))
-                if line.lines:
-                    await self._write(b"".join(out + _NEWLINE for out in line.lines))
+                if not self.bridge.active:
+                    await self._deliver(piece)
+                    continue
+                relay = self.bridge.from_server(piece)
+                self._noted(relay)
+                if relay.to_server:
+                    data = b"".join(out + _NEWLINE for out in relay.to_server)
+                    try:
+                        self._replies.send_nowait(data)
+                    except anyio.WouldBlock:  # (bounded: past _REPLIES lines, this side waits too)
+                        await self._replies.send(data)
+                for out in relay.to_client:
+                    await self._deliver(out)
             if not chunk:
                 return
+
+    async def _child_writer(self, child: Process, replies: MemoryObjectReceiveStream[bytes]) -> None:
+        """Write the queued lines for the child, in order (dropped once its stdin is closed)."""
+        async with replies:
+            async for data in replies:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async with self._child_lock:
+                        await child.stdin.send(data)
+
+    def _noted(self, relay: Relay) -> None:
+        """Log the bridge's notes; once it bridges, the rewrite log names the server's era."""
+        for note in relay.notes:
+            logger.info("%s: %s", self.label, note)
+        if self.bridge.bridging and self.session.upstream_eras is None and self.bridge.version is not None:
+            self.session.upstream_eras = [self.bridge.version]
+
+    async def _to_child(self, child: Process, relay: Relay) -> None:
+        """Write the bridge's lines for the server (the host's side: it waits, as the relay does).
+
+        Raises:
+            anyio.BrokenResourceError, anyio.ClosedResourceError: the child's stdin is closed.
+        """
+        self._noted(relay)
+        if relay.to_server:
+            async with self._child_lock:
+                await child.stdin.send(b"".join(out + _NEWLINE for out in relay.to_server))
+
+    async def _deliver(self, piece: bytes) -> None:
+        """One line for the host: through the rules, then written (a line that is not a message is
+        logged and counted instead).
+
+        Raises:
+            HostGone: the host closed its end of stdout.
+        """
+        session = self.session
+        line = session.from_server(piece)
+        while line.busy:
+            await anyio.lowlevel.checkpoint()
+            line.resume()
+        if line.noise is not None:
+            self.noise += 1
+            child_logger.warning(
+                "not a JSON-RPC message on the server's stdout: not relayed",
+                extra={"audit": {"server": self.label, "stdout": text(line.noise)}},
+            )
+            key = long_line_id(line.noise[:_EDGE], line.noise[-_EDGE:])
+            bridged = self.bridge.forget(key)  # (the host's id of a request the bridge carries)
+            key = bridged if bridged is not None else key
+            if key is not None and (session.pending.pop(key, None) is not None or bridged is not None):
+                message = f"the MCP server's response ({self.label}) is not a JSON-RPC message: not relayed"
+                await self._write(_error(key, message))
+        if line.lines:
+            await self._write(b"".join(out + _NEWLINE for out in line.lines))
 
     async def _too_long(self, head: bytes, tail: bytes, size: int, limit: int, *, answer: bool) -> None:
         """A line of the child's of ``size`` bytes, above ``limit`` (``max_message_bytes``), was
@@ -289,6 +368,8 @@ class StdioWrapper:
         """
         self.noise += 1
         key = long_line_id(head, tail) if answer else None
+        bridged = self.bridge.forget(key)
+        key = bridged if bridged is not None else key
         logger.warning(
             "%s wrote a line of %d bytes, above max_message_bytes (%d): dropped%s",
             self.label,
@@ -313,11 +394,13 @@ class StdioWrapper:
     async def _unanswered(self, status: int) -> None:
         """Answer each request the child left unanswered with a JSON-RPC error."""
         pending = self.session.pending
-        if not pending:
+        keys = list(pending)
+        keys += [key for key in self.bridge.unanswered() if key not in pending]  # (not only watched ones)
+        if not keys:
             return
         message = f"the MCP server ({self.label}) exited ({describe(status)}) before answering"
         lines = b""
-        for key in list(pending):
+        for key in keys:
             error = {"jsonrpc": "2.0", "id": key[1], "error": {"code": -32603, "message": message}}
             lines += dumps(error) + _NEWLINE  # (integers past 64 bits too)
         pending.clear()

@@ -16,6 +16,8 @@
 // client and no tokens: on a 401 the client runs its OAuth discovery (RFC 9728 protected-resource
 // metadata, resource check, RFC 8414 server metadata) and stops at the redirect to the authorization
 // endpoint, which the session records as "authorizationUrl" (the connect then fails as unauthorized).
+// A session with "elicitation": {...} (1.x) declares the elicitation capability and accepts every
+// elicitation/create with that content; the params of each are recorded in "elicitations".
 import { readFileSync } from 'node:fs';
 
 const raw = process.argv[2] ?? readFileSync(0, 'utf8');
