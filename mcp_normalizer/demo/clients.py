@@ -135,6 +135,7 @@ async def run_python(
     mode: str = "legacy",
     client_name: str | None = None,
     command: Sequence[str] | None = None,
+    elicit: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the Python ``mcp`` client over ``steps``.
 
@@ -148,6 +149,9 @@ async def run_python(
         client_name: the ``clientInfo`` name the client gives (``None``: the SDK's default, ``mcp``).
         command: a stdio server's argv: the client starts it (the SDK's ``stdio_client``; its
             stderr goes to this process's) and speaks the legacy handshake over its stdin and stdout.
+        elicit: the ``ElicitResult`` (``{"action": "accept", "content": {...}}``) every
+            ``elicitation/create`` gets (the client then declares elicitation); each request's params
+            are recorded as ``elicitations``. ``None``: the client declares no elicitation.
 
     Raises:
         ClientUnavailable: ``mcp`` is not installed.
@@ -196,6 +200,17 @@ async def run_python(
                 record["steps"].append({"ok": False, "error": describe(exc)})
 
     info = Implementation(name=client_name, version="0.0.1") if client_name is not None else None
+    callbacks: dict[str, Any] = {}
+    if elicit is not None:
+        from mcp.types import ElicitResult
+
+        record["elicitations"] = []
+
+        async def on_elicit(context: Any, params: Any) -> Any:
+            record["elicitations"].append(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+            return ElicitResult.model_validate(dict(elicit))
+
+        callbacks["elicitation_callback"] = on_elicit
     if command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -212,11 +227,14 @@ async def run_python(
         async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http:
             transport = streamable_http_client(url, http_client=http)
             if mode == "legacy":
-                async with transport as (read, write), ClientSession(read, write, client_info=info) as session:
+                async with (
+                    transport as (read, write),
+                    ClientSession(read, write, client_info=info, **callbacks) as session,
+                ):
                     await session.initialize()
                     await drive(session)
             else:
-                async with Client(transport, mode=mode, client_info=info) as client:
+                async with Client(transport, mode=mode, client_info=info, **callbacks) as client:
                     record["protocolVersion"] = client.protocol_version
                     await drive(client)
     except Exception as exc:

@@ -37,11 +37,23 @@ for (const session of plan.sessions) {
   out.sessions.push(record);
   // A session with "versionNegotiation" (2.x only: {"mode": {"pin": "2026-07-28"}} or {"mode": "auto"}) gives it
   // as the client option of that name; the version the client then speaks is the session's "protocolVersion".
-  const clientOptions = session.versionNegotiation ? { versionNegotiation: session.versionNegotiation } : undefined;
+  const clientOptions = session.versionNegotiation ? { versionNegotiation: session.versionNegotiation } : {};
+  // A session with "elicit": {"action": "accept", "content": {...}} declares the elicitation capability and
+  // answers every elicitation/create with it; the requests' params are recorded as "elicitations".
+  if (session.elicit) clientOptions.capabilities = { elicitation: { form: {} } };
   const client = new Client(
     { name: session.clientName ?? 'mcp-normalizer-test', version: session.clientVersion ?? '0.0.1' },
     clientOptions,
   );
+  if (session.elicit) {
+    record.elicitations = [];
+    const answer = async (request) => {
+      record.elicitations.push(request.params);
+      return session.elicit;
+    };
+    if (v2) client.setRequestHandler('elicitation/create', answer);
+    else client.setRequestHandler((await import('@modelcontextprotocol/sdk/types.js')).ElicitRequestSchema, answer);
+  }
   const options = { requestInit: { headers: session.headers ?? {} } };
   if (session.oauth) options.authProvider = oauthProvider(session.oauth, record);
   // A session with "command": [argv...] (and "env": {...}) starts that stdio server instead (the
