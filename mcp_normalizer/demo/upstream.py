@@ -166,6 +166,7 @@ class ScriptedServer:
     listeners: list[asyncio.Queue[JSONObject]] = field(default_factory=list)
     sessions: set[str] = field(default_factory=set)
     _waiting: dict[str, asyncio.Future[JSONObject]] = field(default_factory=dict)
+    _asking: dict[str, set[str]] = field(default_factory=dict)
     _asked: int = 0
 
     def _tools(self, headers: Mapping[str, str]) -> Sequence[ToolSpec]:
@@ -184,7 +185,7 @@ class ScriptedServer:
             await respond(send, 405, b"", None, [(b"allow", b"POST")])
             return
         if not self.modern and scope["method"] in ("GET", "DELETE"):
-            await self._legacy_only(scope["method"], headers, send)
+            await self._legacy_only(scope["method"], headers, receive, send)
             return
         if scope["method"] == "DELETE":
             await respond(send, 200, b"", None)
@@ -269,7 +270,7 @@ class ScriptedServer:
             await emit(await self._dispatch(calls[0], headers, emit))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _legacy_only(self, method: str, headers: Mapping[str, str], send: Send) -> None:
+    async def _legacy_only(self, method: str, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
         """``GET`` (the session's stream) and ``DELETE`` of a legacy-only server."""
         session = headers.get("mcp-session-id")
         if session is None or session not in self.sessions:
@@ -283,10 +284,16 @@ class ScriptedServer:
         queue: asyncio.Queue[JSONObject] = asyncio.Queue()
         self.listeners.append(queue)
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        gone = asyncio.ensure_future(_disconnect(receive))
         try:
             await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
             while True:
-                data = _encode(await queue.get())
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():  # the client hung up
+                    getter.cancel()
+                    return
+                data = _encode(getter.result())
                 await send(
                     {
                         "type": "http.response.body",
@@ -295,12 +302,19 @@ class ScriptedServer:
                     }
                 )
         finally:
+            gone.cancel()
             self.listeners.remove(queue)
 
     async def _refused(self, decoded: JSON, messages: list[JSON], headers: Mapping[str, str], send: Send) -> bool:
         """A legacy-only server's refusals and the client's answers to its requests: True when
         the POST is answered."""
         answers = [m for m in messages if isinstance(m, dict) and "method" not in m and "id" in m]
+        for message in messages:  # a cancelled request's questions get no answer now: it is told so
+            if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+                cancelled = str((message.get("params") or {}).get("requestId"))
+                for ask_id in self._asking.pop(cancelled, set()):
+                    error = {"code": -32800, "message": "request cancelled"}
+                    answers.append({"jsonrpc": "2.0", "id": ask_id, "error": error})
         for answer in answers:
             waiting = self._waiting.pop(str(answer.get("id")), None)
             if waiting is not None and not waiting.done():
@@ -318,16 +332,20 @@ class ScriptedServer:
             return True
         return False
 
-    async def _ask_client(self, emit: Callable[[JSONObject], Awaitable[None]], request: JSONObject) -> JSONObject:
+    async def _ask_client(
+        self, emit: Callable[[JSONObject], Awaitable[None]], request_id: JSON, request: JSONObject
+    ) -> JSONObject:
         self._asked += 1
         ask_id = f"scripted-ask-{self._asked}"
         future: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
         self._waiting[ask_id] = future
+        self._asking.setdefault(str(request_id), set()).add(ask_id)
         try:
             await emit({"jsonrpc": "2.0", "id": ask_id, **request})
             return await future
         finally:
             self._waiting.pop(ask_id, None)
+            self._asking.get(str(request_id), set()).discard(ask_id)
 
     async def notify(self, notification: JSONObject) -> None:
         """Send ``notification`` on every open ``subscriptions/listen`` stream (2026-07-28 only), or
@@ -411,7 +429,7 @@ class ScriptedServer:
                 reply["error"] = {"code": -32602, "message": f"Unknown tool: {params.get('name')}"}
             else:
                 meta = params.get("_meta") or {}
-                asks = None if emit is None or _modern(message) else partial(self._ask_client, emit)
+                asks = None if emit is None or _modern(message) else partial(self._ask_client, emit, message.get("id"))
                 call = ToolCall(
                     spec.tool["name"], params.get("arguments") or {}, headers, meta.get("progressToken"), emit, asks
                 )
@@ -442,6 +460,12 @@ def _encode(value: Any) -> bytes:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return when the client hangs up (its ``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _no_session(decoded: JSON, status: int) -> JSONObject:
