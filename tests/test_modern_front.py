@@ -729,3 +729,62 @@ async def test_subscriptions_listen_is_the_sessions_get_stream() -> None:
     ]
     listens = [h for m, h in server.requests if m.get("method") == "subscriptions/listen"]
     assert [h.get("mcp-session-id") for h in listens] == [None]  # sent as it came once (refused), never in a session
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_the_clients_hang_up_cancels_the_upstream_request() -> None:
+    server = legacy_server()
+
+    def cancelled() -> list[dict[str, Any]]:
+        return [m for m, _ in server.requests if m.get("method") == "notifications/cancelled"]
+
+    async def slow(call: ToolCall) -> dict[str, Any]:
+        await call.progress(1, None, "started \u2713")
+        while not cancelled():  # (a legacy server stops when told; this one when the notification came)
+            await anyio.sleep(0.05)
+        return {"content": [{"type": "text", "text": "stopped"}]}
+
+    assert isinstance(server.tools, list)
+    server.tools.append(ToolSpec({"name": "slow", "inputSchema": {"type": "object"}}, slow))
+    call_params = params(name="slow", arguments={})
+    call_params["_meta"]["progressToken"] = "p-\u00e9"
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call_params}
+    with fronted(server) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            await post(http, url, {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": params()})
+            sent = {**HEADERS, **headers("tools/call", "slow")}
+            with anyio.fail_after(10):
+                async with http.stream("POST", url, content=orjson.dumps(message), headers=sent) as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:"):
+                            first = orjson.loads(line[5:])
+                            break
+                while not cancelled():  # the stream is closed: the proxy tells the server
+                    await asyncio.sleep(0.05)
+    assert first == {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": "p-\u00e9", "progress": 1, "message": "started \u2713"},
+    }
+    upstream_call = next(m for m, _ in server.requests if (m.get("params") or {}).get("name") == "slow")
+    assert upstream_call["params"]["_meta"] == {"progressToken": "p-\u00e9"}
+    (notification,) = cancelled()
+    assert notification["params"]["requestId"] == upstream_call["id"]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+@pytest.mark.parametrize("legacy", [True, False], ids=["dual-era", "2026-07-28-only"])
+async def test_with_consent_a_2026_07_28_upstream_is_left_to_speak_for_itself(legacy: bool) -> None:
+    server = ScriptedServer([ToolSpec(QUOTE, returning({"content": [], "structuredContent": DATA}))], legacy=legacy)
+    with fronted(server) as url:
+        record = await run_python(url, STEPS[:2] + STEPS[:2], mode=MODERN, client_name="py-host")
+    assert record["protocolVersion"] == MODERN
+    assert all(step["ok"] for step in record["steps"]), record
+    assert record["steps"][1]["value"]["structuredContent"] == DATA
+    methods = [m.get("method") for m, _ in server.requests]
+    assert "initialize" not in methods  # nothing was carried over a legacy session
+    for message, sent in server.requests:  # every request reached the server as the client sent it
+        assert message["params"]["_meta"][INFO]["name"] == "py-host"
+        assert sent["mcp-protocol-version"] == MODERN

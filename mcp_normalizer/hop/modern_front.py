@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from typing import Any
 
 from ..engine.era_bridge import credential_of
 from ..engine.modern_front import (
@@ -200,6 +202,16 @@ class _Call:
             self._task.exception()  # retrieved: the forwarder reports its own failures
 
 
+@dataclass(slots=True)
+class _Waiting:
+    """The I/O side of a parked request: its still-open upstream call, the session it runs in, and
+    the timer that abandons it."""
+
+    call: _Call
+    session: FrontSession
+    timer: asyncio.Task[None] | None = None
+
+
 class _ClientStream:
     """The response to the client's request: JSON until something must stream."""
 
@@ -296,9 +308,9 @@ class ModernFront:
             raw, longer = await call.read(_REFUSAL_BYTES)
             answer = None if longer else _answer(call, raw, message.get("id"))
             if longer or not status or not is_refusal(status, answer):
-                if message.get("method") == "server/discover" and status == 200 and isinstance(answer, dict):
-                    if "result" in answer:
-                        self.core.learned("2026-07-28")
+                result = answer.get("result") if status == 200 and isinstance(answer, dict) else None
+                if isinstance(result, dict) and (message.get("method") == "server/discover" or "resultType" in result):
+                    self.core.learned("2026-07-28")  # (only a 2026-07-28 server answers either)
                 await _relay(send, call, raw, rest=longer)
                 return False
         finally:
@@ -443,10 +455,11 @@ class ModernFront:
 
         self._spawn(delete())
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _post(self, scope: Scope, session: FrontSession, message: JSONObject) -> int:
         """POST ``message`` (a notification or a response) to the session; the status."""
@@ -543,7 +556,7 @@ class ModernFront:
         question (the call is parked) or the client's hang-up (the upstream request is cancelled)."""
         gone = asyncio.Event()
         watcher = asyncio.ensure_future(_hang_up(receive, gone))
-        reading = asyncio.ensure_future(self._relay_stream(scope, session, relay, call, stream, gone))
+        reading = asyncio.ensure_future(self._relay_stream(scope, session, relay, call, stream))
         session.busy += 1
         parked = False
         try:
@@ -558,11 +571,12 @@ class ModernFront:
                 return
             outcome = reading.result()
             if isinstance(outcome, dict):  # questions: park the call for the retry
-                token, dropped = self.core.park(relay, call, key, time.monotonic())
+                waiting = _Waiting(call, session)
+                token, dropped = self.core.park(relay, waiting, key, time.monotonic())
                 parked = True
                 for old in dropped:
-                    self._spawn(self._abandon(scope, session, old))
-                self._spawn(self._deadline(scope, session, token))
+                    self._spawn(self._abandon(scope, old))
+                waiting.timer = self._spawn(self._deadline(scope, token))
                 await stream.finish(relay.input_required(outcome, token))
         finally:
             watcher.cancel()
@@ -572,7 +586,7 @@ class ModernFront:
                 await call.aclose()
 
     async def _relay_stream(
-        self, scope: Scope, session: FrontSession, relay: Relay, call: _Call, stream: _ClientStream, gone: asyncio.Event
+        self, scope: Scope, session: FrontSession, relay: Relay, call: _Call, stream: _ClientStream
     ) -> dict[str, JSONObject] | None:
         """Read the upstream stream: ``None`` once the client's request is answered, or the
         questions that end it (``inputRequests``)."""
@@ -602,14 +616,14 @@ class ModernFront:
         self, scope: Scope, receive: Receive, send: Send, message: JSONObject, key: str, state: JSON
     ) -> None:
         parked = self.core.claim(state, key, time.monotonic())
-        session = self.core.sessions.get(key)
-        if parked is None or session is None:
-            if parked is not None:
-                await parked.handle.aclose()
+        if parked is None:
             text = "requestState names no question waiting for an answer (unknown, answered, or abandoned)"
             await respond(send, 200, error_body(message.get("id"), text, -32602))
             return
-        relay, call = parked.relay, parked.handle
+        waiting: _Waiting = parked.handle
+        if waiting.timer is not None:
+            waiting.timer.cancel()
+        relay, call, session = parked.relay, waiting.call, waiting.session
         for answer in relay.resume(message):
             status = await self._post(scope, session, answer)
             if status >= 400:
@@ -619,7 +633,7 @@ class ModernFront:
                 return
         await self._drain(scope, receive, session, relay, call, _ClientStream(send), key)
 
-    async def _deadline(self, scope: Scope, session: FrontSession, token: str) -> None:
+    async def _deadline(self, scope: Scope, token: str) -> None:
         await asyncio.sleep(self.core.input_timeout)
         parked = self.core.overdue(token, time.monotonic())
         if parked is not None:
@@ -627,16 +641,20 @@ class ModernFront:
                 "a 2026-07-28 client did not retry within %ss: the upstream request is abandoned",
                 self.core.input_timeout,
             )
-            await self._abandon(scope, session, parked)
+            await self._abandon(scope, parked)
 
-    async def _abandon(self, scope: Scope, session: FrontSession, parked: Parked) -> None:
+    async def _abandon(self, scope: Scope, parked: Parked) -> None:
+        """Give up a parked request: cancel it upstream (the legacy way) and close its stream."""
+        waiting: _Waiting = parked.handle
+        if waiting.timer is not None and waiting.timer is not asyncio.current_task():
+            waiting.timer.cancel()
         cancelled = {"requestId": parked.relay.upstream_id, "reason": "the client gave no answer in time"}
         try:
             await self._post(
-                scope, session, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled}
+                scope, waiting.session, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled}
             )
         finally:
-            await parked.handle.aclose()
+            await waiting.call.aclose()
 
     # -- subscriptions/listen -----------------------------------------------------------------------
 
