@@ -352,6 +352,23 @@ def test_sessions_are_bounded_and_expire_when_idle() -> None:
 
 
 @pytest.mark.pure
+def test_a_log_level_is_set_on_the_session_when_a_request_asks_for_another() -> None:
+    logging = FrontSession("k", "sid", "2025-11-25", {"capabilities": {"logging": {}}})
+    first = logging.set_level(envelope(log_level="debug"))
+    assert first == {
+        "jsonrpc": "2.0",
+        "id": f"{FRONT_PREFIX}level.1",
+        "method": "logging/setLevel",
+        "params": {"level": "debug"},
+    }
+    assert logging.set_level(envelope(log_level="debug")) is None  # already at that level
+    assert logging.set_level(envelope(log_level=None)) is None  # none asked: its messages are dropped instead
+    assert logging.set_level(envelope(log_level="error")) is not None
+    silent = FrontSession("k", "sid", "2025-11-25", {"capabilities": {"tools": {}}})
+    assert silent.set_level(envelope(log_level="debug")) is None  # the server declared no logging
+
+
+@pytest.mark.pure
 def test_a_parked_question_is_claimed_once_by_its_client_before_its_deadline() -> None:
     core = FrontCore(consent=True, input_timeout=30, max_parked=2)
     relay = Relay.start(modern_request("tools/call"), "u", envelope())
@@ -788,3 +805,25 @@ async def test_with_consent_a_2026_07_28_upstream_is_left_to_speak_for_itself(le
     for message, sent in server.requests:  # every request reached the server as the client sent it
         assert message["params"]["_meta"][INFO]["name"] == "py-host"
         assert sent["mcp-protocol-version"] == MODERN
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_sessions_are_bounded_and_an_evicted_one_ends_upstream() -> None:
+    server = legacy_server("json")
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params()}
+    with fronted(server, consent(max_bridged_sessions=1)) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            first = await post(http, url, listing, authorization="Bearer a")
+            opened_a = set(server.sessions)
+            second = await post(http, url, listing, authorization="Bearer b")
+            with anyio.fail_after(10):
+                while opened_a & server.sessions:  # a's session is ended upstream (DELETE)
+                    await asyncio.sleep(0.05)
+            third = await post(http, url, listing, authorization="Bearer a")
+            with anyio.fail_after(10):
+                while len(server.sessions) > 1:  # b's ends too when a comes back: one session at a time
+                    await asyncio.sleep(0.05)
+    assert all(len(r.json()["result"]["tools"]) == 5 for r in (first, second, third))
+    opened = [h.get("authorization") for m, h in server.requests if m.get("method") == "initialize"]
+    assert opened == ["Bearer a", "Bearer b", "Bearer a"]

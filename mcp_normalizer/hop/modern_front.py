@@ -634,7 +634,17 @@ class ModernFront:
         await self._drain(scope, receive, session, relay, call, _ClientStream(send), key)
 
     async def _deadline(self, scope: Scope, token: str) -> None:
-        await asyncio.sleep(self.core.input_timeout)
+        """Abandon the parked request ``token`` once its time is up (unless claimed first). The wait
+        is measured again after each sleep: a loop's timer may fire before the monotonic clock
+        reaches its deadline (libuv's cached loop time, under uvloop)."""
+        while True:
+            waiting = self.core.parked.get(token)
+            if waiting is None:
+                return
+            left = waiting.deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.sleep(left + 0.001)
         parked = self.core.overdue(token, time.monotonic())
         if parked is not None:
             logger.info(
