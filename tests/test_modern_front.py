@@ -556,16 +556,25 @@ async def test_without_consent_nothing_changes() -> None:
     server = legacy_server()
     with fronted(server, NormalizerConfig.shipped()) as url:
         pinned = await strict_clients(url, elicit=False)
-        fallback = await run_python(url, STEPS[:3], mode="auto", client_name="py-auto")
+        fallbacks = await auto_clients(url)
     for name, record in pinned.items():  # as directly: a pinned client reaches nothing
         assert not any(step["ok"] for step in record["steps"]), (name, record)
-    assert fallback["protocolVersion"] == "2025-11-25"  # the client fell back to initialize, as before
-    assert all(step["ok"] for step in fallback["steps"]), fallback
-    assert fallback["steps"][1]["value"]["structuredContent"] == DATA
-    # The proxy made no request of its own: every initialize is the client's.
+    for name, record in fallbacks.items():
+        assert record["protocolVersion"] == "2025-11-25", name  # the client fell back to initialize, as before
+        assert all(step["ok"] for step in record["steps"]), (name, record)
+        assert record["steps"][1]["value"]["structuredContent"]["name"] == DATA["name"]
+    # The proxy made no request of its own: every initialize is a client's.
     opened = [m for m, _ in server.requests if m.get("method") == "initialize"]
-    assert [m["params"]["clientInfo"]["name"] for m in opened] == ["py-auto"]
+    assert sorted(m["params"]["clientInfo"]["name"] for m in opened) == ["py-auto", "ts-auto"]
     assert not any(str(m.get("id", "")).startswith(FRONT_PREFIX) for m, _ in server.requests)
+
+
+async def auto_clients(url: str) -> dict[str, dict[str, Any]]:
+    """The two clients that probe ``server/discover`` and fall back to ``initialize`` (``auto``)."""
+    session = {"url": url, "versionNegotiation": {"mode": "auto"}, "steps": STEPS[:3], "clientName": "ts-auto"}
+    ts = await run_node("v2", [session], request_timeout=15)
+    python = await run_python(url, STEPS[:3], mode="auto", client_name="py-auto")
+    return {"ts-client-2": ts[0], "python-client": python}
 
 
 @pytest.mark.wire
@@ -573,10 +582,13 @@ async def test_without_consent_nothing_changes() -> None:
 async def test_a_fallback_client_with_consent_speaks_2026_07_28_through_the_proxy() -> None:
     server = legacy_server()
     with fronted(server) as url:
-        record = await run_python(url, STEPS[:3], mode="auto", client_name="py-auto")
-    assert record["protocolVersion"] == MODERN  # server/discover answered by the proxy
-    assert all(step["ok"] for step in record["steps"]), record
-    assert record["steps"][1]["value"]["structuredContent"] == DATA
+        records = await auto_clients(url)
+    for name, record in records.items():
+        assert record["protocolVersion"] == MODERN, name  # server/discover answered by the proxy
+        assert all(step["ok"] for step in record["steps"]), (name, record)
+        assert record["steps"][1]["value"]["structuredContent"]["name"] == DATA["name"]
+    discovered = [m for m, h in server.requests if m.get("method") == "server/discover"]
+    assert len(discovered) == 1  # the first client's probe, refused, taught the proxy; never again
 
 
 async def post(http: httpx.AsyncClient, url: str, message: dict[str, Any], **extra: str) -> httpx.Response:
