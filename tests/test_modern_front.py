@@ -49,8 +49,19 @@ from mcp_normalizer.engine.modern_front import (
     listen_notification,
     modern_result,
 )
+from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
-from .support import HEADERS, MODERN, capture_rewrites, headers, params, proxy_for, serve
+from .support import (
+    HEADERS,
+    MODERN,
+    capture_rewrites,
+    headers,
+    params,
+    proxy_for,
+    read_body,
+    replay_body,
+    serve,
+)
 
 VERSION = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -489,13 +500,15 @@ STEPS: list[dict[str, Any]] = [
 PIN = {"mode": {"pin": MODERN}}
 
 
-async def strict_clients(url: str, *, elicit: bool = True) -> dict[str, dict[str, Any]]:
-    """One session of :data:`STEPS` with each strict 2026-07-28 client: its record by client."""
-    session: dict[str, Any] = {"url": url, "versionNegotiation": PIN, "steps": STEPS, "clientName": "ts-host"}
+async def strict_clients(
+    url: str, *, elicit: bool = True, steps: list[dict[str, Any]] = STEPS
+) -> dict[str, dict[str, Any]]:
+    """One session of ``steps`` with each strict 2026-07-28 client: its record by client."""
+    session: dict[str, Any] = {"url": url, "versionNegotiation": PIN, "steps": steps, "clientName": "ts-host"}
     if elicit:
         session["elicit"] = ELICIT
     ts = await run_node("v2", [session], request_timeout=15)
-    python = await run_python(url, STEPS, mode=MODERN, client_name="py-host", elicit=ELICIT if elicit else None)
+    python = await run_python(url, steps, mode=MODERN, client_name="py-host", elicit=ELICIT if elicit else None)
     return {"ts-client-2": ts[0], "python-client": python}
 
 
@@ -839,3 +852,61 @@ async def test_sessions_are_bounded_and_an_evicted_one_ends_upstream() -> None:
     assert all(len(r.json()["result"]["tools"]) == 5 for r in (first, second, third))
     opened = [h.get("authorization") for m, h in server.requests if m.get("method") == "initialize"]
     assert opened == ["Bearer a", "Bearer b", "Bearer a"]
+
+
+def polling_server() -> tuple[ASGIApp, ScriptedServer, list[dict[str, str]]]:
+    """A legacy-only server that ends each ``tools/call`` POST stream after a priming event (an id,
+    empty data, ``retry``: 2025-11-25 SSE polling, SEP-1699) and gives the response on a ``GET``
+    with ``Last-Event-ID``. Returns the app, the server behind it, and the headers of each GET."""
+    inner = legacy_server("json")
+    held: list[bytes] = []
+    gets: list[dict[str, str]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+        sent = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope["method"] == "GET" and "last-event-id" in sent:
+            gets.append(sent)
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
+            for n, response in enumerate(held, start=1):
+                event = b"id: r-%d\nevent: message\ndata: %s\n\n" % (n, response)
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            held.clear()
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body = await read_body(receive)
+        message = orjson.loads(body) if body else {}
+        if scope["method"] != "POST" or message.get("method") != "tools/call":
+            await inner(scope, replay_body(body, receive), send)
+            return
+        answer: list[bytes] = []
+
+        async def keep(part: Message) -> None:
+            if part["type"] == "http.response.body":
+                answer.append(part.get("body", b""))
+
+        await inner(scope, replay_body(body, receive), keep)
+        held.append(b"".join(answer))
+        head = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+        await send(head)
+        await send({"type": "http.response.body", "body": b"id: r-0\ndata: \nretry: 10\n\n"})
+
+    return app, inner, gets
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_response_the_server_gives_on_a_later_get_reaches_the_client() -> None:
+    app, inner, gets = polling_server()
+    with serve(app) as up, proxy_for(up + "/mcp", consent()) as px:
+        records = await strict_clients(px + "/mcp", elicit=False, steps=STEPS[:3])
+    for name, record in records.items():
+        assert all(step["ok"] for step in record["steps"]), (name, record)
+        quote = record["steps"][1]["value"]
+        assert quote["structuredContent"]["name"] == DATA["name"], name
+    assert len(gets) >= 2 and all(h["last-event-id"] == "r-0" for h in gets)
+    assert all(h["mcp-session-id"] in inner.sessions for h in gets)

@@ -87,6 +87,10 @@ _JSON_TYPE = (b"content-type", b"application/json")
 _SSE_HEAD = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 #: The most bytes of an upstream refusal (or a ``server/discover`` probe's answer) read.
 _REFUSAL_BYTES = 64 * 1024
+#: Times one request's stream is resumed (``Last-Event-ID``) before the front gives up on it.
+_MAX_RESUMES = 16
+#: The longest ``retry`` waited before a resumption, in milliseconds.
+_MAX_RETRY_MS = 5000
 #: Upstream ASGI messages that may wait unread.
 _QUEUE = 16
 #: Notifications a listener's queue holds before more for it are dropped (its stream is slow).
@@ -106,6 +110,9 @@ class _Call:
         self.status = 0
         self.headers: RawHeaders = []
         self.splitter: SSESplitter | None = None
+        #: The last SSE event id and ``retry`` the stream gave (SEP-1699 resumption), if any.
+        self.last_event_id: bytes | None = None
+        self.retry_ms: int | None = None
         self._task = asyncio.create_task(self._run(inner, scope, body))
 
     async def _run(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
@@ -184,6 +191,11 @@ class _Call:
         async for chunk in self.chunks():
             for block in self.splitter.feed(chunk):
                 event = parse_event(block)
+                if event.id is not None:
+                    self.last_event_id = event.id
+                retry = _retry(block)
+                if retry is not None:
+                    self.retry_ms = retry
                 parsed = _message(event.data) if event.data is not None else None
                 if parsed is not None:
                     yield parsed
@@ -556,7 +568,8 @@ class ModernFront:
         question (the call is parked) or the client's hang-up (the upstream request is cancelled)."""
         gone = asyncio.Event()
         watcher = asyncio.ensure_future(_hang_up(receive, gone))
-        reading = asyncio.ensure_future(self._relay_stream(scope, session, relay, call, stream))
+        upstream = [call]  # the call now read (a resumed stream replaces it)
+        reading = asyncio.ensure_future(self._relay_stream(scope, session, relay, upstream, stream))
         session.busy += 1
         parked = False
         try:
@@ -571,7 +584,7 @@ class ModernFront:
                 return
             outcome = reading.result()
             if isinstance(outcome, dict):  # questions: park the call for the retry
-                waiting = _Waiting(call, session)
+                waiting = _Waiting(upstream[0], session)
                 token, dropped = self.core.park(relay, waiting, key, time.monotonic())
                 parked = True
                 for old in dropped:
@@ -583,26 +596,43 @@ class ModernFront:
             session.busy -= 1
             session.last_used = time.monotonic()
             if not parked:
-                await call.aclose()
+                await upstream[0].aclose()
 
     async def _relay_stream(
-        self, scope: Scope, session: FrontSession, relay: Relay, call: _Call, stream: _ClientStream
+        self, scope: Scope, session: FrontSession, relay: Relay, upstream: list[_Call], stream: _ClientStream
     ) -> dict[str, JSONObject] | None:
         """Read the upstream stream: ``None`` once the client's request is answered, or the
-        questions that end it (``inputRequests``)."""
-        async for upstream in call.messages(self.max_message_bytes):
-            effect = relay.on_message(upstream)
-            if isinstance(effect, ToClient):
-                await stream.event(effect.message)
-            elif isinstance(effect, ToUpstream):
-                await self._post(scope, session, effect.message)
-            elif isinstance(effect, ToListeners):
-                self._broadcast(session.key, effect.message)
-            elif isinstance(effect, Ask):
-                return {effect.key: effect.request}
-            elif isinstance(effect, Final):
-                await stream.finish(effect.message)
-                return None
+        questions that end it (``inputRequests``). A stream that ends after an event id and before
+        the response is resumed with ``GET`` and ``Last-Event-ID`` (2025-11-25 SSE polling,
+        SEP-1699), after the ``retry`` it named (at most :data:`_MAX_RETRY_MS`), at most
+        :data:`_MAX_RESUMES` times."""
+        for _ in range(_MAX_RESUMES + 1):
+            call = upstream[0]
+            async for message in call.messages(self.max_message_bytes):
+                effect = relay.on_message(message)
+                if isinstance(effect, ToClient):
+                    await stream.event(effect.message)
+                elif isinstance(effect, ToUpstream):
+                    await self._post(scope, session, effect.message)
+                elif isinstance(effect, ToListeners):
+                    self._broadcast(session.key, effect.message)
+                elif isinstance(effect, Ask):
+                    return {effect.key: effect.request}
+                elif isinstance(effect, Final):
+                    await stream.finish(effect.message)
+                    return None
+            if call.last_event_id is None:
+                break
+            await asyncio.sleep(min(call.retry_ms or 0, _MAX_RETRY_MS) / 1000)
+            headers = [
+                (k, v) for k, v in self._session_headers(scope, session) if k not in (b"content-type", b"accept")
+            ]
+            headers += [(b"accept", b"text/event-stream"), (b"last-event-id", call.last_event_id)]
+            resumed = _Call(self.inner, _scope(scope, headers, "GET"), b"")
+            upstream[0] = resumed
+            await call.aclose()
+            if await resumed.start() != 200 or not resumed.streaming:
+                break
         await stream.finish(
             {
                 "jsonrpc": "2.0",
@@ -784,6 +814,18 @@ def _scope(scope: Scope, headers: RawHeaders, method: str = "POST") -> Scope:
     out["method"] = method
     out["headers"] = headers
     return out
+
+
+def _retry(block: bytes) -> int | None:
+    """The ``retry:`` field of an SSE event block (milliseconds), if it has a valid one."""
+    if b"retry:" not in block:
+        return None
+    for line in block.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
+        if line.startswith(b"retry:"):
+            value = line[6:].strip()
+            if value.isdigit():
+                return int(value)
+    return None
 
 
 def _message(body: bytes) -> JSONObject | None:
