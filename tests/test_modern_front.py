@@ -16,6 +16,7 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -51,6 +52,8 @@ from mcp_normalizer.engine.modern_front import (
 )
 from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
 
+from .host_claude import run_claude_code
+from .host_loop import McpServer
 from .support import (
     HEADERS,
     MODERN,
@@ -910,3 +913,21 @@ async def test_a_response_the_server_gives_on_a_later_get_reaches_the_client() -
         assert quote["structuredContent"]["name"] == DATA["name"], name
     assert len(gets) >= 2 and all(h["last-event-id"] == "r-0" for h in gets)
     assert all(h["mcp-session-id"] in inner.sessions for h in gets)
+
+
+@pytest.mark.wire
+@pytest.mark.parametrize("consented", [False, True], ids=["without-consent", "with-consent"])
+def test_claude_code_reaches_a_legacy_server_either_way(consented: bool, tmp_path: Path) -> None:
+    """Claude Code probes ``server/discover`` and falls back to ``initialize``: without consent it
+    does so through the proxy as directly; with consent the proxy answers the probe and Claude Code
+    stays at 2026-07-28, its requests carried over the session the proxy opened in its name."""
+    server = legacy_server()
+    with fronted(server, consent() if consented else NormalizerConfig.shipped()) as url:
+        view = run_claude_code(McpServer("legacy", url), "quote", {"q": "caf\u00e9"}, tmp_path)
+    assert {"quote", "note", "deploy", "confirm", "touch"} <= set(view.tools)
+    assert view.result is not None and "12.5" in view.result and "caf\u00e9" in view.result
+    opened = [m for m, _ in server.requests if m.get("method") == "initialize"]
+    assert len(opened) == 1 and opened[0]["params"]["clientInfo"]["name"] == "claude-code"
+    assert str(opened[0]["id"]).startswith(FRONT_PREFIX) is consented  # the proxy's own initialize, or Claude Code's
+    called = next(m for m, _ in server.requests if m.get("method") == "tools/call")
+    assert called["params"]["arguments"] == {"q": "caf\u00e9"}
