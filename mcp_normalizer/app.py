@@ -56,7 +56,9 @@ def create_app(
     Returns:
         The ASGI app, outermost first: the front door (request metrics and access log, the
         request-head limit, the ``Host``/``Origin`` check, the admin endpoints ``livez``,
-        ``readyz``, ``metrics``, ``lessons``), the normalizer middleware, and the forwarder. Lifespan passes
+        ``readyz``, ``metrics``, ``lessons``), the normalizer middleware, with an HTTP upstream the
+        modern front (``[proxy] serve_modern_hosts``: 2026-07-28 clients of a legacy-only server) and
+        the era bridge (legacy clients of a 2026-07-28-only server), and the forwarder. Lifespan passes
         through to the forwarder, which closes the upstream client.
 
     Raises:

@@ -931,3 +931,21 @@ def test_claude_code_reaches_a_legacy_server_either_way(consented: bool, tmp_pat
     assert str(opened[0]["id"]).startswith(FRONT_PREFIX) is consented  # the proxy's own initialize, or Claude Code's
     called = next(m for m, _ in server.requests if m.get("method") == "tools/call")
     assert called["params"]["arguments"] == {"q": "caf\u00e9"}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_an_idle_session_ends_upstream_and_the_next_request_opens_another() -> None:
+    server = legacy_server("json")
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params()}
+    with fronted(server, consent(bridged_session_idle_timeout=0.05)) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            first = await post(http, url, listing)
+            (idle,) = server.sessions
+            await asyncio.sleep(0.2)  # (longer than the idle timeout)
+            second = await post(http, url, listing)
+            with anyio.fail_after(10):
+                while idle in server.sessions:  # ended upstream (DELETE)
+                    await asyncio.sleep(0.05)
+    assert len(first.json()["result"]["tools"]) == len(second.json()["result"]["tools"]) == 5
+    assert [m.get("method") for m, _ in server.requests].count("initialize") == 2

@@ -396,6 +396,8 @@ class ModernFront:
     ) -> FrontSession | None:
         """The client key's session, opened when there is none (``fresh``: the one it had is gone);
         ``None`` when the upstream refused to open one (its answer went to the client)."""
+        for ended in self.core.expire(time.monotonic()):  # idle too long: ended upstream, opened anew
+            self._end(scope, ended)
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             session = self.core.session(key, time.monotonic())
