@@ -33,6 +33,13 @@ a retry (``requestState``)             the answers in ``inputResponses`` go upst
                                        notification the filter asked for, ``subscriptionId`` in ``_meta``
 ====================================== =====================================================================
 
+A request's ``logLevel`` becomes the session's ``logging/setLevel`` when it differs (and the
+server declared ``logging``); the URIs a listen filter names in ``resourceSubscriptions`` are
+subscribed in the session (``resources/subscribe``) and stay subscribed while it lives; the client
+closing a request's stream cancels the request upstream (``notifications/cancelled``, the legacy
+way); a request's stream that ends after an event id and before its response is resumed with
+``GET`` and ``Last-Event-ID`` (2025-11-25 SSE polling).
+
 One session per client key (:func:`client_key`: the ``Authorization`` digest, the ``clientInfo``
 name and the declared capabilities), bounded in number, ended when idle; a session the upstream no
 longer knows (404) is opened again. A question waits for the client's retry at most

@@ -456,6 +456,8 @@ class ModernFront:
         reader = self._readers.pop(session.key, None)
         if reader is not None:
             reader.cancel()
+            for queue in self._listeners.get(session.key, ()):
+                queue.put_nowait(None)  # their subscriptions end with the session (the clients listen again)
         if session.session_id is None:
             return
 
