@@ -220,10 +220,21 @@ def test_a_result_gets_the_members_the_era_requires_and_keeps_its_own() -> None:
         (401, {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Unauthorized"}}, False),
         (500, None, False),
         (502, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "upstream"}}, False),
+        (200, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "Internal error"}}, True),
     ],
 )
 def test_what_counts_as_a_legacy_servers_refusal(status: int, body: Any, refused: bool) -> None:
-    assert is_refusal(status, body) is refused
+    assert is_refusal(status, body) is refused  # of server/discover, which every 2026-07-28 server answers
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("status", "code", "refused"),
+    [(200, -32601, True), (200, -32600, True), (200, -32603, False), (200, -32602, False), (400, -32000, True)],
+)
+def test_another_requests_error_is_a_refusal_only_when_it_was_not_run(status: int, code: int, refused: bool) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "x"}}
+    assert is_refusal(status, body, "tools/call") is refused  # a tool that ran and failed must not run twice
 
 
 @pytest.mark.pure

@@ -121,6 +121,8 @@ LISTEN_NOTIFICATIONS = {
 _FILTER_CAPABILITY = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 #: HTTP statuses with which a legacy server refuses a 2026-07-28 request (no session, no such method).
 _REFUSING_STATUSES = frozenset({400, 404, 405, 406})
+#: JSON-RPC errors that say a request was not run (Invalid Request, Method not found).
+_NOT_RUN = frozenset({-32600, -32601})
 #: The version the front answers for (the first stateless era).
 FIRST_MODERN = FIRST_STATELESS.version
 #: What an absent era member means (the rule ``era_fields``'s values, decoded).
@@ -254,12 +256,15 @@ def modern_result(method: str, result: JSON) -> JSON:
     return {**result, **{name: _ABSENT_MEANS[name] for name in absent}}
 
 
-def is_refusal(status: int, body: JSON) -> bool:
-    """An upstream's answer to a 2026-07-28 request that says "I speak no 2026-07-28": an HTTP 400,
-    404, 405 or 406, or a JSON-RPC error, that is not a recognised 2026-07-28 error
-    (:data:`MODERN_ERRORS`: those come from a 2026-07-28 server, which is then not refusing the
-    era). A success never is; neither is any other status (401 and 403 are the credentials', 5xx
-    the server's trouble)."""
+def is_refusal(status: int, body: JSON, method: str = "server/discover") -> bool:
+    """An upstream's answer to a 2026-07-28 ``method`` request that says "I speak no 2026-07-28":
+    an HTTP 400, 404, 405 or 406 (a legacy server's "no session", "no such method"), or a JSON-RPC
+    error, that is not a recognised 2026-07-28 error (:data:`MODERN_ERRORS`: those come from a
+    2026-07-28 server, which is then not refusing the era). For ``server/discover``, which every
+    2026-07-28 server implements, any other JSON-RPC error counts; for any other method only one
+    that says the request was not run (``-32600``, ``-32601``): a tool that ran and failed must not
+    run again over a session. A success never is; neither is any other status (401 and 403 are the
+    credentials', 5xx the server's trouble)."""
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and error.get("code") in MODERN_ERRORS:
         return False
@@ -267,7 +272,9 @@ def is_refusal(status: int, body: JSON) -> bool:
         return False
     if status in _REFUSING_STATUSES:
         return True
-    return status == 200 and isinstance(error, dict)
+    if status != 200 or not isinstance(error, dict):
+        return False
+    return method == "server/discover" or error.get("code") in _NOT_RUN
 
 
 # -- effects of one upstream message on a request's stream --------------------------------------------

@@ -319,7 +319,7 @@ class ModernFront:
                 return False
             raw, longer = await call.read(_REFUSAL_BYTES)
             answer = None if longer else _answer(call, raw, message.get("id"))
-            if longer or not status or not is_refusal(status, answer):
+            if longer or not status or not is_refusal(status, answer, str(message.get("method"))):
                 result = answer.get("result") if status == 200 and isinstance(answer, dict) else None
                 if isinstance(result, dict) and (message.get("method") == "server/discover" or "resultType" in result):
                     self.core.learned("2026-07-28")  # (only a 2026-07-28 server answers either)
