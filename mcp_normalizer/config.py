@@ -283,6 +283,7 @@ class ProxyConfig:
         "seconds a legacy server's question to a 2026-07-28 client (served with ``serve_modern_hosts``: an "
         "``input_required`` result) waits for the client's retry; then the upstream request is cancelled and "
         "closed. (:mod:`mcp_normalizer.engine.modern_front`)",
+        exclusive=True,
     )
 
     upstream_cmd: str = setting(
