@@ -960,3 +960,22 @@ async def test_an_idle_session_ends_upstream_and_the_next_request_opens_another(
                     await asyncio.sleep(0.05)
     assert len(first.json()["result"]["tools"]) == len(second.json()["result"]["tools"]) == 5
     assert [m.get("method") for m, _ in server.requests].count("initialize") == 2
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_requests_that_find_their_session_gone_at_once_open_one_new_session() -> None:
+    server = legacy_server("json")
+    with fronted(server) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            listing = {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": params()}
+            await post(http, url, listing)
+            server.sessions.clear()  # the upstream restarts
+            calls = [
+                {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params(name="quote", arguments={})}
+                for n in range(1, 5)
+            ]
+            answers = await asyncio.gather(*(post(http, url, call) for call in calls))
+    assert [events(a)[-1]["result"]["structuredContent"]["price"] for a in answers] == [12.5] * 4
+    assert [m.get("method") for m, _ in server.requests].count("initialize") == 2  # the first, and one after
+    assert len(server.sessions) == 1

@@ -392,16 +392,24 @@ class ModernFront:
         await self._carry(scope, receive, send, session, message, envelope, key)
 
     async def _session(
-        self, scope: Scope, send: Send, key: str, envelope: Envelope, message: JSONObject, *, fresh: bool = False
+        self,
+        scope: Scope,
+        send: Send,
+        key: str,
+        envelope: Envelope,
+        message: JSONObject,
+        *,
+        stale: FrontSession | None = None,
     ) -> FrontSession | None:
-        """The client key's session, opened when there is none (``fresh``: the one it had is gone);
+        """The client key's session, opened when there is none or it is ``stale`` (the upstream no
+        longer knows it; requests that found so at once open one new session between them);
         ``None`` when the upstream refused to open one (its answer went to the client)."""
         for ended in self.core.expire(time.monotonic()):  # idle too long: ended upstream, opened anew
             self._end(scope, ended)
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
             session = self.core.session(key, time.monotonic())
-            if session is not None and not fresh:
+            if session is not None and session is not stale:
                 return session
             if session is not None:
                 self.core.drop(session)
@@ -517,7 +525,7 @@ class ModernFront:
             if status == 404 and attempt == 0:
                 await call.aclose()
                 logger.info("the upstream no longer knows a 2026-07-28 client's session: opened again")
-                fresh = await self._session(scope, send, key, envelope, message, fresh=True)
+                fresh = await self._session(scope, send, key, envelope, message, stale=session)
                 if fresh is None:
                     return
                 session = fresh
