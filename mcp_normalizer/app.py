@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from .config import NormalizerConfig, Settings
 from .engine.era_bridge import LegacyBridge
+from .engine.modern_front import FrontCore
 from .errors import ConfigError
 from .hop.era_bridge import EraBridge
 from .hop.forward import Forwarder
 from .hop.front import FrontDoor
+from .hop.modern_front import ModernFront
 from .hop.server import upstream_connection_limit
 from .hop.stdio_upstream import Command, StdioUpstream
 from .middleware import NormalizerMiddleware
@@ -54,7 +56,9 @@ def create_app(
     Returns:
         The ASGI app, outermost first: the front door (request metrics and access log, the
         request-head limit, the ``Host``/``Origin`` check, the admin endpoints ``livez``,
-        ``readyz``, ``metrics``, ``lessons``), the normalizer middleware, and the forwarder. Lifespan passes
+        ``readyz``, ``metrics``, ``lessons``), the normalizer middleware, with an HTTP upstream the
+        modern front (``[proxy] serve_modern_hosts``: 2026-07-28 clients of a legacy-only server) and
+        the era bridge (legacy clients of a 2026-07-28-only server), and the forwarder. Lifespan passes
         through to the forwarder, which closes the upstream client.
 
     Raises:
@@ -107,6 +111,17 @@ def create_app(
             max_body_bytes=limits.max_request_bytes,
             max_message_bytes=limits.max_rewrite_bytes,
             ask_timeout=limits.first_byte_timeout,
+        )
+    if isinstance(inner, Forwarder) and limits.serve_modern_hosts:
+        front = FrontCore(
+            consent=True,
+            mode=limits.upstream_era,
+            max_sessions=limits.max_bridged_sessions,
+            idle_timeout=limits.bridged_session_idle_timeout,
+            input_timeout=limits.modern_input_timeout,
+        )
+        app = ModernFront(
+            app, front, max_body_bytes=limits.max_request_bytes, max_message_bytes=limits.max_rewrite_bytes
         )
     middleware = NormalizerMiddleware(
         app,

@@ -279,6 +279,13 @@ class ProxyConfig:
         "upstream that does not speak them, over a session the proxy keeps per client and authorization "
         "(the upstream sees one legacy session per such client).",
     )
+    modern_input_timeout: float = setting(
+        300.0,
+        "seconds a legacy server's question to a 2026-07-28 client (served with ``serve_modern_hosts``: an "
+        "``input_required`` result) waits for the client's retry; then the upstream request is cancelled and "
+        "closed. (:mod:`mcp_normalizer.engine.modern_front`)",
+        exclusive=True,
+    )
 
     upstream_cmd: str = setting(
         "",

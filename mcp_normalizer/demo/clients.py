@@ -267,6 +267,9 @@ async def run_python(
                 record["steps"].append({"ok": False, "error": describe(exc)})
 
     info = Implementation(name=client_name, version="0.0.1") if client_name is not None else None
+    callbacks: dict[str, Any] = {}
+    if elicitation is not None:
+        callbacks["elicitation_callback"] = on_elicit
     if command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -283,14 +286,12 @@ async def run_python(
         async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=30) as http:
             transport = streamable_http_client(url, http_client=http)
             if mode == "legacy":
-                callbacks: dict[str, Any] = {"message_handler": on_message}
-                if elicitation is not None:
-                    callbacks["elicitation_callback"] = on_elicit
+                legacy = {**callbacks, "message_handler": on_message}
                 handshake = vars(session_module)  # where initialize() reads the version it offers
                 newest = handshake["LATEST_HANDSHAKE_VERSION"]
                 async with (
                     transport as (read, write),
-                    ClientSession(read, write, client_info=info, **callbacks) as session,
+                    ClientSession(read, write, client_info=info, **legacy) as session,
                 ):
                     if offer_version is not None:
                         handshake["LATEST_HANDSHAKE_VERSION"] = offer_version
@@ -301,7 +302,7 @@ async def run_python(
                     record["protocolVersion"] = session.protocol_version
                     await drive(session)
             else:
-                async with Client(transport, mode=mode, client_info=info) as client:
+                async with Client(transport, mode=mode, client_info=info, **callbacks) as client:
                     record["protocolVersion"] = client.protocol_version
                     await drive(client)
     except Exception as exc:

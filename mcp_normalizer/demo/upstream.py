@@ -21,6 +21,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -53,6 +54,7 @@ class ToolCall:
     headers: Mapping[str, str]
     _progress_token: JSON = None
     _notify: Callable[[JSONObject], Awaitable[None]] | None = None
+    _ask: Callable[[JSONObject], Awaitable[JSONObject]] | None = None
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` on the response stream (SSE mode, token given)."""
@@ -64,6 +66,24 @@ class ToolCall:
         if message is not None:
             params["message"] = message
         await self._notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    async def log(self, data: JSON, level: str = "info") -> None:
+        """Send ``notifications/message`` on the response stream (SSE mode)."""
+        if self._notify is not None:
+            params: JSONObject = {"level": level, "logger": "scripted", "data": data}
+            await self._notify({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    async def ask(self, method: str, params: JSONObject) -> JSONObject:
+        """Send the client a request on the response stream (``elicitation/create``,
+        ``sampling/createMessage``, ``roots/list``) and wait for its answer, the JSON-RPC response the
+        client POSTs (legacy eras, SSE mode only).
+
+        Raises:
+            RuntimeError: the call cannot ask (JSON mode, or a 2026-07-28 request).
+        """
+        if self._ask is None:
+            raise RuntimeError("this call cannot send the client a request")
+        return await self._ask({"method": method, "params": params})
 
 
 Handler = Callable[[ToolCall], Awaitable[JSONObject]]
@@ -117,9 +137,19 @@ class ScriptedServer:
         list_changed: declare ``tools.listChanged`` (``server/discover`` and ``initialize``): the
             tool list may change, and a client may listen for it.
         resource_subscriptions: declare ``resources.subscribe`` (``server/discover`` and ``initialize``).
+        modern: answer 2026-07-28 requests too; ``False``: speak only the legacy eras, as every
+            server before 2026-07-28 does: it keeps the sessions it minted (``sessions``; a request
+            other than ``initialize`` without one gets 400 and ``-32000`` "No valid session ID
+            provided", as the TS SDK 1.x answers it; an id it does not keep gets 404), a request's
+            ``_meta`` protocol fields mean nothing to it (``server/discover`` is ``-32601``), a
+            ``GET`` opens the session's stream (each notification :meth:`notify` is given goes
+            there), and a tool handler may ask the client (:meth:`ToolCall.ask`).
+        instructions: the ``instructions`` of its ``initialize`` result (``None``: none).
 
     Attributes:
         requests: every JSON-RPC message received, with its headers, in arrival order.
+        sessions: the session ids a legacy-only server (``modern=False``) keeps; clearing it is a
+            restart as its clients see it.
     """
 
     tools: Sequence[ToolSpec] | Callable[[Mapping[str, str]], Sequence[ToolSpec]]
@@ -130,11 +160,17 @@ class ScriptedServer:
     cache_scope: Literal["private", "public"] = "private"
     era_fields: bool = True
     legacy: bool = True
+    modern: bool = True
     list_changed: bool = False
     resource_subscriptions: bool = False
+    instructions: str | None = None
     tasks: dict[str, JSONObject] = field(default_factory=dict)
     requests: list[tuple[JSONObject, Mapping[str, str]]] = field(default_factory=list)
     listeners: list[asyncio.Queue[JSONObject]] = field(default_factory=list)
+    sessions: set[str] = field(default_factory=set)
+    _waiting: dict[str, asyncio.Future[JSONObject]] = field(default_factory=dict)
+    _asking: dict[str, set[str]] = field(default_factory=dict)
+    _asked: int = 0
 
     def _tools(self, headers: Mapping[str, str]) -> Sequence[ToolSpec]:
         return self.tools(headers) if callable(self.tools) else self.tools
@@ -150,6 +186,9 @@ class ScriptedServer:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if not self.legacy and scope["method"] != "POST":
             await respond(send, 405, b"", None, [(b"allow", b"POST")])
+            return
+        if not self.modern and scope["method"] in ("GET", "DELETE"):
+            await self._legacy_only(scope["method"], headers, receive, send)
             return
         if scope["method"] == "DELETE":
             await respond(send, 200, b"", None)
@@ -174,7 +213,9 @@ class ScriptedServer:
         for message in messages:
             self.requests.append((message, headers))
         calls = [m for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
-        modern = not batch and _modern(decoded)
+        modern = not batch and _modern(decoded) and self.modern
+        if not self.modern and await self._refused(decoded, messages, headers, send):
+            return
         if not modern and not self.legacy:
             asked = headers.get("mcp-protocol-version")
             error = {
@@ -196,6 +237,8 @@ class ScriptedServer:
             await respond(send, 400, orjson.dumps(error))
             return
         session = headers.get("mcp-session-id") or secrets.token_hex(16)
+        if not self.modern:
+            self.sessions.add(session)
         extra = [] if modern else [(b"mcp-session-id", session.encode())]
         if not calls:
             await respond(send, 202, b"", None, extra)
@@ -230,8 +273,86 @@ class ScriptedServer:
             await emit(await self._dispatch(calls[0], headers, emit))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    async def _legacy_only(self, method: str, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
+        """``GET`` (the session's stream) and ``DELETE`` of a legacy-only server."""
+        session = headers.get("mcp-session-id")
+        if session is None or session not in self.sessions:
+            status = 400 if session is None else 404
+            await respond(send, status, orjson.dumps(_no_session(None, status)))
+            return
+        if method == "DELETE":
+            self.sessions.discard(session)
+            await respond(send, 200, b"", None)
+            return
+        queue: asyncio.Queue[JSONObject] = asyncio.Queue()
+        self.listeners.append(queue)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        gone = asyncio.ensure_future(_disconnect(receive))
+        try:
+            await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():  # the client hung up
+                    getter.cancel()
+                    return
+                data = _encode(getter.result())
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"event: message\ndata: " + data + b"\n\n",
+                        "more_body": True,
+                    }
+                )
+        finally:
+            gone.cancel()
+            self.listeners.remove(queue)
+
+    async def _refused(self, decoded: JSON, messages: list[JSON], headers: Mapping[str, str], send: Send) -> bool:
+        """A legacy-only server's refusals and the client's answers to its requests: True when
+        the POST is answered."""
+        answers = [m for m in messages if isinstance(m, dict) and "method" not in m and "id" in m]
+        for message in messages:  # a cancelled request's questions get no answer now: it is told so
+            if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+                cancelled = str((message.get("params") or {}).get("requestId"))
+                for ask_id in self._asking.pop(cancelled, set()):
+                    error = {"code": -32800, "message": "request cancelled"}
+                    answers.append({"jsonrpc": "2.0", "id": ask_id, "error": error})
+        for answer in answers:
+            waiting = self._waiting.pop(str(answer.get("id")), None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(answer)
+        session = headers.get("mcp-session-id")
+        opening = any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
+        if session is not None and session not in self.sessions:
+            await respond(send, 404, orjson.dumps(_no_session(decoded, 404)))
+            return True
+        if session is None and not opening:
+            await respond(send, 400, orjson.dumps(_no_session(decoded, 400)))
+            return True
+        if answers and len(answers) == len(messages):
+            await respond(send, 202, b"", None)
+            return True
+        return False
+
+    async def _ask_client(
+        self, emit: Callable[[JSONObject], Awaitable[None]], request_id: JSON, request: JSONObject
+    ) -> JSONObject:
+        self._asked += 1
+        ask_id = f"scripted-ask-{self._asked}"
+        future: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
+        self._waiting[ask_id] = future
+        self._asking.setdefault(str(request_id), set()).add(ask_id)
+        try:
+            await emit({"jsonrpc": "2.0", "id": ask_id, **request})
+            return await future
+        finally:
+            self._waiting.pop(ask_id, None)
+            self._asking.get(str(request_id), set()).discard(ask_id)
+
     async def notify(self, notification: JSONObject) -> None:
-        """Send ``notification`` on every open ``subscriptions/listen`` stream (2026-07-28 only)."""
+        """Send ``notification`` on every open ``subscriptions/listen`` stream (2026-07-28 only), or
+        every session's ``GET`` stream of a legacy-only server."""
         for queue in list(self.listeners):
             queue.put_nowait(notification)
 
@@ -277,7 +398,7 @@ class ScriptedServer:
     ) -> JSONObject:
         reply = await self._answer(message, headers, emit)
         result = reply.get("result")
-        if _modern(message) and isinstance(result, dict) and self.era_fields:
+        if _modern(message) and self.modern and isinstance(result, dict) and self.era_fields:
             result.setdefault("resultType", "complete")
             if message.get("method") == "tools/list":
                 result.update(ttlMs=self.list_ttl_ms, cacheScope=self.cache_scope)
@@ -291,7 +412,7 @@ class ScriptedServer:
         capabilities: JSONObject = {"tools": {"listChanged": self.list_changed}}
         if self.resource_subscriptions:
             capabilities["resources"] = {"subscribe": True}
-        if method == "server/discover":
+        if method == "server/discover" and self.modern:
             reply["result"] = {
                 "supportedVersions": [MODERN, *VERSIONS[:3]],
                 "capabilities": capabilities,
@@ -306,6 +427,8 @@ class ScriptedServer:
                 "capabilities": capabilities,
                 "serverInfo": {"name": self.name, "version": "1.0.0"},
             }
+            if self.instructions is not None:
+                reply["result"]["instructions"] = self.instructions
         elif method == "ping":
             reply["result"] = {}
         elif method == "tools/list":
@@ -321,8 +444,9 @@ class ScriptedServer:
                 reply["error"] = {"code": -32602, "message": f"Unknown tool: {params.get('name')}"}
             else:
                 meta = params.get("_meta") or {}
+                asks = None if emit is None or _modern(message) else partial(self._ask_client, emit, message.get("id"))
                 call = ToolCall(
-                    spec.tool["name"], params.get("arguments") or {}, headers, meta.get("progressToken"), emit
+                    spec.tool["name"], params.get("arguments") or {}, headers, meta.get("progressToken"), emit, asks
                 )
                 result = dict(await spec.handler(call))  # a copy: canned results are shared
                 if spec.as_task and (_wants_task(message) or "task" in params):
@@ -351,6 +475,21 @@ def _encode(value: Any) -> bytes:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return when the client hangs up (its ``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _no_session(decoded: JSON, status: int) -> JSONObject:
+    """A legacy-only server's refusal of a request outside a session it keeps (TS SDK 1.x words)."""
+    rid = decoded.get("id") if isinstance(decoded, dict) else None
+    if status == 404:
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32001, "message": "Session not found"}}
+    text = "Bad Request: No valid session ID provided"
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": text}}
 
 
 def _wants_task(message: JSONObject) -> bool:
