@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +48,7 @@ from ..engine.era_bridge import (
     stateless_version,
 )
 from ..errors import ClientDisconnect, DecodeError
-from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
+from ..types import JSON, ASGIApp, JSONObject, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body, replay
 from ..wire.eras import UPSTREAM_ERA_KEY
 from ..wire.jsoncodec import Raw, dumps, join_object, loads, split_object
@@ -57,140 +56,31 @@ from ..wire.jsonrpc import IdKey, header, id_key
 from ..wire.modern import request_headers
 from ..wire.responses import error_body, respond
 from ..wire.sse import SSESplitter, parse_event
+from .subrequest import (
+    SSE_HEAD,
+    ClientStream,
+    UpstreamCall,
+    hang_up,
+    message_of,
+    relay_whole,
+    response_of,
+    subscope,
+    upstream_headers,
+)
 
 __all__ = ["EraBridge"]
 
 logger = logging.getLogger("mcp_normalizer.bridge")
 
-#: Request headers never sent upstream on a bridged request (the bridge sets its own).
-_DROP = frozenset(
-    {
-        b"mcp-session-id",
-        b"mcp-protocol-version",
-        b"mcp-method",
-        b"mcp-name",
-        b"last-event-id",
-        b"content-length",
-        b"content-type",
-        b"accept",
-        b"transfer-encoding",
-    }
-)
-_ACCEPT = (b"accept", b"application/json, text/event-stream")
-_JSON_TYPE = (b"content-type", b"application/json")
-_SSE_HEAD = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 #: The most bytes of an upstream refusal kept to decide on a probe (a larger one passes as it came).
 _REFUSAL_BYTES = 64 * 1024
 #: The most bytes of a ``server/discover`` answer read.
 _DISCOVER_BYTES = 1024 * 1024
-#: Upstream ASGI messages that may wait unread (each a chunk of at most one socket read).
-_QUEUE = 16
 #: ``HeaderMismatchError`` (``S2026-07-28/basic/index.mdx`` §Error Codes): a request whose
 #: ``Mcp-*`` headers the server finds missing or wrong.
 _HEADER_MISMATCH = -32020
 #: ``tools/list`` pages the bridge reads to learn the tools' ``x-mcp-header`` declarations.
 _LIST_PAGES = 100
-
-
-class _UpstreamCall:
-    """One request through the inner app (the forwarder), its response read as it comes.
-
-    The inner app runs in its own task with a ``receive`` that hands out the body once and then
-    waits: :meth:`cancel` makes it report ``http.disconnect``, which the forwarder takes as the
-    client's hang-up (the upstream connection is closed: a 2026-07-28 server's cancellation).
-    """
-
-    def __init__(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
-        self._queue: asyncio.Queue[Message] = asyncio.Queue(_QUEUE)
-        self._gone = asyncio.Event()
-        self._sent = False
-        self._ended = False
-        self.status = 0
-        self.headers: RawHeaders = []
-        self._task = asyncio.create_task(self._run(inner, scope, body))
-
-    async def _run(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
-        async def receive() -> Message:
-            if not self._sent:
-                self._sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await self._gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            await self._queue.put(message)
-
-        try:
-            await inner(scope, receive, send)
-        finally:
-            await self._queue.put({"type": "end"})  # (aclose makes room if nobody reads)
-
-    async def _next(self) -> Message:
-        if self._ended:
-            return {"type": "end"}
-        message = await self._queue.get()
-        if message["type"] == "end":
-            self._ended = True
-        return message
-
-    async def start(self) -> int:
-        """Wait for the response's head; its status (0: the inner app ended without one)."""
-        message = await self._next()
-        if message["type"] != "http.response.start":
-            self._ended = True
-            return 0
-        self.status = int(message["status"])
-        self.headers = list(message.get("headers", []))
-        return self.status
-
-    @property
-    def content_type(self) -> bytes:
-        """The response's media type, lower case, without parameters."""
-        value = next((v for k, v in self.headers if k.lower() == b"content-type"), b"")
-        return value.split(b";", 1)[0].strip().lower()
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The response body's chunks, until it ends."""
-        while True:
-            message = await self._next()
-            if message["type"] != "http.response.body":
-                return
-            chunk: bytes = message.get("body", b"")
-            if chunk:
-                yield chunk
-            if not message.get("more_body", False):
-                self._ended = True
-                return
-
-    async def read(self, limit: int) -> tuple[bytes, bool]:
-        """The whole body, or the first ``limit``-odd bytes of it and ``True`` when it is longer."""
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in self.chunks():
-            parts.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                return b"".join(parts), True
-        return b"".join(parts), False
-
-    def cancel(self) -> None:
-        """Hang up on the upstream request (the forwarder closes its connection)."""
-        self._gone.set()
-
-    def cancelled_by(self, _: object) -> None:
-        """:meth:`cancel`, as a done callback."""
-        self._gone.set()
-
-    async def aclose(self) -> None:
-        """Hang up if still running, and wait for the inner app to end."""
-        self._gone.set()
-        while not self._task.done():
-            try:
-                self._queue.get_nowait()  # unblock a send waiting on a full queue
-            except asyncio.QueueEmpty:
-                await asyncio.wait({self._task}, timeout=0.05)
-        if not self._task.cancelled():
-            self._task.exception()  # retrieved: the forwarder reports its own failures
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,50 +89,6 @@ class _Relist:
     answer for the client, should learning the tools' declarations not help."""
 
     answer: bytes
-
-
-class _ClientStream:
-    """The response to the client of one bridged request: JSON until something must stream."""
-
-    def __init__(self, send: Send, accepts_sse: bool) -> None:
-        self.send = send
-        self.accepts_sse = accepts_sse
-        self.streaming = False
-        self.started = False
-
-    async def open(self) -> None:
-        """Start the response as an SSE stream (its head), unless it is one already."""
-        if not self.streaming:
-            await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
-            self.streaming = self.started = True
-
-    async def event(self, data: bytes) -> None:
-        """Send one SSE event (``event: message``) carrying ``data`` (a JSON-RPC message)."""
-        await self.open()
-        await self.send(
-            {"type": "http.response.body", "body": b"event: message\ndata: " + data + b"\n\n", "more_body": True}
-        )
-
-    async def raw(self, data: bytes) -> None:
-        """Send ``data`` on the SSE stream as it is (bytes of the server's own stream)."""
-        await self.open()
-        if data:
-            await self.send({"type": "http.response.body", "body": data, "more_body": True})
-
-    async def finish(self, message: JSONObject | bytes | None) -> None:
-        """End the response with ``message`` (a JSON-RPC message, or its bytes; ``None``: end the
-        stream with nothing more)."""
-        data = dumps(message) if isinstance(message, dict) else message
-        if self.streaming:
-            if data is not None:
-                await self.event(data)
-            await self.send({"type": "http.response.body", "body": b""})
-        elif data is not None:
-            self.started = True
-            await respond(self.send, 200, data)
-        else:
-            self.started = True
-            await respond(self.send, 202, b"", None)
 
 
 class EraBridge:
@@ -296,7 +142,7 @@ class EraBridge:
             body, complete, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
             return
-        message = _message(body) if complete and not over and b"initialize" in body else None
+        message = message_of(body) if complete and not over and b"initialize" in body else None
         if message is None or message.get("method") != "initialize" or "id" not in message:
             await self.inner(scope, replay(body, complete, receive), send)
             return
@@ -306,22 +152,22 @@ class EraBridge:
 
     async def _initialize(self, scope: Scope, receive: Receive, send: Send, body: bytes, message: JSONObject) -> None:
         if not self.core.bridging:
-            call = _UpstreamCall(self.inner, _scope(scope, "POST", scope["headers"]), body)
+            call = UpstreamCall(self.inner, subscope(scope, scope["headers"]), body)
             try:
                 status = await call.start()
                 refused = b""
                 if status and (status >= 400 or call.content_type == b"application/json"):
                     refused, longer = await call.read(_REFUSAL_BYTES)
-                    parsed = None if longer else _message(refused)
+                    parsed = None if longer else message_of(refused)
                     if not longer and is_refusal(status, parsed):
                         await call.aclose()
                         if await self._probe_and_open(scope, send, message):
                             return
-                        await _relay_whole(send, call, refused)
+                        await relay_whole(send, call, refused)
                         return
-                    await _relay_rest(send, call, refused)
+                    await relay_whole(send, call, refused, rest=True)
                     return
-                await _relay_rest(send, call, refused)
+                await relay_whole(send, call, refused, rest=True)
             finally:
                 await call.aclose()
             return
@@ -331,7 +177,7 @@ class EraBridge:
         discovered, probe, raw = await self._discover(scope, message, version)
         if discovered is None:
             if probe is not None and probe.status:
-                await _relay_whole(send, probe, raw)
+                await relay_whole(send, probe, raw)
             else:
                 await respond(
                     send,
@@ -360,15 +206,15 @@ class EraBridge:
 
     async def _discover(
         self, scope: Scope, message: JSONObject, version: str
-    ) -> tuple[JSONObject | None, _UpstreamCall | None, bytes]:
+    ) -> tuple[JSONObject | None, UpstreamCall | None, bytes]:
         request = discover_request(message, version)
-        call = _UpstreamCall(self.inner, self._upstream_scope(scope, request, version, None), dumps(request))
+        call = UpstreamCall(self.inner, self._upstream_scope(scope, request, version, None), dumps(request))
         try:
             status = await call.start()
             if status != 200:
                 raw, _ = await call.read(_REFUSAL_BYTES)
                 return None, call, raw
-            response = await _response_of(call, request.get("id"), _DISCOVER_BYTES)
+            response = await response_of(call, request.get("id"), _DISCOVER_BYTES)
         finally:
             await call.aclose()
         result = response.get("result") if response is not None else None
@@ -437,14 +283,14 @@ class EraBridge:
             await respond(send, 200, dumps(local))
             return
         accept = header(scope["headers"], b"accept") or ""
-        stream = _ClientStream(send, "text/event-stream" in accept or "*/*" in accept or not accept)
+        stream = ClientStream(send, "text/event-stream" in accept or "*/*" in accept or not accept)
         session.busy += 1
         cancelled = asyncio.Event()
         key = id_key(parsed.get("id"))
         inflight = self._inflight.setdefault(session.id, {})
         if key is not None:
             inflight[key] = cancelled
-        watcher = asyncio.ensure_future(_hang_up(receive, cancelled))  # the client's hang-up cancels it
+        watcher = asyncio.ensure_future(hang_up(receive, cancelled))  # the client's hang-up cancels it
         try:
             await self._relay(session, scope, parsed, stream, cancelled)
         finally:
@@ -492,7 +338,7 @@ class EraBridge:
         session: BridgedSession,
         scope: Scope,
         message: JSONObject,
-        stream: _ClientStream,
+        stream: ClientStream,
         cancelled: asyncio.Event,
     ) -> None:
         """Send ``message`` upstream (again after each round of questions) and its answer to the client."""
@@ -539,12 +385,12 @@ class EraBridge:
         message: JSONObject,
         upstream: JSONObject,
         upstream_id: JSON,
-        stream: _ClientStream,
+        stream: ClientStream,
         cancelled: asyncio.Event,
     ) -> bytes | Ask | _Relist | None:
         upstream["id"] = upstream_id
         declared = self.core.declared_for(upstream)
-        call = _UpstreamCall(
+        call = UpstreamCall(
             self.inner, self._upstream_scope(scope, upstream, session.version, declared), dumps(upstream)
         )
         stop = asyncio.ensure_future(cancelled.wait())
@@ -561,7 +407,7 @@ class EraBridge:
             if cancelled.is_set():
                 await stream.finish(None)
                 return None
-            parsed = None if longer else _message(raw)
+            parsed = None if longer else message_of(raw)
             if parsed is not None and ("result" in parsed or "error" in parsed):
                 if status == 400 and message.get("method") == "tools/call" and _header_mismatch(parsed):
                     refused = self._outcome(session, message, parsed, raw)
@@ -572,7 +418,7 @@ class EraBridge:
             if stream.started:
                 await stream.finish(_error(message, f"the upstream answered HTTP {status} with no JSON-RPC response"))
                 return None
-            await _relay_whole(stream.send, call, raw, rest=longer)
+            await relay_whole(stream.send, call, raw, rest=longer)
             stream.started = True
             return None
         finally:
@@ -594,9 +440,9 @@ class EraBridge:
         self,
         session: BridgedSession,
         message: JSONObject,
-        call: _UpstreamCall,
+        call: UpstreamCall,
         upstream_id: JSON,
-        stream: _ClientStream,
+        stream: ClientStream,
         cancelled: asyncio.Event,
     ) -> bytes | Ask | None:
         splitter = SSESplitter(self.max_message_bytes)
@@ -606,7 +452,7 @@ class EraBridge:
                 event = parse_event(block)
                 if event.data is None:
                     continue
-                parsed = _message(event.data)
+                parsed = message_of(event.data)
                 if parsed is None:
                     continue
                 if "method" not in parsed and id_key(parsed.get("id")) == wanted:
@@ -630,7 +476,7 @@ class EraBridge:
         return None
 
     async def _ask(
-        self, session: BridgedSession, ask: Ask, stream: _ClientStream, cancelled: asyncio.Event
+        self, session: BridgedSession, ask: Ask, stream: ClientStream, cancelled: asyncio.Event
     ) -> JSONObject | str | None:
         """Send the server's questions to the client and wait for every answer: the
         ``inputResponses``, a reason the request fails (a client's error), or ``None`` (cancelled or
@@ -681,12 +527,10 @@ class EraBridge:
             request = session.stateless(
                 {"id": f"{SESSION_PREFIX}tools.{page}", "method": "tools/list", "params": params}
             )
-            call = _UpstreamCall(
-                self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request)
-            )
+            call = UpstreamCall(self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request))
             try:
                 status = await call.start()
-                response = await _response_of(call, request["id"], self.max_message_bytes) if status == 200 else None
+                response = await response_of(call, request["id"], self.max_message_bytes) if status == 200 else None
             finally:
                 await call.aclose()
             result = response.get("result") if response is not None else None
@@ -710,7 +554,7 @@ class EraBridge:
         self._listening.add(session.id)
         wake = self._wake.setdefault(session.id, asyncio.Event())
         gone = asyncio.Event()
-        watcher = asyncio.ensure_future(_hang_up(receive, gone, wake))
+        watcher = asyncio.ensure_future(hang_up(receive, gone, wake))
         session.busy += 1
         started = False
         try:
@@ -721,7 +565,7 @@ class EraBridge:
                 request = session.listen_request(f"{SESSION_PREFIX}listen.{rounds}")
                 if request is None:
                     break
-                call = _UpstreamCall(
+                call = UpstreamCall(
                     self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request)
                 )
                 waker = asyncio.ensure_future(wake.wait())
@@ -733,10 +577,10 @@ class EraBridge:
                             continue  # woken before the upstream answered: listen again, with the new filter
                         if not started:  # the refusal as it came (a whole response: nothing more is sent)
                             raw, longer = await call.read(_REFUSAL_BYTES)
-                            await _relay_whole(send, call, raw, rest=longer)
+                            await relay_whole(send, call, raw, rest=longer)
                         return
                     if not started:
-                        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
+                        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEAD})
                         started = True
                     ended = await self._relay_listen(call, send)
                 finally:
@@ -756,7 +600,7 @@ class EraBridge:
                 except OSError:
                     pass
 
-    async def _relay_listen(self, call: _UpstreamCall, send: Send) -> bool:
+    async def _relay_listen(self, call: UpstreamCall, send: Send) -> bool:
         """Relay one listen stream's notifications; True when the stream ended (not woken)."""
         splitter = SSESplitter(self.max_message_bytes)
         async for chunk in call.chunks():
@@ -766,7 +610,7 @@ class EraBridge:
                     if block.lstrip().startswith(b":"):
                         await send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
                     continue
-                parsed = _message(event.data)
+                parsed = message_of(event.data)
                 if parsed is None or "method" not in parsed:
                     continue  # the listen request's own end
                 out = legacy_notification(parsed)
@@ -788,9 +632,7 @@ class EraBridge:
     def _upstream_scope(
         self, scope: Scope, message: JSONObject, version: str, declared: dict[str, tuple[str, ...]] | None
     ) -> Scope:
-        headers = [(k, v) for k, v in scope["headers"] if k not in _DROP and not k.startswith(b"mcp-param-")]
-        headers += [_ACCEPT, _JSON_TYPE, *request_headers(message, version, declared)]
-        return _scope(scope, "POST", headers)
+        return subscope(scope, upstream_headers(scope, request_headers(message, version, declared)))
 
 
 def _bridged(scope: Scope, version: str | None) -> None:
@@ -798,29 +640,6 @@ def _bridged(scope: Scope, version: str | None) -> None:
     eras = scope.get(UPSTREAM_ERA_KEY)
     if isinstance(eras, list) and version is not None:
         eras.append(version)
-
-
-async def _hang_up(receive: Receive, *events: asyncio.Event) -> None:
-    """Set ``events`` when the client hangs up (its ``http.disconnect``)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    for event in events:
-        event.set()
-
-
-def _scope(scope: Scope, method: str, headers: RawHeaders) -> Scope:
-    out = {k: v for k, v in scope.items() if k != HANG_UP}
-    out["method"] = method
-    out["headers"] = headers
-    return out
-
-
-def _message(body: bytes) -> JSONObject | None:
-    try:
-        value = loads(body)
-    except DecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _error(message: JSONObject, text: str) -> JSONObject:
@@ -854,48 +673,3 @@ def _legacy_bytes(answer: JSONObject, response: JSONObject, raw: bytes) -> bytes
         return join_object(members)
     except DecodeError:
         return dumps(answer)
-
-
-async def _response_of(call: _UpstreamCall, request_id: JSON, limit: int) -> JSONObject | None:
-    """The JSON-RPC response to ``request_id`` in a JSON or SSE answer (bounded), or ``None``."""
-    if call.content_type == b"text/event-stream":
-        splitter = SSESplitter(limit)
-        wanted = id_key(request_id)
-        async for chunk in call.chunks():
-            for block in splitter.feed(chunk):
-                event = parse_event(block)
-                parsed = _message(event.data) if event.data is not None else None
-                if parsed is not None and "method" not in parsed and id_key(parsed.get("id")) == wanted:
-                    return parsed
-            if splitter.overflowed:
-                return None
-        return None
-    raw, longer = await call.read(limit)
-    return None if longer else _message(raw)
-
-
-async def _relay_whole(send: Send, call: _UpstreamCall, body: bytes, *, rest: bool = False) -> None:
-    """Send the upstream's answer as it came: its status and headers, ``body``, and (``rest``) the
-    rest of its body."""
-    head = [(k, v) for k, v in call.headers if k.lower() not in (b"content-length", b"transfer-encoding")]
-    if not rest:
-        await respond(send, call.status or 502, body, None, headers=head)
-        return
-    await send({"type": "http.response.start", "status": call.status, "headers": head})
-    await send({"type": "http.response.body", "body": body, "more_body": True})
-    async for chunk in call.chunks():
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
-
-
-async def _relay_rest(send: Send, call: _UpstreamCall, read: bytes) -> None:
-    """Relay an answer whose head came and whose first ``read`` bytes were read, chunk by chunk."""
-    if not call.status:
-        await respond(send, 502, error_body(None, "the upstream gave no answer", -32603))
-        return
-    await send({"type": "http.response.start", "status": call.status, "headers": call.headers})
-    if read:
-        await send({"type": "http.response.body", "body": read, "more_body": True})
-    async for chunk in call.chunks():
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})

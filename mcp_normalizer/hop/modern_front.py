@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,164 +54,38 @@ from ..engine.modern_front import (
     listen_filter,
     listen_notification,
 )
-from ..errors import ClientDisconnect, DecodeError
-from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
+from ..errors import ClientDisconnect
+from ..types import JSON, ASGIApp, JSONObject, RawHeaders, Receive, Scope, Send
 from ..wire.body import buffer_body, replay
 from ..wire.eras import NEWEST_LEGACY
-from ..wire.jsoncodec import dumps, loads
+from ..wire.jsoncodec import dumps
 from ..wire.jsonrpc import header, response_to
 from ..wire.modern import request_headers
 from ..wire.responses import error_body, respond
 from ..wire.sse import SSESplitter, parse_event
+from .subrequest import (
+    ClientStream,
+    UpstreamCall,
+    hang_up,
+    message_of,
+    relay_whole,
+    response_of,
+    subscope,
+    upstream_headers,
+)
 
 __all__ = ["ModernFront"]
 
 logger = logging.getLogger("mcp_normalizer.front")
 
-#: Request headers never sent upstream on a request of the front (it sets its own).
-_DROP = frozenset(
-    {
-        b"mcp-session-id",
-        b"mcp-protocol-version",
-        b"mcp-method",
-        b"mcp-name",
-        b"last-event-id",
-        b"content-length",
-        b"content-type",
-        b"accept",
-        b"transfer-encoding",
-    }
-)
-_ACCEPT = (b"accept", b"application/json, text/event-stream")
-_JSON_TYPE = (b"content-type", b"application/json")
-_SSE_HEAD = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 #: The most bytes of an upstream refusal (or a ``server/discover`` probe's answer) read.
 _REFUSAL_BYTES = 64 * 1024
 #: Times one request's stream is resumed (``Last-Event-ID``) before the front gives up on it.
 _MAX_RESUMES = 16
 #: The longest ``retry`` waited before a resumption, in milliseconds.
 _MAX_RETRY_MS = 5000
-#: Upstream ASGI messages that may wait unread.
-_QUEUE = 16
 #: Notifications a listener's queue holds before more for it are dropped (its stream is slow).
 _LISTENER_QUEUE = 256
-
-
-class _Call:
-    """One request of the front through the inner app, its response read as it comes; it may
-    outlive the client request that started it (a parked question). :meth:`cancel` makes the inner
-    app's ``receive`` report ``http.disconnect`` (the forwarder closes the upstream connection)."""
-
-    def __init__(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
-        self._queue: asyncio.Queue[Message] = asyncio.Queue(_QUEUE)
-        self._gone = asyncio.Event()
-        self._sent = False
-        self._ended = False
-        self.status = 0
-        self.headers: RawHeaders = []
-        self.splitter: SSESplitter | None = None
-        #: The last SSE event id and ``retry`` the stream gave (SEP-1699 resumption), if any.
-        self.last_event_id: bytes | None = None
-        self.retry_ms: int | None = None
-        self._task = asyncio.create_task(self._run(inner, scope, body))
-
-    async def _run(self, inner: ASGIApp, scope: Scope, body: bytes) -> None:
-        async def receive() -> Message:
-            if not self._sent:
-                self._sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await self._gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            await self._queue.put(message)
-
-        try:
-            await inner(scope, receive, send)
-        finally:
-            await self._queue.put({"type": "end"})
-
-    async def _next(self) -> Message:
-        if self._ended:
-            return {"type": "end"}
-        message = await self._queue.get()
-        if message["type"] == "end":
-            self._ended = True
-        return message
-
-    async def start(self) -> int:
-        """Wait for the response's head; its status (0: the inner app ended without one)."""
-        message = await self._next()
-        if message["type"] != "http.response.start":
-            self._ended = True
-            return 0
-        self.status = int(message["status"])
-        self.headers = list(message.get("headers", []))
-        return self.status
-
-    def header(self, name: bytes) -> str | None:
-        """A response header's value (``name`` lower case)."""
-        return next((v.decode("latin-1") for k, v in self.headers if k.lower() == name), None)
-
-    @property
-    def streaming(self) -> bool:
-        """The response is an SSE stream."""
-        kind = self.header(b"content-type") or ""
-        return kind.split(";", 1)[0].strip().lower() == "text/event-stream"
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The response body's chunks, until it ends."""
-        while True:
-            message = await self._next()
-            if message["type"] != "http.response.body":
-                return
-            chunk: bytes = message.get("body", b"")
-            if chunk:
-                yield chunk
-            if not message.get("more_body", False):
-                self._ended = True
-                return
-
-    async def read(self, limit: int) -> tuple[bytes, bool]:
-        """The whole body, or its first ``limit``-odd bytes and ``True`` when it is longer."""
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in self.chunks():
-            parts.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                return b"".join(parts), True
-        return b"".join(parts), False
-
-    async def messages(self, limit: int) -> AsyncIterator[JSONObject]:
-        """The JSON-RPC messages of an SSE response, as they come (its splitter kept: a parked call
-        goes on where it stopped)."""
-        if self.splitter is None:
-            self.splitter = SSESplitter(limit)
-        async for chunk in self.chunks():
-            for block in self.splitter.feed(chunk):
-                event = parse_event(block)
-                if event.id is not None:
-                    self.last_event_id = event.id
-                retry = _retry(block)
-                if retry is not None:
-                    self.retry_ms = retry
-                parsed = _message(event.data) if event.data is not None else None
-                if parsed is not None:
-                    yield parsed
-            if self.splitter.overflowed:
-                return
-
-    async def aclose(self) -> None:
-        """Hang up if still running, and wait for the inner app to end."""
-        self._gone.set()
-        while not self._task.done():
-            try:
-                self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                await asyncio.wait({self._task}, timeout=0.05)
-        if not self._task.cancelled():
-            self._task.exception()  # retrieved: the forwarder reports its own failures
 
 
 @dataclass(slots=True)
@@ -219,33 +93,9 @@ class _Waiting:
     """The I/O side of a parked request: its still-open upstream call, the session it runs in, and
     the timer that abandons it."""
 
-    call: _Call
+    call: UpstreamCall
     session: FrontSession
     timer: asyncio.Task[None] | None = None
-
-
-class _ClientStream:
-    """The response to the client's request: JSON until something must stream."""
-
-    def __init__(self, send: Send) -> None:
-        self.send = send
-        self.streaming = False
-
-    async def event(self, message: JSONObject) -> None:
-        """Send one SSE event carrying ``message``."""
-        if not self.streaming:
-            await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
-            self.streaming = True
-        body = b"event: message\ndata: " + dumps(message) + b"\n\n"
-        await self.send({"type": "http.response.body", "body": body, "more_body": True})
-
-    async def finish(self, message: JSONObject) -> None:
-        """End the response with ``message``: the stream's last event, or the whole JSON body."""
-        if self.streaming:
-            await self.event(message)
-            await self.send({"type": "http.response.body", "body": b""})
-        else:
-            await respond(self.send, 200, dumps(message))
 
 
 class ModernFront:
@@ -290,7 +140,7 @@ class ModernFront:
             body, complete, over = await buffer_body(receive, self.max_body_bytes)
         except ClientDisconnect:
             return
-        message = _message(body) if complete and not over else None
+        message = message_of(body) if complete and not over else None
         envelope = envelope_of(message)
         if message is None or envelope is None or not isinstance(message.get("method"), str):
             await self.inner(scope, replay(body, complete, receive), send)
@@ -311,11 +161,11 @@ class ModernFront:
     async def _learn(self, scope: Scope, send: Send, body: bytes, message: JSONObject, envelope: Envelope) -> bool:
         """Send the request as it came; True when the upstream refused it as a legacy-only server
         does (then the front serves it), False when its answer went to the client."""
-        call = _Call(self.inner, _scope(scope, scope["headers"]), body)
+        call = UpstreamCall(self.inner, subscope(scope, scope["headers"]), body)
         try:
             status = await call.start()
             if status == 200 and call.streaming and message.get("method") != "server/discover":
-                await _relay(send, call, b"", rest=True)
+                await relay_whole(send, call, b"", rest=True)
                 return False
             raw, longer = await call.read(_REFUSAL_BYTES)
             answer = None if longer else _answer(call, raw, message.get("id"))
@@ -323,12 +173,12 @@ class ModernFront:
                 result = answer.get("result") if status == 200 and isinstance(answer, dict) else None
                 if isinstance(result, dict) and (message.get("method") == "server/discover" or "resultType" in result):
                     self.core.learned("2026-07-28")  # (only a 2026-07-28 server answers either)
-                await _relay(send, call, raw, rest=longer)
+                await relay_whole(send, call, raw, rest=longer)
                 return False
         finally:
             await call.aclose()
         if message.get("method") != "server/discover" and not await self._refuses_discover(scope, envelope):
-            await _relay(send, call, raw)
+            await relay_whole(send, call, raw)
             return False
         if self.core.upstream_era is None:
             logger.info(
@@ -352,8 +202,8 @@ class ModernFront:
             "method": "server/discover",
             "params": {"_meta": meta},
         }
-        headers = _headers(scope, [*request_headers(probe, envelope.version)])
-        call = _Call(self.inner, _scope(scope, headers), dumps(probe))
+        headers = upstream_headers(scope, [*request_headers(probe, envelope.version)])
+        call = UpstreamCall(self.inner, subscope(scope, headers), dumps(probe))
         try:
             status = await call.start()
             raw, longer = await call.read(_REFUSAL_BYTES)
@@ -422,11 +272,11 @@ class ModernFront:
         self, scope: Scope, send: Send, key: str, envelope: Envelope, message: JSONObject
     ) -> FrontSession | None:
         request = initialize_request(envelope, "mcpn-front.initialize")
-        call = _Call(self.inner, _scope(scope, _headers(scope, [])), dumps(request))
+        call = UpstreamCall(self.inner, subscope(scope, upstream_headers(scope, [])), dumps(request))
         try:
             status = await call.start()
             if status == 200:
-                response = await _response_of(call, request["id"], self.max_message_bytes)
+                response = await response_of(call, request["id"], self.max_message_bytes)
                 raw = b""
             else:
                 response = None
@@ -436,7 +286,7 @@ class ModernFront:
         result = response.get("result") if response is not None else None
         if not isinstance(result, dict):
             if status and status != 200:
-                await _relay(send, call, raw)  # (401 with WWW-Authenticate: the client's OAuth)
+                await relay_whole(send, call, raw)  # (401 with WWW-Authenticate: the client's OAuth)
             else:
                 error = response.get("error") if response is not None else None
                 text = error.get("message") if isinstance(error, dict) else "no InitializeResult"
@@ -470,8 +320,8 @@ class ModernFront:
             return
 
         async def delete() -> None:
-            headers = [*_headers(scope, []), (b"mcp-session-id", session.session_id.encode())]  # type: ignore[union-attr]
-            call = _Call(self.inner, _scope(scope, headers, "DELETE"), b"")
+            headers = [*upstream_headers(scope, []), (b"mcp-session-id", session.session_id.encode())]  # type: ignore[union-attr]
+            call = UpstreamCall(self.inner, subscope(scope, headers, "DELETE"), b"")
             try:
                 await call.start()
             finally:
@@ -487,7 +337,7 @@ class ModernFront:
 
     async def _post(self, scope: Scope, session: FrontSession, message: JSONObject) -> int:
         """POST ``message`` (a notification or a response) to the session; the status."""
-        call = _Call(self.inner, _scope(scope, self._session_headers(scope, session)), dumps(message))
+        call = UpstreamCall(self.inner, subscope(scope, self._session_headers(scope, session)), dumps(message))
         try:
             status = await call.start()
             await call.read(_REFUSAL_BYTES)
@@ -499,7 +349,7 @@ class ModernFront:
         extra = [(b"mcp-protocol-version", session.version.encode())]
         if session.session_id is not None:
             extra.append((b"mcp-session-id", session.session_id.encode()))
-        return _headers(scope, extra)
+        return upstream_headers(scope, extra)
 
     async def _carry(
         self,
@@ -516,9 +366,9 @@ class ModernFront:
             if level is not None:
                 await self._request(scope, session, level)
             upstream_id = session.mint_id()
-            call = _Call(
+            call = UpstreamCall(
                 self.inner,
-                _scope(scope, self._session_headers(scope, session)),
+                subscope(scope, self._session_headers(scope, session)),
                 dumps(legacy_request(message, upstream_id)),
             )
             status = await call.start()
@@ -532,20 +382,20 @@ class ModernFront:
                 continue
             break
         relay = Relay.start(message, upstream_id, envelope)
-        stream = _ClientStream(send)
+        stream = ClientStream(send)
         if status != 200:
             raw, longer = await call.read(self.max_message_bytes)
-            answer = None if longer else _message(raw)
+            answer = None if longer else message_of(raw)
             await call.aclose()
             if status in (401, 403) or status >= 500 or answer is None or not ("result" in answer or "error" in answer):
-                await _relay(send, call, raw)  # as it came (credentials: the client's OAuth; the server's trouble)
+                await relay_whole(send, call, raw)  # as it came (credentials: the client's OAuth; the server's trouble)
             else:
                 await respond(send, status, dumps(relay.final(answer)))
             return
         if not call.streaming:
             raw, longer = await call.read(self.max_message_bytes)
             await call.aclose()
-            answer = None if longer else _message(raw)
+            answer = None if longer else message_of(raw)
             if answer is None or not ("result" in answer or "error" in answer):
                 await respond(
                     send,
@@ -559,10 +409,10 @@ class ModernFront:
 
     async def _request(self, scope: Scope, session: FrontSession, request: JSONObject) -> None:
         """Send one request of the front's own in the session and wait for its answer (ignored)."""
-        call = _Call(self.inner, _scope(scope, self._session_headers(scope, session)), dumps(request))
+        call = UpstreamCall(self.inner, subscope(scope, self._session_headers(scope, session)), dumps(request))
         try:
             if await call.start() == 200:
-                await _response_of(call, request.get("id"), _REFUSAL_BYTES)
+                await response_of(call, request.get("id"), _REFUSAL_BYTES)
         finally:
             await call.aclose()
 
@@ -572,14 +422,14 @@ class ModernFront:
         receive: Receive,
         session: FrontSession,
         relay: Relay,
-        call: _Call,
-        stream: _ClientStream,
+        call: UpstreamCall,
+        stream: ClientStream,
         key: str,
     ) -> None:
         """Relay the upstream stream of ``relay`` to the client's request until its response, a
         question (the call is parked) or the client's hang-up (the upstream request is cancelled)."""
         gone = asyncio.Event()
-        watcher = asyncio.ensure_future(_hang_up(receive, gone))
+        watcher = asyncio.ensure_future(hang_up(receive, gone))
         upstream = [call]  # the call now read (a resumed stream replaces it)
         reading = asyncio.ensure_future(self._relay_stream(scope, session, relay, upstream, stream))
         session.busy += 1
@@ -611,7 +461,7 @@ class ModernFront:
                 await upstream[0].aclose()
 
     async def _relay_stream(
-        self, scope: Scope, session: FrontSession, relay: Relay, upstream: list[_Call], stream: _ClientStream
+        self, scope: Scope, session: FrontSession, relay: Relay, upstream: list[UpstreamCall], stream: ClientStream
     ) -> dict[str, JSONObject] | None:
         """Read the upstream stream: ``None`` once the client's request is answered, or the
         questions that end it (``inputRequests``). A stream that ends after an event id and before
@@ -640,7 +490,7 @@ class ModernFront:
                 (k, v) for k, v in self._session_headers(scope, session) if k not in (b"content-type", b"accept")
             ]
             headers += [(b"accept", b"text/event-stream"), (b"last-event-id", call.last_event_id)]
-            resumed = _Call(self.inner, _scope(scope, headers, "GET"), b"")
+            resumed = UpstreamCall(self.inner, subscope(scope, headers, "GET"), b"")
             upstream[0] = resumed
             await call.aclose()
             if await resumed.start() != 200 or not resumed.streaming:
@@ -673,7 +523,7 @@ class ModernFront:
                 text = f"the legacy upstream refused the client's answer (HTTP {status})"
                 await respond(send, 200, error_body(message.get("id"), text, -32603))
                 return
-        await self._drain(scope, receive, session, relay, call, _ClientStream(send), key)
+        await self._drain(scope, receive, session, relay, call, ClientStream(send), key)
 
     async def _deadline(self, scope: Scope, token: str) -> None:
         """Abandon the parked request ``token`` once its time is up (unless claimed first). The wait
@@ -738,9 +588,9 @@ class ModernFront:
         if session.key not in self._readers:
             self._readers[session.key] = asyncio.ensure_future(self._read_stream(scope, session))
         gone = asyncio.Event()
-        watcher = asyncio.ensure_future(_hang_up(receive, gone))
+        watcher = asyncio.ensure_future(hang_up(receive, gone))
         session.busy += 1
-        stream = _ClientStream(send)
+        stream = ClientStream(send)
         try:
             await stream.event(acknowledged(listen_id, accepted))
             while True:
@@ -782,7 +632,7 @@ class ModernFront:
         ends ends the listeners' subscriptions."""
         headers = [(k, v) for k, v in self._session_headers(scope, session) if k not in (b"content-type", b"accept")]
         headers.append((b"accept", b"text/event-stream"))
-        call = _Call(self.inner, _scope(scope, headers, "GET"), b"")
+        call = UpstreamCall(self.inner, subscope(scope, headers, "GET"), b"")
         opened = False
         try:
             if await call.start() != 200 or not call.streaming:
@@ -808,51 +658,11 @@ class ModernFront:
                     queue.put_nowait(None)
 
 
-async def _hang_up(receive: Receive, gone: asyncio.Event) -> None:
-    """Set ``gone`` when the client hangs up (its ``http.disconnect``)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    gone.set()
-
-
-def _headers(scope: Scope, extra: RawHeaders) -> RawHeaders:
-    """The client's request headers less the ones the front sets, with the front's."""
-    headers = [(k, v) for k, v in scope["headers"] if k not in _DROP and not k.startswith(b"mcp-param-")]
-    return [*headers, _ACCEPT, _JSON_TYPE, *extra]
-
-
-def _scope(scope: Scope, headers: RawHeaders, method: str = "POST") -> Scope:
-    out = {k: v for k, v in scope.items() if k != HANG_UP}
-    out["method"] = method
-    out["headers"] = headers
-    return out
-
-
-def _retry(block: bytes) -> int | None:
-    """The ``retry:`` field of an SSE event block (milliseconds), if it has a valid one."""
-    if b"retry:" not in block:
-        return None
-    for line in block.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
-        if line.startswith(b"retry:"):
-            value = line[6:].strip()
-            if value.isdigit():
-                return int(value)
-    return None
-
-
-def _message(body: bytes) -> JSONObject | None:
-    try:
-        value = loads(body)
-    except DecodeError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _answer(call: _Call, raw: bytes, request_id: JSON) -> JSONObject | None:
+def _answer(call: UpstreamCall, raw: bytes, request_id: JSON) -> JSONObject | None:
     """The JSON-RPC message of a whole answer: the body's, or the response in an SSE body."""
     if call.streaming:
         return response_to_stream(raw, request_id)
-    return _message(raw)
+    return message_of(raw)
 
 
 def response_to_stream(raw: bytes, request_id: JSON) -> JSONObject | None:
@@ -864,32 +674,3 @@ def response_to_stream(raw: bytes, request_id: JSON) -> JSONObject | None:
         if found is not None:
             return found
     return None
-
-
-async def _response_of(call: _Call, request_id: JSON, limit: int) -> JSONObject | None:
-    """The JSON-RPC response to ``request_id`` in a JSON or SSE answer (bounded), or ``None``."""
-    if call.streaming:
-        async for message in call.messages(limit):
-            if "method" not in message and response_to(dumps(message), request_id) is not None:
-                return message
-        return None
-    raw, longer = await call.read(limit)
-    return None if longer else _message(raw)
-
-
-async def _relay(send: Send, call: _Call, body: bytes, *, rest: bool = False) -> None:
-    """Send the upstream's answer as it came: its status and headers, ``body``, and (``rest``) the
-    rest of its body."""
-    if not call.status:
-        await respond(send, 502, error_body(None, "the upstream gave no answer", -32603))
-        return
-    head = [(k, v) for k, v in call.headers if k.lower() not in (b"content-length", b"transfer-encoding")]
-    if not rest:
-        await respond(send, call.status, body, None, headers=head)
-        return
-    await send({"type": "http.response.start", "status": call.status, "headers": head})
-    if body:
-        await send({"type": "http.response.body", "body": body, "more_body": True})
-    async for chunk in call.chunks():
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
