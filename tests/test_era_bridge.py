@@ -365,7 +365,10 @@ def test_the_mode_decides_what_is_bridged_and_what_is_learned() -> None:
     assert not auto.bridging and auto.may_probe
     auto.learned("2026-07-28")
     assert auto.bridging and not auto.may_probe and auto.upstream_version == "2026-07-28"
+    auto.forget()  # (the upstream no longer answers server/discover)
+    assert not auto.bridging and auto.may_probe
     told = LegacyBridge("2026-07-28")
+    told.forget()  # the operator said so: kept
     assert told.bridging and not told.may_probe
     never = LegacyBridge("legacy")
     never.learned("2026-07-28")

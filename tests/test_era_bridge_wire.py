@@ -402,6 +402,32 @@ async def test_a_bridged_session_survives_the_upstreams_restart() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_upstream_that_speaks_a_legacy_era_again_is_no_longer_bridged() -> None:
+    """``auto`` learned the upstream speaks only 2026-07-28; it is replaced by a legacy server on the
+    same port: the next client's ``initialize`` reaches that server natively (its session, not the
+    bridge's), and the bridge learns again when a 2026-07-28-only server comes back."""
+    port = free_port()
+    upstream_url = f"http://127.0.0.1:{port}/mcp"
+    modern = ScriptedServer(protean_tools(), response_mode="json", legacy=False)
+    legacy = ScriptedServer(protean_tools(), response_mode="json", modern=False)
+    again = ScriptedServer(protean_tools(), response_mode="json", legacy=False)
+    with proxy(upstream_url) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            with serve(modern, port=port):
+                bridged = await initialize(http, url)
+            with serve(legacy, port=port):
+                native = await initialize(http, url)
+                listed = await rpc(http, url, "tools/list", {}, 2, **native)
+            with serve(again, port=port):
+                rebridged = await initialize(http, url)
+                relisted = await rpc(http, url, "tools/list", {}, 3, **rebridged)
+    assert bridged["mcp-session-id"].startswith("mcpn-bridge.")
+    assert not native["mcp-session-id"].startswith("mcpn-bridge.") and listed["result"]["tools"]
+    assert [m.get("method") for m, _ in legacy.requests] == ["server/discover", "initialize", "tools/list"]
+    assert rebridged["mcp-session-id"].startswith("mcpn-bridge.") and relisted["result"]["tools"]
+
+
+@pytest.mark.anyio
 async def test_bridged_sessions_are_bounded_bound_to_their_credentials_and_404_when_gone() -> None:
     upstream = ScriptedServer(protean_tools(), response_mode="json", legacy=False)
     call = {"name": "protean.whoami", "arguments": {}}

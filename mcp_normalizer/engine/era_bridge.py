@@ -449,6 +449,12 @@ class LegacyBridge:
         if self.mode != "legacy":
             self.upstream_version = version
 
+    def forget(self) -> None:
+        """What was learned of the upstream no longer holds (``auto`` only): new legacy clients are
+        not bridged until a refused ``initialize`` teaches it again; sessions already open stay."""
+        if self.mode == "auto":
+            self.upstream_version = None
+
     def open(
         self, initialize: JSONObject, discovered: JSONObject, version: str, *, credential: str | None, now: float
     ) -> tuple[BridgedSession, JSONObject]:

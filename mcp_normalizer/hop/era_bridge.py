@@ -175,6 +175,13 @@ class EraBridge:
         assert version is not None
         _bridged(scope, version)
         discovered, probe, raw = await self._discover(scope, message, version)
+        if discovered is None and self.core.mode == "auto":
+            # Learned, and no longer so (the upstream now speaks a legacy era, or is down): unlearn,
+            # and let this initialize go as it came (a refusal teaches it again).
+            self.core.forget()
+            logger.info("the upstream no longer answers server/discover: legacy clients are no longer bridged")
+            await self._initialize(scope, receive, send, body, message)
+            return
         if discovered is None:
             if probe is not None and probe.status:
                 await relay_whole(send, probe, raw)
