@@ -192,7 +192,6 @@ KNOWN_REFUSED: dict[tuple[str, str], str] = {
     ("openai-strict", "autumn_legacy_tuple_items"): "issue 39: legacy_tuple_items",
     ("openai-strict", "autumn_object_without_properties"): "issue 39: object_without_properties",
     ("openai-strict", "autumn_never_branch_anyof"): "issue 39: never_branch_anyof",
-    ("gemini", "ledger_field_data"): "issue 39: parameter names outside [a-zA-Z0-9_]{1,64} (refuses_unrepaired)",
 }
 
 

@@ -245,10 +245,6 @@ KNOWN_REFUSED: dict[tuple[str, str], str] = {
     ("openai-strict", "tuples"): "issue 39: legacy_tuple_items",
     ("openai-strict", "never_anyof"): "issue 39: never_branch_anyof",
     ("openai-strict", "together"): "issue 39: legacy_tuple_items, never_branch_anyof, array_without_items",
-    (
-        "gemini",
-        "unicode_keys",
-    ): "issue 39: parameter names outside [a-zA-Z0-9_]{1,64} (hosts.toml gemini refuses_unrepaired)",
     ("gemini", "mixed_enums"): "issue 39: enum_non_string",
     ("gemini", "together"): "issue 39: never_branch_anyof, enum_non_string, legacy_tuple_items",
 }

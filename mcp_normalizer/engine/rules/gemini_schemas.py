@@ -36,8 +36,8 @@ Each key is one of :mod:`~.host_faults`, whose oracle judges the output:
   is left (no call could be converted back there without guessing the arm), as is one holding
   ``null``, an object or an array.
 
-Property names outside ``[a-zA-Z0-9_]{1,64}`` (the Gemini API's rule) are not renamed here: listed
-under ``refuses_unrepaired`` in ``hosts.toml``.
+Property names the Gemini API refuses are renamed by rule ``host_schemas`` (which runs first: the
+enum places are written in the names the client is shown).
 
 What the repair replaced is kept in the tool's ``_meta["dev.mcp-normalizer/original-keywords"]``
 (pointer into the tool -> the node as this rule got it).
@@ -53,6 +53,7 @@ from ...wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .host_faults import ANYOF_ARM_KEYWORD, ENUM_NON_STRING, REQUIRED_UNDEFINED, SCHEMA_KEYWORD
+from .host_schemas import gemini_named
 from .scan import ToolScan
 from .schemas import map_schema
 
@@ -312,31 +313,31 @@ def enum_arguments(tool: JSONObject) -> dict[str, tuple[str, ...]] | None:
         }
         return places or None
     schema = tool.get("inputSchema")
-    derived: dict[str, tuple[str, ...]] = {}
-    if isinstance(schema, dict):
-        _own_enums(schema, (), derived, 0)
-    return derived or None
+    if not isinstance(schema, dict) or not _non_string_enum(schema):
+        return None
+    named = gemini_named(tool)  # (the names a gemini client is shown: the places are written in them)
+    walk = _Walk(named, frozenset({ENUM_NON_STRING}))
+    try:
+        map_schema(named, walk.fix)
+    except RecursionError:
+        return None
+    return {place: tuple(texts) for place, texts in walk.enums.items()} or None
 
 
-def _own_enums(node: JSONObject, place: tuple[str, ...], out: dict[str, tuple[str, ...]], depth: int) -> None:
-    """The enum places of a schema's argument places under ``node`` (at ``place``), into ``out``."""
-    if depth > 64:
-        return
-    values = node.get("enum")
-    if place and isinstance(values, list) and any(not isinstance(v, str) for v in values):
-        if all(isinstance(v, str | int | float) for v in values):
-            strings = [v if isinstance(v, str) else spell(v) for v in values]
-            if len(set(strings)) == len(strings):
-                texts = tuple(text for text, v in zip(strings, values, strict=True) if not isinstance(v, str))
-                out[format_pointer(place)] = texts
-    members = node.get("properties")
-    if isinstance(members, dict):
-        for name, member in members.items():
-            if isinstance(member, dict) and name != _ITEM:
-                _own_enums(member, (*place, name), out, depth + 1)
-    items = node.get("items")
-    if place and isinstance(items, dict):
-        _own_enums(items, (*place, _ITEM), out, depth + 1)
+def _non_string_enum(schema: JSON) -> bool:
+    """Whether some ``enum`` list in ``schema`` holds a value that is not a string (a data value
+    shaped like a schema counts too: the caller only looks closer)."""
+    stack: list[JSON] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            values = node.get("enum")
+            if isinstance(values, list) and any(not isinstance(v, str) for v in values):
+                return True
+            stack.extend(v for v in node.values() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, dict | list))
+    return False
 
 
 def _segments(pointer: str) -> list[str]:
