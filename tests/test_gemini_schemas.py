@@ -33,6 +33,7 @@ from mcp_normalizer.engine.rules.gemini_schemas import (
     ENUM_ARGUMENTS_KEY,
     convert_arguments,
     enum_arguments,
+    may_take,
     spell,
 )
 from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, ENUM_NON_STRING, GEMINI_CONSTRAINTS
@@ -605,3 +606,136 @@ async def test_an_sdk_and_an_unknown_client_get_the_servers_names_and_send_their
     # the Anthropic API takes dots, hyphens and leading digits, and judges the root alone
     assert set(claude["_meta"][ORIGINAL_KEYS].values()) == {"libell\u00e9"}
     assert claude["inputSchema"]["properties"]["filter"] == KEYED["inputSchema"]["properties"]["filter"]
+
+
+# -- enum inside anyOf/oneOf arms (enum_non_string, rule gemini_schemas) -----------------------------
+
+#: Numeric and boolean enums in ``anyOf``/``oneOf`` arms whose strings no other arm takes (a const
+#: arm too, and an arm's nested object), and an arm whose enum contradicts its type.
+ARMED: dict[str, Any] = {
+    "name": "grid.pick",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "level": {"anyOf": [{"type": "integer", "enum": [1, 2, 12345678901234567890123]}, {"type": "null"}]},
+            "ratio": {"anyOf": [{"const": 12.5}, {"const": 1e-7}, {"type": "string", "enum": ["auto"]}]},
+            "item": {
+                "anyOf": [
+                    {"type": "object", "properties": {"kind": {"type": "integer", "enum": [3, 4]}}},
+                    {"type": "array", "items": {"type": "string"}},
+                ]
+            },
+            "flag": {"oneOf": [{"type": "boolean", "enum": [True]}, {"type": "integer", "minimum": 0}]},
+            "unit": {"anyOf": [{"type": "string", "enum": [1, 2]}, {"type": "null"}]},
+        },
+    },
+}
+#: An arm's numbers beside an arm that takes any string: a ``"12.5"`` from the model could be
+#: either, so no call could be converted back: not repaired, withheld from Gemini CLI.
+AMBIGUOUS: dict[str, Any] = {
+    "name": "grid.step",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"step": {"anyOf": [{"type": "number", "enum": [12.5, 1e-7]}, {"type": "string"}]}},
+    },
+}
+ARM_CALLS: list[dict[str, Any]] = [
+    {
+        "name": "grid.pick",
+        "arguments": {
+            "level": "12345678901234567890123",
+            "ratio": "1e-7",
+            "item": {"kind": "3"},
+            "flag": "true",
+            "unit": "caf\u00e9",
+        },
+    },
+    {"name": "grid.pick", "arguments": {"level": None, "ratio": "auto", "item": ["3", "\u00e9"], "flag": 7}},
+    {"name": "grid.pick", "arguments": {"level": "2", "ratio": "12.5", "item": {"kind": "5"}}},
+    {"name": "grid.step", "arguments": {"step": "12.5"}},
+]
+
+
+@contextmanager
+def armed_upstream() -> Iterator[tuple[str, Recorder]]:
+    server = ScriptedServer([ToolSpec(ARMED, _answer), ToolSpec(AMBIGUOUS, _answer)], response_mode="json")
+    recorder = Recorder(server)
+    with serve(recorder) as url:
+        yield url + "/mcp", recorder
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_an_enum_in_an_arm_reaches_gemini_as_strings_and_the_server_as_its_values() -> None:
+    from .model_api_judges import GEMINI as GEMINI_JUDGE
+
+    with armed_upstream() as (url, recorder), proxy_for(url) as px:
+        got = await session(px + "/mcp", GEMINI, ARM_CALLS)
+        sdk = await session(px + "/mcp", SDK, ARM_CALLS[:1])
+        assert await raw_listing(px + "/mcp", SDK) == await raw_listing(url, SDK)
+    tool = got["tools"]["grid.pick"]
+    assert CONSTRAINTS[ENUM_NON_STRING].violates(ARMED) and GEMINI_JUDGE.refused(ARMED)
+    assert not CONSTRAINTS[ENUM_NON_STRING].violates(tool) and not GEMINI_JUDGE.refused(tool), tool
+    properties = tool["inputSchema"]["properties"]
+    assert properties["level"]["anyOf"][0]["enum"] == ["1", "2", "12345678901234567890123"]
+    assert [arm["enum"] for arm in properties["ratio"]["anyOf"]] == [["12.5"], ["1e-7"], ["auto"]]
+    assert properties["item"]["anyOf"][0]["properties"]["kind"]["enum"] == ["3", "4"]
+    assert properties["flag"]["oneOf"][0] == {"type": "string", "enum": ["true"], "description": ANY_DESCRIPTION}
+    assert "enum" not in properties["unit"]["anyOf"][0]  # no value of its type: in the description (every host)
+    kept = tool["_meta"][KEPT]
+    assert kept["/inputSchema/properties/level/anyOf/0"] == ARMED["inputSchema"]["properties"]["level"]["anyOf"][0]
+    assert kept["/inputSchema/properties/ratio"] == ARMED["inputSchema"]["properties"]["ratio"]
+    assert tool["_meta"][ENUM_ARGUMENTS_KEY] == {
+        "/level": ["1", "2", "12345678901234567890123"],
+        "/ratio": ["12.5", "1e-7"],
+        "/item/kind": ["3", "4"],
+        "/flag": ["true"],
+    }
+    assert "grid.step" not in got["tools"]  # withheld from Gemini CLI alone
+    assert sdk["tools"] == {"grid.pick": ARMED, "grid.step": AMBIGUOUS}
+    *calls, sdk_call = recorder.calls()
+    first, second, third, step = (call["message"]["params"]["arguments"] for call in calls)
+    assert first == {
+        "level": 12345678901234567890123,
+        "ratio": 1e-7,
+        "item": {"kind": 3},
+        "flag": True,
+        "unit": "caf\u00e9",  # no enum left there: as sent
+    }
+    assert b'"ratio":1e-7' in calls[0]["raw"]  # spelled as the server's listing spells it
+    # the strings that spell no value of the converted arm, and another arm's values, as sent
+    assert second == {"level": None, "ratio": "auto", "item": ["3", "\u00e9"], "flag": 7}
+    assert third == {"level": 2, "ratio": 12.5, "item": {"kind": "5"}}
+    assert step == {"step": "12.5"}  # the withheld tool's call: as it came
+    assert sdk_call["message"]["params"]["arguments"] == ARM_CALLS[0]["arguments"]
+
+
+ANY_DESCRIPTION = "Boolean, written as a string"
+
+
+@pytest.mark.pure
+def test_an_arm_is_converted_only_where_no_other_arm_may_take_its_strings() -> None:
+    """The listing-time decision, arm by arm (``may_take`` reads the arms as the server wrote them:
+    ``False`` only where the other arm surely refuses the string)."""
+    assert not may_take({"type": "null"}, [], "1")
+    assert not may_take({"type": "string", "enum": ["auto"]}, [], "12.5")
+    assert may_take({"type": "string", "enum": ["auto", "12.5"]}, [], "12.5")
+    assert may_take({"type": "string", "maxLength": 2}, [], "12.5")  # (lengths not read: may)
+    assert may_take({"$ref": "#/$defs/Any"}, [], "1")
+    assert not may_take({"type": "array", "items": {"type": "string"}}, ["properties", "kind"], "3")
+    assert may_take({"type": "object"}, ["properties", "kind"], "3")  # (any member)
+    assert not may_take({"type": "object", "additionalProperties": False}, ["properties", "kind"], "3")
+    assert not may_take({"anyOf": [{"type": "integer"}, {"const": "x"}]}, [], "1")
+    assert may_take({"anyOf": [{"type": "integer"}, {"type": ["string", "null"]}]}, [], "1")
+    spelled = {
+        "name": "t",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "a": {"oneOf": [{"enum": [1, 2]}, {"enum": ["2"]}]},  # "2" in both: neither converted
+                "b": {"anyOf": [{"enum": [1]}, {"enum": [1, True]}]},  # the same value in two arms: both
+            },
+        },
+    }
+    assert enum_arguments(spelled) == {"/b": ("1", "true")}
+    assert enum_arguments(AMBIGUOUS) is None
