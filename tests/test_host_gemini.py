@@ -539,3 +539,32 @@ def test_parameter_names_the_gemini_api_refuses_reach_the_model_renamed_and_the_
     as_javascript = {**OWN_ARGUMENTS, "page.size": float(OWN_ARGUMENTS["page.size"])}
     as_javascript["filter"] = {**OWN_ARGUMENTS["filter"], "max-amount": float(OWN_ARGUMENTS["filter"]["max-amount"])}
     assert call["message"]["params"]["arguments"] == as_javascript
+
+
+def test_an_enum_in_an_anyof_arm_reaches_the_model_as_strings_and_the_server_as_its_values(tmp_path: Path) -> None:
+    """Through the proxy, Gemini CLI offers an ``anyOf``/``oneOf`` arm's numeric or boolean enum as
+    strings; the model picks strings, Gemini CLI checks them against the schema it offered, and the
+    server receives the values (1e-7 spelled as its listing spells it); a tool whose arm's strings
+    another arm could take as well is not offered to it (withheld), and the other tool still is."""
+    from .model_api_judges import GEMINI as GEMINI_JUDGE
+    from .test_gemini_schemas import AMBIGUOUS, ARMED, Recorder
+
+    arguments = {"level": "2", "ratio": "1e-7", "item": {"kind": "4"}, "flag": "true", "unit": None}
+    tools = [ToolSpec(spec, returning({"content": text("picked \u2713")})) for spec in (ARMED, AMBIGUOUS)]
+    recorder = Recorder(ScriptedServer(tools, response_mode="json"))
+    with serve(recorder) as upstream, proxy_for(f"{upstream}/mcp") as proxy:
+        view = run_gemini_cli(McpServer("srv", url=f"{proxy}/mcp"), "grid.pick", arguments, tmp_path)
+    assert set(view.tools) == {"grid.pick"}  # grid.step withheld from Gemini CLI alone
+    schema = declared(view, "grid.pick")
+    assert not GEMINI_JUDGE.refused({"name": "grid_pick", "inputSchema": schema}), schema
+    assert schema["properties"]["ratio"]["anyOf"][1]["enum"] == ["1e-7"]
+    assert view.result is not None and "picked \u2713" in view.result
+    (call,) = [c for c in recorder.calls() if c["message"]["params"]["name"] == "grid.pick"]
+    assert call["message"]["params"]["arguments"] == {
+        "level": 2,
+        "ratio": 1e-7,
+        "item": {"kind": 4},
+        "flag": True,
+        "unit": None,
+    }
+    assert b'"ratio":1e-7' in call["raw"]
