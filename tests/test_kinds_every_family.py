@@ -537,6 +537,7 @@ async def test_each_host_gets_images_typed_as_their_bytes_the_declared_type_kept
 
 @pytest.mark.wire
 @pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:Accessing `Tool.inputSchema` is deprecated")  # (FastMCP's, once imported)
 async def test_google_genai_converts_the_proxys_listing_for_gemini_cli_where_it_failed_on_the_servers() -> None:
     """google-genai's own MCP conversion (``google.genai._mcp_utils.mcp_to_gemini_tool``, the SDK's
     path for an MCP session's tools): a draft-07 tuple fails it (``_filter_to_supported_schema``

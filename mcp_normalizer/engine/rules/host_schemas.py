@@ -239,6 +239,8 @@ def _rename_keys(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[s
     if not isinstance(schema, dict) or found is None:
         return None
     rule, fault = found
+    if not _has_invalid(schema, rule):
+        return None  # (most tools: a plain look before the names are made)
     names = _names_for(schema, rule)
     if not names:
         return None
@@ -353,12 +355,32 @@ def _has_member(node: JSONObject, names: Mapping[str, str]) -> bool:
     return isinstance(members, dict) and any(k in names for k in members)
 
 
-def _has_invalid(schema: JSON) -> bool:
-    """Whether a property name at an argument place is outside the stricter (Gemini's) rule."""
-    for _, _, node in _objects(schema, {}):
+def _has_invalid(schema: JSON, rule: KeyRule = GEMINI_KEYS) -> bool:
+    """Whether a property name ``rule`` judges (the root's; with :attr:`KeyRule.nested`, every
+    argument place's, as :func:`_objects` walks them) is outside it (Gemini's rule, the stricter,
+    by default). A plain walk: what most tools of a listing cost."""
+    valid = rule.valid.fullmatch
+    stack: list[tuple[JSON, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict) or depth > _MAX_DEPTH:
+            continue
         members = node.get("properties")
-        if isinstance(members, dict) and any(GEMINI_KEYS.valid.fullmatch(k) is None for k in members):
-            return True
+        if isinstance(members, dict):
+            for key in members:
+                if valid(key) is None:
+                    return True
+            if rule.nested:
+                stack.extend((member, depth + 1) for member in members.values())
+        if not rule.nested:
+            return False
+        items = node.get("items")
+        if isinstance(items, dict):
+            stack.append((items, depth + 1))
+        for keyword in _ARMS:
+            arms = node.get(keyword)
+            if isinstance(arms, list):
+                stack.extend((arm, depth + 1) for arm in arms)
     return False
 
 
