@@ -31,11 +31,17 @@ from .engine.client_id import ClientMemory, connection_key, credentials_key, fro
 from .engine.exchange import Exchange
 from .engine.lessons import LessonBook
 from .engine.normalize import Normalizer, Record
-from .engine.request_rewrite import REWRITE, argument_keys, enum_places, mismatched_calls, rename_calls
+from .engine.request_rewrite import (
+    REWRITE,
+    argument_keys,
+    enum_places,
+    mismatched_calls,
+    rename_calls,
+    renames_keys,
+)
 from .engine.rules.base import Mode
 from .engine.rules.clients import UNKNOWN, ClientProfile, profile_for
 from .engine.rules.host_faults import ENUM_NON_STRING
-from .engine.rules.host_profiles import PROPERTY_KEY
 from .engine.rules.host_schemas import mentions_invented_key
 from .engine.rules.learned import RULE as LEARN_RULE
 from .engine.rules.tool_names import invented
@@ -272,8 +278,9 @@ class NormalizerMiddleware:
                 client.label,
                 key,
             )
-        keys = argument_keys(exchange, info.pending, names)
-        enums = enum_places(exchange, info.pending, names, self._tool_family if self._tool_families else None)
+        family_of = self._tool_family if self._tool_families else None
+        keys = argument_keys(exchange, info.pending, names, family_of)
+        enums = enum_places(exchange, info.pending, names, family_of)
         renamed = rename_calls(body, info.pending, names, keys, enums)
         if renamed is not None:  # tools advertised under other names: called upstream by theirs
             body, exchange.pending, calls = renamed
@@ -323,7 +330,7 @@ class NormalizerMiddleware:
             wanted = set()
         else:
             wanted = {tool for tool in calls if invented(tool)}
-        if exchange.client.host_needs(PROPERTY_KEY) and mentions_invented_key(body):
+        if renames_keys(exchange.client) and mentions_invented_key(body):
             mapped = names or {}
             entries = {tool: exchange.tool(mapped.get(tool, tool)) for tool in calls}
             # no entry, or one listed to another client whose property names were not read

@@ -23,7 +23,7 @@ import json
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +85,17 @@ class GeminiMock(MockModel):
     """The Gemini API's ``v1beta`` wire as Gemini CLI calls it, scripted: the first turn that offers
     tools gets a call of ``tool`` (when given), every other turn the text :data:`FINAL_TEXT`."""
 
-    def __init__(self, tool: str | None, arguments: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        tool: str | None,
+        arguments: Mapping[str, Any],
+        fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(HOST, tool, arguments)
+        #: Instead of ``arguments``, the call's args made from the function declaration as offered
+        #: (``name``, ``parametersJsonSchema`` or ``parameters``), as a model fills a call from the
+        #: schema it was given (one whose parameter names a proxy chose).
+        self.fill = fill
         self.called = False
 
     def answer(self, path: str, body: Any) -> Response | None:
@@ -106,7 +115,16 @@ class GeminiMock(MockModel):
         if self.tool is not None and not self.called and body.get("tools"):
             self.called = True
             self.turn += 1
-            part = {"functionCall": {"name": self.tool, "args": self.arguments}}
+            arguments = self.arguments
+            if self.fill is not None:
+                declared = [
+                    declaration
+                    for group in body["tools"]
+                    for declaration in group.get("functionDeclarations") or ()
+                    if declaration.get("name") == self.tool
+                ]
+                arguments = self.fill(declared[0]) if declared else arguments
+            part = {"functionCall": {"name": self.tool, "args": arguments}}
             return sse([(None, self._candidate([part]))])
         self.turn += 1
         return sse([(None, self._candidate([{"text": FINAL_TEXT}]))])

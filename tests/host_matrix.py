@@ -52,7 +52,7 @@ from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, protean_serve
 from .host_claude import AnthropicMock, run_claude_code
 from .host_claude import model_name as claude_name
 from .host_codex import ResponsesMock, run_codex
-from .host_gemini import run_gemini_cli
+from .host_gemini import GeminiMock, run_gemini_cli
 from .host_loop import HostFailure, McpServer, ModelView
 from .support import EXE, ROOT, SHARED, free_port, load_cases, protean_rules, proxy_for, running, serve
 
@@ -477,7 +477,19 @@ def _codex(server: McpServer, tool: str, arguments: dict[str, Any], tmp: Path) -
 
 
 def _gemini(server: McpServer, tool: str, arguments: dict[str, Any], tmp: Path) -> ModelView:
-    return run_gemini_cli(server, tool, arguments, tmp, timeout=RUN_TIMEOUT)
+    # the model fills the call from the declaration it was offered (a proxy may rename parameters
+    # for the Gemini API), with the given arguments where the offered schema has them
+    def made(declared: dict[str, Any]) -> dict[str, Any]:
+        schema = declared.get("parametersJsonSchema", declared.get("parameters"))
+        offered = schema.get("properties") if isinstance(schema, dict) else None
+        given = {k: v for k, v in arguments.items() if not isinstance(offered, dict) or k in offered}
+        return {**fill(schema), **given}
+
+    class Filling(GeminiMock):
+        def __init__(self, tool: str | None, arguments: Mapping[str, Any]) -> None:
+            super().__init__(tool, arguments, fill=made)
+
+    return run_gemini_cli(server, tool, arguments, tmp, timeout=RUN_TIMEOUT, mock=Filling)
 
 
 #: The hosts in the matrix, by name.

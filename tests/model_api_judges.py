@@ -48,7 +48,10 @@ FAULTS_MD = "cases/faults.md 'Kinds from the autumn-2026 reports'"
 GEMINI_ENUM = "JetBrains/mcp-jetbrains#71"
 GEMINI_400 = "zed-industries/zed#45552; Kilo-Org/kilocode#11950; GetStream/Vision-Agents PR #513"
 GEMINI_SCHEMA = "danny-avila/LibreChat#13845"
-GEMINI_NAMES = "cloud.google.com Vertex AI FunctionDeclaration reference"
+GEMINI_NAMES = (
+    "cloud.google.com Vertex AI FunctionDeclaration reference;"
+    " google-genai 3.6.1 types.py FunctionDeclaration.parameters"
+)
 GEMINI_ANYOF = "google-gemini/gemini-cli#4121 ('type and anyOf cannot be both populated')"
 GENAI = "google-genai 3.6.1 _mcp_utils.mcp_to_gemini_tool"
 
@@ -372,7 +375,7 @@ def _openai_strict(tool: dict[str, Any]) -> list[str]:
     return found
 
 
-_GEMINI_KEY = re.compile(r"[a-zA-Z0-9_]{1,64}")
+_GEMINI_KEY = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}")
 
 
 def _genai_conversion(tool: dict[str, Any]) -> tuple[Any, str | None]:
@@ -419,7 +422,9 @@ def _gemini(tool: dict[str, Any]) -> list[str]:
     conversion does not check: no ``$schema`` (LibreChat#13845), string enums only (mcp-jetbrains#71),
     no ``const`` or ``additionalProperties`` inside ``anyOf`` and no ``required`` naming an undefined
     property (zed#45552, kilocode#11950, Vision-Agents #513), no ``not`` (faults.md:
-    never_branch_anyof), parameter names ``[a-zA-Z0-9_]{1,64}`` (the Vertex AI reference), and, on the
+    never_branch_anyof), parameter names ``[a-zA-Z_][a-zA-Z0-9_]{0,63}`` (the Vertex AI reference and
+    google-genai's ``FunctionDeclaration.parameters``: "must start with a letter or an underscore and
+    must only contain chars a-z, A-Z, 0-9, or underscores with a maximum length of 64"), and, on the
     converted declaration, no node with both ``type`` and ``anyOf`` (gemini-cli#4121)."""
     schema = tool.get("inputSchema")
     found = _root_object(schema, GEMINI_NAMES)
@@ -454,7 +459,7 @@ def _gemini(tool: dict[str, Any]) -> list[str]:
     if isinstance(properties, dict):
         for key in properties:
             if _GEMINI_KEY.fullmatch(key) is None:
-                found.append(f"property_name: parameter {key!r} outside [a-zA-Z0-9_]{{1,64}} [{GEMINI_NAMES}]")
+                found.append(f"property_name: parameter {key!r} outside [a-zA-Z_][a-zA-Z0-9_]{{0,63}} [{GEMINI_NAMES}]")
     return found
 
 

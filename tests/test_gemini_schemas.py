@@ -29,7 +29,13 @@ import pytest
 from mcp_normalizer.config import NormalizerConfig, Settings, rule_config
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolCall, ToolSpec
 from mcp_normalizer.engine.rules.clients import profile_for, resolve_model_api
-from mcp_normalizer.engine.rules.gemini_schemas import ENUM_ARGUMENTS_KEY, convert_arguments, enum_arguments, spell
+from mcp_normalizer.engine.rules.gemini_schemas import (
+    ENUM_ARGUMENTS_KEY,
+    convert_arguments,
+    enum_arguments,
+    may_take,
+    spell,
+)
 from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, ENUM_NON_STRING, GEMINI_CONSTRAINTS
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.types import Receive, Scope, Send
@@ -422,3 +428,314 @@ def test_spelling_and_converting_back_keep_every_other_byte() -> None:
         "/levels/*": ("10", "20", "-40"),
     }
     assert enum_arguments(PLAIN) is None
+
+
+# -- parameter names the Gemini API refuses (property_key_gemini, rule host_schemas) ---------------
+
+ORIGINAL_KEYS = "dev.mcp-normalizer/original-keys"
+UNKNOWN = {"name": "field-agent", "version": "0.3.1"}
+#: Names the Gemini API refuses (a dot, a leading hyphen, unicode, a leading digit) at the root, in a
+#: nested object, in an item object and in an anyOf arm; ``note`` and ``rows`` are valid names.
+KEYED: dict[str, Any] = {
+    "name": "ledger.find",
+    "description": "\u00c9critures (\u20ac 12.50)",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "page.size": {"type": "integer"},
+            "-offset": {"type": "number"},
+            "libell\u00e9": {"type": ["string", "null"]},
+            "2fa": {"type": "boolean"},
+            "filter": {
+                "type": "object",
+                "properties": {"min.ratio": {"type": "number"}, "max-amount": {"type": "integer"}},
+                "required": ["min.ratio"],
+            },
+            "rows": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"unit-price": {"type": "number"}, "\u540d\u524d": {"type": ["string", "null"]}},
+                    "required": ["unit-price"],
+                },
+            },
+            "where": {"anyOf": [{"type": "object", "properties": {"a.b": {"type": "string"}}}, {"type": "null"}]},
+            "note": {"type": "string"},
+        },
+        "required": ["page.size"],
+    },
+}
+#: The call's arguments under the tool's own names: exponents, decimals, integers past 64 bits,
+#: unicode and nulls at depth; ``note`` holds a string that is an own name (a value, never renamed).
+OWN_ARGUMENTS: dict[str, Any] = {
+    "page.size": 2**80 + 7,
+    "-offset": 12.5,
+    "libell\u00e9": None,
+    "2fa": False,
+    "filter": {"min.ratio": 1e-7, "max-amount": 123456789012345678901234},
+    "rows": [{"unit-price": 12.5, "\u540d\u524d": "caf\u00e9 \u2615"}, {"unit-price": 1e-7, "\u540d\u524d": None}],
+    "where": {"a.b": "\u00fcn\u00ef"},
+    "note": "page.size",
+}
+
+
+def advertised(value: Any, names: dict[str, str]) -> Any:
+    """``value`` (arguments under the own names) with every object member named as ``names``
+    (own -> advertised) says: what a model sends that was shown the advertised names."""
+    if isinstance(value, dict):
+        return {names.get(k, k): advertised(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [advertised(v, names) for v in value]
+    return value
+
+
+def advertised_schema(schema: Any, names: dict[str, str]) -> Any:
+    """``schema`` with the names of every ``properties`` and ``required`` renamed by ``names``."""
+    if isinstance(schema, list):
+        return [advertised_schema(v, names) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {names.get(k, k): advertised_schema(v, names) for k, v in value.items()}
+        elif key == "required" and isinstance(value, list):
+            out[key] = [names.get(k, k) for k in value]
+        else:
+            out[key] = advertised_schema(value, names)
+    return out
+
+
+def property_names(schema: Any) -> set[str]:
+    """Every name under a ``properties`` of ``schema``, at any depth."""
+    found: set[str] = set()
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                found |= set(value)
+            found |= property_names(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found |= property_names(value)
+    return found
+
+
+@contextmanager
+def keyed_upstream() -> Iterator[tuple[str, Recorder]]:
+    server = ScriptedServer([ToolSpec(KEYED, _answer), ToolSpec(PLAIN, _answer)], response_mode="json")
+    recorder = Recorder(server)
+    with serve(recorder) as url:
+        yield url + "/mcp", recorder
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_gemini_cli_gets_parameter_names_it_takes_and_the_server_its_own_names_and_values() -> None:
+    from .model_api_judges import GEMINI as GEMINI_JUDGE
+
+    with keyed_upstream() as (url, recorder), proxy_for(url) as px:
+        listed = await session(px + "/mcp", GEMINI, [])
+        tool = listed["tools"]["ledger.find"]
+        names = {own: new for new, own in tool["_meta"][ORIGINAL_KEYS].items()}
+        sent = advertised(OWN_ARGUMENTS, names)
+        called = await session(px + "/mcp", GEMINI, [{"name": "ledger.find", "arguments": sent}])
+    key = CONSTRAINTS["property_key_gemini"]
+    assert key.violates(KEYED) and GEMINI_JUDGE.refused(KEYED)  # the server's own tool: refused
+    assert not key.violates(tool), tool["inputSchema"]  # every argument place's names, nested too
+    assert not GEMINI_JUDGE.refused(tool), GEMINI_JUDGE.refused(tool)
+    refused = {"page.size", "-offset", "libell\u00e9", "2fa", "min.ratio", "max-amount", "unit-price", "\u540d\u524d"}
+    assert set(names) == refused | {"a.b"}  # the originals, in _meta
+    assert not property_names(tool["inputSchema"]) & set(names)
+    assert all(len(new) <= 64 and new[0] in "_abcdefghijklmnopqrstuvwxyz" for new in names.values()), names
+    schema = tool["inputSchema"]
+    assert schema["required"] == [names["page.size"]]
+    assert schema["properties"]["rows"]["items"]["required"] == [names["unit-price"]]
+    assert schema["properties"]["filter"]["required"] == [names["min.ratio"]]
+    assert advertised_schema(KEYED["inputSchema"], names) == schema  # nothing else changed
+    assert listed["tools"]["echo"] == PLAIN
+    (call,) = [c for c in recorder.calls() if c["message"]["params"]["name"] == "ledger.find"]
+    assert call["message"]["params"]["arguments"] == OWN_ARGUMENTS  # own names, exact values (the bytes read)
+    assert json.loads(called["calls"][0])["rows"] == OWN_ARGUMENTS["rows"]  # the server's answer, to the client
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_the_renamed_call_keeps_each_values_bytes_as_the_client_wrote_them() -> None:
+    """A ``tools/call`` written by hand (``12.50``, ``1E-7``, a big integer, escapes): the upstream
+    gets the own names around the very bytes the client sent; a member whose own name the same
+    object also carries goes as it came."""
+    with keyed_upstream() as (url, recorder), proxy_for(url) as px:
+        tool = json.loads(await raw_listing(px + "/mcp", GEMINI))["result"]["tools"][0]
+        names = {own: new for new, own in tool["_meta"][ORIGINAL_KEYS].items()}
+        page, ratio, amount, price, name = (
+            names[k] for k in ("page.size", "min.ratio", "max-amount", "unit-price", "\u540d\u524d")
+        )
+        arguments = (
+            f'{{"{page}": 1208925819614629174706183, "filter": {{"{ratio}" : 1E-7, "max-amount": 12.50,'
+            f' "{amount}": 3}}, "rows": [{{"{price}": 12.50, "{name}": "caf\\u00e9"}}], "note": null}}'
+        )
+        body = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger.find","arguments":%s}}'
+        async with httpx.AsyncClient(timeout=30) as http:
+            params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": GEMINI}
+            first = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+            response = await http.post(px + "/mcp", content=orjson.dumps(first), headers=HEADERS)
+            headers = {**HEADERS, "mcp-protocol-version": "2025-11-25"}
+            if "mcp-session-id" in response.headers:
+                headers["mcp-session-id"] = response.headers["mcp-session-id"]
+            listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            await http.post(px + "/mcp", content=orjson.dumps(listing), headers=headers)
+            await http.post(px + "/mcp", content=(body % arguments).encode(), headers=headers)
+    raw = recorder.calls()[-1]["raw"]
+    assert b'"page.size":1208925819614629174706183' in raw, raw
+    assert b'"min.ratio":1E-7' in raw and b'"max-amount":12.50' in raw, raw
+    assert b'"unit-price":12.50' in raw and '"\u540d\u524d":"caf\\u00e9"'.encode() in raw, raw
+    assert f'"{names["max-amount"]}":3'.encode() in raw  # its own name is in the same object: as sent
+    assert b'"note":null' in raw
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_an_sdk_and_an_unknown_client_get_the_servers_names_and_send_theirs_as_they_are() -> None:
+    with keyed_upstream() as (url, recorder), proxy_for(url) as px:
+        for info in (SDK, UNKNOWN):
+            assert await raw_listing(px + "/mcp", info) == await raw_listing(url, info), info["name"]
+            got = await session(px + "/mcp", info, [{"name": "ledger.find", "arguments": OWN_ARGUMENTS}])
+            assert got["tools"]["ledger.find"] == KEYED
+            assert recorder.calls()[-1]["message"]["params"]["arguments"] == OWN_ARGUMENTS
+        claude = json.loads(await raw_listing(px + "/mcp", CLAUDE))["result"]["tools"][0]
+    # the Anthropic API takes dots, hyphens and leading digits, and judges the root alone
+    assert set(claude["_meta"][ORIGINAL_KEYS].values()) == {"libell\u00e9"}
+    assert claude["inputSchema"]["properties"]["filter"] == KEYED["inputSchema"]["properties"]["filter"]
+
+
+# -- enum inside anyOf/oneOf arms (enum_non_string, rule gemini_schemas) -----------------------------
+
+#: Numeric and boolean enums in ``anyOf``/``oneOf`` arms whose strings no other arm takes (a const
+#: arm too, and an arm's nested object), and an arm whose enum contradicts its type.
+ARMED: dict[str, Any] = {
+    "name": "grid.pick",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "level": {"anyOf": [{"type": "integer", "enum": [1, 2, 12345678901234567890123]}, {"type": "null"}]},
+            "ratio": {"anyOf": [{"const": 12.5}, {"const": 1e-7}, {"type": "string", "enum": ["auto"]}]},
+            "item": {
+                "anyOf": [
+                    {"type": "object", "properties": {"kind": {"type": "integer", "enum": [3, 4]}}},
+                    {"type": "array", "items": {"type": "string"}},
+                ]
+            },
+            "flag": {"oneOf": [{"type": "boolean", "enum": [True]}, {"type": "integer", "minimum": 0}]},
+            "unit": {"anyOf": [{"type": "string", "enum": [1, 2]}, {"type": "null"}]},
+        },
+    },
+}
+#: An arm's numbers beside an arm that takes any string: a ``"12.5"`` from the model could be
+#: either, so no call could be converted back: not repaired, withheld from Gemini CLI.
+AMBIGUOUS: dict[str, Any] = {
+    "name": "grid.step",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"step": {"anyOf": [{"type": "number", "enum": [12.5, 1e-7]}, {"type": "string"}]}},
+    },
+}
+ARM_CALLS: list[dict[str, Any]] = [
+    {
+        "name": "grid.pick",
+        "arguments": {
+            "level": "12345678901234567890123",
+            "ratio": "1e-7",
+            "item": {"kind": "3"},
+            "flag": "true",
+            "unit": "caf\u00e9",
+        },
+    },
+    {"name": "grid.pick", "arguments": {"level": None, "ratio": "auto", "item": ["3", "\u00e9"], "flag": 7}},
+    {"name": "grid.pick", "arguments": {"level": "2", "ratio": "12.5", "item": {"kind": "5"}}},
+    {"name": "grid.step", "arguments": {"step": "12.5"}},
+]
+
+
+@contextmanager
+def armed_upstream() -> Iterator[tuple[str, Recorder]]:
+    server = ScriptedServer([ToolSpec(ARMED, _answer), ToolSpec(AMBIGUOUS, _answer)], response_mode="json")
+    recorder = Recorder(server)
+    with serve(recorder) as url:
+        yield url + "/mcp", recorder
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_an_enum_in_an_arm_reaches_gemini_as_strings_and_the_server_as_its_values() -> None:
+    from .model_api_judges import GEMINI as GEMINI_JUDGE
+
+    with armed_upstream() as (url, recorder), proxy_for(url) as px:
+        got = await session(px + "/mcp", GEMINI, ARM_CALLS)
+        sdk = await session(px + "/mcp", SDK, ARM_CALLS[:1])
+        assert await raw_listing(px + "/mcp", SDK) == await raw_listing(url, SDK)
+    tool = got["tools"]["grid.pick"]
+    assert CONSTRAINTS[ENUM_NON_STRING].violates(ARMED) and GEMINI_JUDGE.refused(ARMED)
+    assert not CONSTRAINTS[ENUM_NON_STRING].violates(tool) and not GEMINI_JUDGE.refused(tool), tool
+    properties = tool["inputSchema"]["properties"]
+    assert properties["level"]["anyOf"][0]["enum"] == ["1", "2", "12345678901234567890123"]
+    assert [arm["enum"] for arm in properties["ratio"]["anyOf"]] == [["12.5"], ["1e-7"], ["auto"]]
+    assert properties["item"]["anyOf"][0]["properties"]["kind"]["enum"] == ["3", "4"]
+    assert properties["flag"]["oneOf"][0] == {"type": "string", "enum": ["true"], "description": ANY_DESCRIPTION}
+    assert "enum" not in properties["unit"]["anyOf"][0]  # no value of its type: in the description (every host)
+    kept = tool["_meta"][KEPT]
+    assert kept["/inputSchema/properties/level/anyOf/0"] == ARMED["inputSchema"]["properties"]["level"]["anyOf"][0]
+    assert kept["/inputSchema/properties/ratio"] == ARMED["inputSchema"]["properties"]["ratio"]
+    assert tool["_meta"][ENUM_ARGUMENTS_KEY] == {
+        "/level": ["1", "2", "12345678901234567890123"],
+        "/ratio": ["12.5", "1e-7"],
+        "/item/kind": ["3", "4"],
+        "/flag": ["true"],
+    }
+    assert "grid.step" not in got["tools"]  # withheld from Gemini CLI alone
+    assert sdk["tools"] == {"grid.pick": ARMED, "grid.step": AMBIGUOUS}
+    *calls, sdk_call = recorder.calls()
+    first, second, third, step = (call["message"]["params"]["arguments"] for call in calls)
+    assert first == {
+        "level": 12345678901234567890123,
+        "ratio": 1e-7,
+        "item": {"kind": 3},
+        "flag": True,
+        "unit": "caf\u00e9",  # no enum left there: as sent
+    }
+    assert b'"ratio":1e-7' in calls[0]["raw"]  # spelled as the server's listing spells it
+    # the strings that spell no value of the converted arm, and another arm's values, as sent
+    assert second == {"level": None, "ratio": "auto", "item": ["3", "\u00e9"], "flag": 7}
+    assert third == {"level": 2, "ratio": 12.5, "item": {"kind": "5"}}
+    assert step == {"step": "12.5"}  # the withheld tool's call: as it came
+    assert sdk_call["message"]["params"]["arguments"] == ARM_CALLS[0]["arguments"]
+
+
+ANY_DESCRIPTION = "Boolean, written as a string"
+
+
+@pytest.mark.pure
+def test_an_arm_is_converted_only_where_no_other_arm_may_take_its_strings() -> None:
+    """The listing-time decision, arm by arm (``may_take`` reads the arms as the server wrote them:
+    ``False`` only where the other arm surely refuses the string)."""
+    assert not may_take({"type": "null"}, [], "1")
+    assert not may_take({"type": "string", "enum": ["auto"]}, [], "12.5")
+    assert may_take({"type": "string", "enum": ["auto", "12.5"]}, [], "12.5")
+    assert may_take({"type": "string", "maxLength": 2}, [], "12.5")  # (lengths not read: may)
+    assert may_take({"$ref": "#/$defs/Any"}, [], "1")
+    assert not may_take({"type": "array", "items": {"type": "string"}}, ["properties", "kind"], "3")
+    assert may_take({"type": "object"}, ["properties", "kind"], "3")  # (any member)
+    assert not may_take({"type": "object", "additionalProperties": False}, ["properties", "kind"], "3")
+    assert not may_take({"anyOf": [{"type": "integer"}, {"const": "x"}]}, [], "1")
+    assert may_take({"anyOf": [{"type": "integer"}, {"type": ["string", "null"]}]}, [], "1")
+    spelled = {
+        "name": "t",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "a": {"oneOf": [{"enum": [1, 2]}, {"enum": ["2"]}]},  # "2" in both: neither converted
+                "b": {"anyOf": [{"enum": [1]}, {"enum": [1, True]}]},  # the same value in two arms: both
+            },
+        },
+    }
+    assert enum_arguments(spelled) == {"/b": ("1", "true")}
+    assert enum_arguments(AMBIGUOUS) is None

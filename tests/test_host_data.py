@@ -33,6 +33,7 @@ from mcp_normalizer.engine.rules.host_faults import (
     NEVER_BRANCH,
     OBJECT_PROPERTIES,
     PROPERTY_KEY,
+    PROPERTY_KEY_GEMINI,
     REQUIRED_UNDEFINED,
     RESOURCE_LINK,
     SCHEMA_KEYWORD,
@@ -70,6 +71,16 @@ FIXTURES: dict[str, dict[str, Any]] = {
     PROPERTY_KEY: {
         "name": "search",
         "inputSchema": {"type": "object", "properties": {"$filter": {"type": "string"}, "max results": {}}},
+    },
+    PROPERTY_KEY_GEMINI: {
+        "name": "filter",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "page.size": {"type": "integer"},
+                "where": {"type": "object", "properties": {"-x": {"type": "number"}, "caf\u00e9": {}}},
+            },
+        },
     },
     ARRAY_ITEMS: {
         "name": "pair",

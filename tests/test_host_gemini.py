@@ -503,3 +503,68 @@ async def test_as_gemini_speaks_the_proxy_answers_the_meta_null_case_with_the_te
     datas = [line[5:].strip() for line in called.text.splitlines() if line.startswith("data:")]
     answer = json.loads(datas[-1] if datas else called.text)
     assert answer["result"] == case["expected"]["result"]
+
+
+def test_parameter_names_the_gemini_api_refuses_reach_the_model_renamed_and_the_server_as_its_own(
+    tmp_path: Path,
+) -> None:
+    """Through the proxy, Gemini CLI offers its model parameter names the Gemini API takes (a dot, a
+    leading hyphen or digit, unicode: renamed at the root, in a nested object, in an item object, in
+    an anyOf arm); the model calls with those names, Gemini CLI checks the call against the schema
+    it offered, and the server receives its own names with the values Gemini CLI sent (12.5, 1e-7,
+    unicode, nulls at depth; an integer past 2**53 as the double JavaScript reads it, the host's own
+    doing: the proxy copies the bytes, ``test_gemini_schemas`` shows big integers kept exact)."""
+    from .model_api_judges import GEMINI as GEMINI_JUDGE
+    from .test_gemini_schemas import GEMINI, KEYED, OWN_ARGUMENTS, Recorder, advertised, raw_listing
+
+    recorder = Recorder(
+        ScriptedServer([ToolSpec(KEYED, returning({"content": text("booked \u2713")}))], response_mode="json")
+    )
+    with serve(recorder) as upstream, proxy_for(f"{upstream}/mcp") as proxy:
+        listing = json.loads(anyio.run(raw_listing, f"{proxy}/mcp", GEMINI))["result"]["tools"][0]
+        names = {own: new for new, own in listing["_meta"]["dev.mcp-normalizer/original-keys"].items()}
+        view = run_gemini_cli(
+            McpServer("srv", url=f"{proxy}/mcp"), "ledger.find", advertised(OWN_ARGUMENTS, names), tmp_path
+        )
+    schema = declared(view, "ledger.find")
+    assert not GEMINI_JUDGE.refused({"name": "ledger_find", "inputSchema": schema}), schema
+    assert set(names) <= {"page.size", "-offset", "libell\u00e9", "2fa", "min.ratio", "max-amount"} | {
+        "unit-price",
+        "\u540d\u524d",
+        "a.b",
+    }
+    assert names["page.size"] in schema["properties"] and "page.size" not in schema["properties"]
+    assert view.result is not None and "booked \u2713" in view.result
+    (call,) = [c for c in recorder.calls() if c["message"]["params"]["name"] == "ledger.find"]
+    as_javascript = {**OWN_ARGUMENTS, "page.size": float(OWN_ARGUMENTS["page.size"])}
+    as_javascript["filter"] = {**OWN_ARGUMENTS["filter"], "max-amount": float(OWN_ARGUMENTS["filter"]["max-amount"])}
+    assert call["message"]["params"]["arguments"] == as_javascript
+
+
+def test_an_enum_in_an_anyof_arm_reaches_the_model_as_strings_and_the_server_as_its_values(tmp_path: Path) -> None:
+    """Through the proxy, Gemini CLI offers an ``anyOf``/``oneOf`` arm's numeric or boolean enum as
+    strings; the model picks strings, Gemini CLI checks them against the schema it offered, and the
+    server receives the values (1e-7 spelled as its listing spells it); a tool whose arm's strings
+    another arm could take as well is not offered to it (withheld), and the other tool still is."""
+    from .model_api_judges import GEMINI as GEMINI_JUDGE
+    from .test_gemini_schemas import AMBIGUOUS, ARMED, Recorder
+
+    arguments = {"level": "2", "ratio": "1e-7", "item": {"kind": "4"}, "flag": "true", "unit": None}
+    tools = [ToolSpec(spec, returning({"content": text("picked \u2713")})) for spec in (ARMED, AMBIGUOUS)]
+    recorder = Recorder(ScriptedServer(tools, response_mode="json"))
+    with serve(recorder) as upstream, proxy_for(f"{upstream}/mcp") as proxy:
+        view = run_gemini_cli(McpServer("srv", url=f"{proxy}/mcp"), "grid.pick", arguments, tmp_path)
+    assert set(view.tools) == {"grid.pick"}  # grid.step withheld from Gemini CLI alone
+    schema = declared(view, "grid.pick")
+    assert not GEMINI_JUDGE.refused({"name": "grid_pick", "inputSchema": schema}), schema
+    assert schema["properties"]["ratio"]["anyOf"][1]["enum"] == ["1e-7"]
+    assert view.result is not None and "picked \u2713" in view.result
+    (call,) = [c for c in recorder.calls() if c["message"]["params"]["name"] == "grid.pick"]
+    assert call["message"]["params"]["arguments"] == {
+        "level": 2,
+        "ratio": 1e-7,
+        "item": {"kind": 4},
+        "flag": True,
+        "unit": None,
+    }
+    assert b'"ratio":1e-7' in call["raw"]

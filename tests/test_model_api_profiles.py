@@ -7,9 +7,11 @@ the proxy as a host of that family (``clientInfo``: Claude Code for ``anthropic`
 ``openai``, which sends MCP tools with ``strict: false``, Gemini CLI for ``gemini``), or, for
 ``openai-strict``, as ``openai-agents`` does (its own MCP client, then ``MCPUtil.to_function_tool``
 with ``convert_schemas_to_strict``: strict where the schema allows it, its non-strict fallback
-elsewhere); the family's judge (:mod:`tests.model_api_judges`, from the real converters and the
-APIs' published rules) then judges every tool. Directly, without the proxy, the same judges refuse
-the fixtures the reports say they do.
+elsewhere), through a proxy whose ``[normalizer] model_api = "openai-strict"`` names the family of
+a client no host profile names (openai-agents sends the SDK's ``clientInfo``, ``mcp``; without the
+setting it gets no model API's repair); the family's judge (:mod:`tests.model_api_judges`, from the
+real converters and the APIs' published rules) then judges every tool. Directly, without the
+proxy, the same judges refuse the fixtures the reports say they do.
 
 A tool the proxy withholds from a host (missing from that host's listing) counts as not refused
 only when the family refuses the server's own tool and every tool the family takes is listed (one
@@ -20,6 +22,7 @@ stays exact: a repair that lands makes its entry fail until it is removed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +30,7 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_normalizer.config import NormalizerConfig, Settings
 from mcp_normalizer.demo.upstream import ScriptedServer, ToolSpec, returning
 
 from .model_api_judges import JUDGES, strict_conversion
@@ -180,20 +184,7 @@ BY_NAME = {tool["name"]: tool for tool in TOOLS}
 
 #: What each family still refuses through the proxy today (``(family, tool name)``: why). Each entry
 #: is an ``xfail(strict=True)`` case: when a repair lands, its entry fails until it is removed.
-KNOWN_REFUSED: dict[tuple[str, str], str] = {
-    ("openai-strict", "perplexity_ask"): "issue 39: object_without_properties (in items; agents' non-strict fallback)",
-    # (openai-agents lists as the Python SDK, clientInfo `mcp`: no host profile, so a repair for
-    # the OpenAI family reaches it only where a setting names the family for it)
-    (
-        "openai-strict",
-        "session.pause",
-    ): ("issue 39: tool name outside ^[a-zA-Z0-9_-]{1,64}$ (openai-agents sends the MCP name)"),
-    ("openai-strict", "autumn_enum_type_conflict"): "issue 39: enum_type_conflict",
-    ("openai-strict", "autumn_legacy_tuple_items"): "issue 39: legacy_tuple_items",
-    ("openai-strict", "autumn_object_without_properties"): "issue 39: object_without_properties",
-    ("openai-strict", "autumn_never_branch_anyof"): "issue 39: never_branch_anyof",
-    ("gemini", "ledger_field_data"): "issue 39: parameter names outside [a-zA-Z0-9_]{1,64} (refuses_unrepaired)",
-}
+KNOWN_REFUSED: dict[tuple[str, str], str] = {}
 
 
 # -- listing through the proxy ------------------------------------------------------------------
@@ -226,6 +217,10 @@ async def list_as_agents(url: str) -> list[dict[str, Any]]:
     return [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
 
 
+def _config(**changes: Any) -> NormalizerConfig:
+    return dataclasses.replace(Settings(upstream="http://127.0.0.1:1/mcp").load_config(), **changes)
+
+
 def _server() -> ScriptedServer:
     result = {"content": [{"type": "text", "text": "ok"}]}
     return ScriptedServer([ToolSpec(tool, returning(result)) for tool in TOOLS], response_mode="json")
@@ -242,7 +237,9 @@ def listings() -> Iterator[dict[str, dict[str, dict[str, Any]]]]:
             found[family] = await list_as(url, *host) if host is not None else await list_as_agents(url)
         return found
 
-    with serve(_server()) as up, proxy_for(up + "/mcp") as px:
+    # openai-agents names no host (clientInfo ``mcp``): the operator names its family, globally
+    # (``[normalizer] model_api``), which no client with a host profile takes
+    with serve(_server()) as up, proxy_for(up + "/mcp", _config(model_api="openai-strict")) as px:
         listed = anyio.run(each, px + "/mcp")
     yield {
         family: {(tool.get("_meta") or {}).get(ORIGINAL_NAME, tool["name"]): tool for tool in tools}
@@ -286,6 +283,21 @@ def test_every_tool_reaches_each_family_or_is_withheld_alone(listings: dict[str,
         missing = [tool["name"] for tool in TOOLS if tool["name"] not in listing]
         assert all(judge.refused(BY_NAME[name]) for name in missing), (family, missing)
         assert len(listing) + len(missing) == len(TOOLS), family
+
+
+@pytest.mark.wire
+def test_without_the_setting_openai_agents_gets_no_model_api_repair() -> None:
+    """No host profile and no setting: openai-agents (clientInfo ``mcp``) gets the repairs every
+    client gets (an ``inputSchema: null``, which its SDK client refuses with the whole list), none of
+    a model API's: the tool names and the autumn-2026 schemas as the server wrote them, which the
+    strict family refuses."""
+    load_cases()
+    with serve(_server()) as up, proxy_for(up + "/mcp") as px:
+        through = {tool["name"]: tool for tool in anyio.run(list_as_agents, px + "/mcp")}
+    assert "session.pause" in through  # (its `properties: null` repaired, as for every client; its name not)
+    for name in ("session.pause", "autumn_object_without_properties", "autumn_never_branch_anyof"):
+        assert name == "session.pause" or through[name] == BY_NAME[name], name
+        assert JUDGES["openai-strict"].refused(through[name]), name
 
 
 @pytest.mark.wire

@@ -22,6 +22,7 @@ every run): a repair that lands makes its entry fail until it is removed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -242,13 +243,8 @@ KNOWN_REFUSED: dict[tuple[str, str], str] = {
         "openai",
         "together",
     ): "issue 39: array_without_items (a closed tuple's `items: false` dropped), legacy_tuple_items",
-    ("openai-strict", "tuples"): "issue 39: legacy_tuple_items",
-    ("openai-strict", "never_anyof"): "issue 39: never_branch_anyof",
-    ("openai-strict", "together"): "issue 39: legacy_tuple_items, never_branch_anyof, array_without_items",
-    (
-        "gemini",
-        "unicode_keys",
-    ): "issue 39: parameter names outside [a-zA-Z0-9_]{1,64} (hosts.toml gemini refuses_unrepaired)",
+    ("openai-strict", "tuples"): "issue 39: array_without_items (a closed tuple's `items: false` dropped)",
+    ("openai-strict", "together"): "issue 39: array_without_items (a closed tuple's `items: false` dropped)",
     ("gemini", "mixed_enums"): "issue 39: enum_non_string",
     ("gemini", "together"): "issue 39: never_branch_anyof, enum_non_string, legacy_tuple_items",
 }
@@ -263,8 +259,13 @@ KNOWN_LOST: dict[tuple[str, str], str] = {
 
 
 def listed(tool: dict[str, Any], family: str) -> dict[str, Any] | None:
-    """The proxy's listing of ``tool`` for ``family``'s host (``None``: withheld)."""
-    result = Normalizer(NormalizerConfig.shipped()).tools_list({"tools": [tool]}, ERA, profile_for(CLIENTS[family]))
+    """The proxy's listing of ``tool`` for ``family``'s host (``None``: withheld); openai-agents,
+    which names no host, with ``[normalizer] model_api = "openai-strict"`` naming its family."""
+    config = NormalizerConfig.shipped()
+    if family == "openai-strict":
+        config = dataclasses.replace(config, model_api=family)
+    client = config.for_client(profile_for(CLIENTS[family]))
+    result = Normalizer(config).tools_list({"tools": [tool]}, ERA, client)
     tools = result.result["tools"]
     assert json.loads(json.dumps(result.result, allow_nan=False)) == result.result  # valid JSON
     named = [t for t in tools if (t.get("_meta") or {}).get(ORIGINAL_NAME, t.get("name")) == tool["name"]]

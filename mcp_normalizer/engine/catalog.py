@@ -26,6 +26,7 @@ from ..errors import DecodeError
 from ..types import JSON, JSONObject
 from ..wire.jsoncodec import dumps, fingerprint, loads
 from ..wire.pointer import PointerPattern
+from .rules.host_schemas import ArgumentKeys
 from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
 
 
@@ -68,6 +69,9 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
             (rule ``host_schemas``): advertised -> the tool's own, whichever client the tool was
             listed for (:func:`~mcp_normalizer.engine.rules.host_schemas.host_argument_map`);
             ``None`` when every name is valid, or when they were not read.
+        argument_places: the argument places :attr:`arguments` applies at (JSON pointers into a
+            call's arguments under the advertised names, ``*`` any item; ``""`` the arguments
+            object itself, the only one for the Anthropic API).
         keys_read: the tool's property names were read for :attr:`arguments`; ``False`` for a tool
             listed to another client without the rules (:meth:`Normalizer._unchanged
             <mcp_normalizer.engine.normalize.Normalizer._unchanged>`: reading them for every tool
@@ -95,6 +99,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
     listed: bytes | None = None
     keys_read: bool = True
     enums: dict[str, tuple[str, ...]] | None = None
+    argument_places: tuple[str, ...] = ("",)
 
     def digest(self) -> str:
         """:attr:`definition`, made from :attr:`listed` the first time it is asked for."""
@@ -149,6 +154,7 @@ class ToolEntry(msgspec.Struct, gc=False, eq=False):
             arguments=self.arguments,
             keys_read=self.keys_read,
             enums=self.enums,
+            argument_places=self.argument_places,
         )
 
 
@@ -158,12 +164,13 @@ def build_entry(
     compiler: SchemaCompiler,
     size: int = 0,
     definition: str = "",
-    arguments: dict[str, str] | None = None,
+    arguments: ArgumentKeys | None = None,
     enums: dict[str, tuple[str, ...]] | None = None,
 ) -> ToolEntry:
     """Make the catalog entry of an advertised ``Tool`` object (``tools/list`` result member);
     ``size`` is the tool's encoded size in bytes, ``definition`` the digest of the tool as listed,
-    ``arguments`` its argument map (:attr:`ToolEntry.arguments`), ``enums`` its arguments' enum
+    ``arguments`` its argument names and their places (:attr:`ToolEntry.arguments`,
+    :attr:`ToolEntry.argument_places`), ``enums`` its arguments' enum
     places (:attr:`ToolEntry.enums`)."""
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, dict) else None
@@ -178,8 +185,9 @@ def build_entry(
         compiler,
         size=size,
         definition=definition,
-        arguments=arguments,
+        arguments=arguments.names if arguments is not None else None,
         enums=enums,
+        argument_places=arguments.places if arguments is not None else ("",),
     )
 
 

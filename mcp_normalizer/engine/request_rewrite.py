@@ -2,11 +2,12 @@
 
 Rule ``tool_names`` (:mod:`mcp_normalizer.engine.rules.tool_names`) advertises tools whose names clients refuse
 under new names; a ``tools/call`` for a new name must reach the upstream under the name the
-upstream knows. For a host that refuses some argument names (the Claude hosts), rule
-``host_schemas`` advertises those under others too, and the call's arguments go upstream under the
-tool's own names. For a client whose tools go to the Gemini API, rule ``gemini_schemas`` advertises
-an argument's numeric or boolean ``enum`` as strings, and a call's string at such a place goes
-upstream as the value it spells (:func:`enum_places`). :func:`rename_calls` rewrites a POST
+upstream knows. For a host that refuses some argument names (the Claude hosts; Gemini CLI, at
+every argument place), rule ``host_schemas`` advertises those under others too, and the call's
+arguments go upstream under the tool's own names (:func:`own_names`). For a client whose tools
+go to the Gemini API, rule ``gemini_schemas`` advertises an argument's numeric or boolean ``enum``
+as strings, and a call's string at such a place goes upstream as the value it spells
+(:func:`enum_places`). :func:`rename_calls` rewrites a POST
 body's ``tools/call`` requests by the scope's name map
 (:attr:`mcp_normalizer.engine.scopes.ScopeState.names`), changing only the ``params.name`` member's
 text (and the ``arguments`` members named above): every other byte of the body is copied as it
@@ -21,14 +22,15 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import DecodeError
-from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_object
+from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_array, split_object
 from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, id_key, read_batch
+from ..wire.pointer import format_pointer
 from .rules import Rewrite
 from .rules.clients import ClientProfile, with_model_api
 from .rules.gemini_schemas import convert_arguments
-from .rules.host_faults import ENUM_NON_STRING
+from .rules.host_faults import ENUM_NON_STRING, PROPERTY_KEY_GEMINI
 from .rules.host_profiles import PROPERTY_KEY
-from .rules.host_schemas import mentions_invented_key
+from .rules.host_schemas import ArgumentKeys, mentions_invented_key
 from .rules.tool_names import invented
 
 if TYPE_CHECKING:
@@ -47,7 +49,7 @@ def rename_calls(
     body: bytes,
     pending: Mapping[IdKey, PendingRequest],
     names: Mapping[str, str],
-    keys: Mapping[str, Mapping[str, str]] | None = None,
+    keys: Mapping[str, ArgumentKeys] | None = None,
     enums: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
 ) -> tuple[bytes, dict[IdKey, PendingRequest], list[IdKey]] | None:
     """``body`` with each ``tools/call`` for an advertised name sent under its original name, and
@@ -59,9 +61,10 @@ def rename_calls(
             :func:`mcp_normalizer.wire.jsonrpc.inspect_request` into ``pending``.
         pending: its requests by id key.
         names: the scope's map, advertised name -> the upstream's name.
-        keys: by upstream tool name, its argument map, advertised key -> the tool's own key
-            (:mod:`mcp_normalizer.engine.rules.host_schemas`); an argument whose own key the call also
-            sends is left as it came.
+        keys: by upstream tool name, its argument names, advertised key -> the tool's own key, and
+            the argument places they may be at (:class:`~mcp_normalizer.engine.rules.host_schemas.ArgumentKeys`:
+            the arguments object, and for the Gemini API nested objects and items too); a member
+            whose own key the same object also sends is left as it came.
         enums: by upstream tool name, its arguments' enum places for a client shown them as
             strings (:func:`enum_places`): a string there that spells a value goes as that value.
 
@@ -104,7 +107,7 @@ def _renamed(
     message: Raw,
     pending: Mapping[IdKey, PendingRequest],
     names: Mapping[str, str],
-    keys: Mapping[str, Mapping[str, str]],
+    keys: Mapping[str, ArgumentKeys],
     renamed: list[IdKey],
     enums: Mapping[str, Mapping[str, tuple[str, ...]]],
 ) -> bytes | None:
@@ -134,15 +137,59 @@ def _renamed(
             changed = True
     mapping = keys.get(upstream)
     if mapping and arguments is not None and memoryview(arguments)[:1].tobytes() == b"{":
-        given = split_object(arguments)
-        if any(name in mapping and mapping[name] not in given for name in given):
-            own = {(mapping[k] if k in mapping and mapping[k] not in given else k): v for k, v in given.items()}
-            params["arguments"] = Raw(join_object(own))
+        own = own_names(bytes(arguments), mapping)
+        if own is not None:
+            params["arguments"] = Raw(own)
             changed = True
     if not changed:
         return None
     renamed.append(key)
     return join_object({**members, "params": Raw(join_object(params))})
+
+
+def own_names(arguments: bytes, keys: ArgumentKeys) -> bytes | None:
+    """``arguments`` (a ``tools/call``'s arguments object, as sent) with the members at the places
+    of ``keys`` named by an advertised name sent under the tool's own (a member whose own name the
+    same object also carries stays as it came), every value's bytes as they came; ``None`` when no
+    name changes.
+
+    Raises:
+        DecodeError: ``arguments`` is not JSON.
+    """
+    places = frozenset(keys.places)
+    within = frozenset(
+        place[:end] for place in places for end in range(len(place) + 1) if place[end : end + 1] in ("", "/")
+    )
+    return _own_at(arguments, "", keys.names, places, within)
+
+
+def _own_at(
+    text: bytes, place: str, names: Mapping[str, str], places: frozenset[str], within: frozenset[str]
+) -> bytes | None:
+    """``text`` (the value at argument place ``place``) with its names sent under the own ones."""
+    head = text[:1]
+    if head == b"[":
+        child = place + "/*"
+        if child not in within:
+            return None
+        items = split_array(text)
+        out = [_own_at(bytes(item), child, names, places, within) for item in items]
+        if all(new is None for new in out):
+            return None
+        return join_array([Raw(new) if new is not None else item for new, item in zip(out, items, strict=True)])
+    if head != b"{":
+        return None
+    given = split_object(text)
+    changed = False
+    members: dict[str, Raw] = {}
+    for name, value in given.items():
+        child = place + format_pointer((name,))
+        new = _own_at(bytes(value), child, names, places, within) if child in within else None
+        own = names.get(name) if place in places else None
+        key = own if own is not None and own not in given else name
+        changed = changed or new is not None or key != name
+        members[key] = Raw(new) if new is not None else value
+    return join_object(members) if changed else None
 
 
 class _Entries(Protocol):
@@ -156,21 +203,38 @@ class _Entries(Protocol):
     def names(self) -> Mapping[str, str] | None: ...
 
 
+def renames_keys(client: ClientProfile) -> bool:
+    """Whether rule ``host_schemas`` renames argument names for ``client`` (its model API refuses
+    some: the Anthropic API's property keys, the Gemini API's parameter names)."""
+    return client.host_needs(PROPERTY_KEY) or client.host_needs(PROPERTY_KEY_GEMINI)
+
+
 def argument_keys(
-    exchange: _Entries, pending: Mapping[IdKey, PendingRequest], names: Mapping[str, str]
-) -> dict[str, Mapping[str, str]]:
-    """The argument maps of the tools the requests call, by upstream name, for a client that is a
-    host some argument names were renamed for (rule ``host_schemas``); empty for any other."""
-    if not exchange.client.host_needs(PROPERTY_KEY):
+    exchange: _Entries,
+    pending: Mapping[IdKey, PendingRequest],
+    names: Mapping[str, str],
+    family_of: Callable[[str], str] | None = None,
+) -> dict[str, ArgumentKeys]:
+    """The argument names of the tools the requests call (:attr:`~mcp_normalizer.engine.catalog.ToolEntry.arguments`
+    and :attr:`~mcp_normalizer.engine.catalog.ToolEntry.argument_places`), by upstream name, for
+    the calls whose client was shown some under other names (rule ``host_schemas``): a host whose
+    model API refuses some (the Claude hosts, Gemini CLI, a client a ``model_api`` setting names
+    such a family for), or any client of a tool whose ``family_of(name)`` (its ``[tools."NAME"]
+    model_api``) does; empty for any other (decided before a catalog lookup)."""
+    client = exchange.client
+    if family_of is None and not renames_keys(client):
         return {}
-    keys: dict[str, Mapping[str, str]] = {}
+    keys: dict[str, ArgumentKeys] = {}
     for request in pending.values():
         if request.method != TOOLS_CALL or request.tool is None:
             continue
         upstream = names.get(request.tool, request.tool)
+        family = family_of(upstream) if family_of is not None else ""
+        if not renames_keys(with_model_api(client, family) if family else client):
+            continue
         entry = exchange.tool(upstream)
         if entry is not None and entry.arguments:
-            keys[upstream] = entry.arguments
+            keys[upstream] = ArgumentKeys(entry.arguments, entry.argument_places)
     return keys
 
 
@@ -230,7 +294,7 @@ def mismatched_calls(
     unnamed = [tool for tool in calls if tool not in names and invented(tool)]  # (only those are advertised)
     listed = exchange.names() if unnamed else None
     count = 0 if listed is None else sum(1 for tool in unnamed if tool in listed)
-    if exchange.client.host_needs(PROPERTY_KEY) or not mentions_invented_key(body):
+    if renames_keys(exchange.client) or not mentions_invented_key(body):
         return count
     try:
         decoded = loads(body)

@@ -128,8 +128,8 @@ class StdioSession:
         exchange = self._exchange(pending)
         calls = {r.tool for r in pending.values() if r.method == TOOLS_CALL and r.tool is not None}
         names = exchange.names(self.normalizer.config, calls) or {}
-        keys = argument_keys(exchange, pending, names)
         config = self.normalizer.config
+        keys = argument_keys(exchange, pending, names, lambda tool: config.tool(tool).model_api)
         enums = enum_places(exchange, pending, names, lambda tool: config.tool(tool).model_api)
         renamed = rename_calls(line, pending, names, keys, enums) if names or keys or enums else None
         if renamed is not None:

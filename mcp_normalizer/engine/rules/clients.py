@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from ...types import JSON
 from ...wire.jsoncodec import dumps
-from .host_profiles import MODEL_APIS, USER_CHOSEN, Host, host_for
+from .host_profiles import EVERY_FAMILY, MODEL_APIS, USER_CHOSEN, Host, host_for
 
 PYTHON_SDK = "mcp"  # the Python SDK client's default clientInfo name
 CONFORMANCE = "conformance-test-client"  # the official conformance suite's client
@@ -122,11 +122,14 @@ class ClientProfile:
 
     def fault_source(self, fault: str) -> str:
         """Where the refusal of ``fault`` comes from: the host's source, else its model API's (a
-        family a setting names), ``""`` when neither names it."""
+        family a setting names; then ``[every_family]``'s), ``""`` when none names it."""
         if self.host is not None and fault in self.host.faults:
             return self.host.faults[fault]
         api = MODEL_APIS.get(self.model_api) if self.model_api is not None else None
-        return api.refuses.get(fault, "") if api is not None else ""
+        found = api.refuses.get(fault, "") if api is not None else ""
+        if not found and api is not None and EVERY_FAMILY is not None:
+            found = EVERY_FAMILY.refuses.get(fault, "")
+        return found
 
     @property
     def title(self) -> str:
@@ -186,10 +189,11 @@ def profile_for(client_info: JSON) -> ClientProfile:
 def with_model_api(profile: ClientProfile, family: str | None) -> ClientProfile:
     """``profile`` sending its tools to model API ``family`` (a key of
     :data:`~mcp_normalizer.engine.rules.host_profiles.MODEL_APIS`): its host faults are then its
-    host's own (those not inherited from the host's model API, at its version) and every key
-    ``family`` refuses, and its :attr:`~ClientProfile.key` names the family (a listing made for it
-    is never reused for the same client without it). ``profile`` itself when ``family`` is
-    ``None``, unknown, or already its family."""
+    host's own (those not inherited from the host's model API, at its version), every key
+    ``family`` refuses and every key every family refuses (``[every_family]``, which a host has
+    already), and its :attr:`~ClientProfile.key` names the family (a listing made for it is never
+    reused for the same client without it). ``profile`` itself when ``family`` is ``None``,
+    unknown, or already its family."""
     api = MODEL_APIS.get(family) if family is not None else None
     if api is None or family == profile.model_api:
         return profile
@@ -198,7 +202,8 @@ def with_model_api(profile: ClientProfile, family: str | None) -> ClientProfile:
     if host is not None:
         inherited = MODEL_APIS[host.model_api].refuses if host.model_api in MODEL_APIS else {}
         own = frozenset(fault for fault in host.faults_at(profile.version) if fault not in inherited)
-    faults = own | frozenset(api.refuses)
+    every = EVERY_FAMILY.refuses if EVERY_FAMILY is not None else {}
+    faults = own | frozenset(api.refuses) | frozenset(every)
     key = dumps([sorted(profile.accepts), sorted(faults), family])
     return replace(profile, key=key, host_faults=faults, model_api=family)
 

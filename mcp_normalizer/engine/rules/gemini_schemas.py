@@ -32,12 +32,21 @@ Each key is one of :mod:`~.host_faults`, whose oracle judges the output:
   value passes as it came. This repair changes the form of the arguments, so it runs only where
   the family is known to be ``gemini``. The places and values are kept in the tool's
   ``_meta["dev.mcp-normalizer/enum-arguments"]`` (argument pointer -> the values), which the
-  catalog reads. An enum under ``anyOf``/``oneOf``/``allOf``, ``$defs`` or ``additionalProperties``
-  is left (no call could be converted back there without guessing the arm), as is one holding
-  ``null``, an object or an array.
+  catalog reads. An ``anyOf``/``oneOf`` arm is the place of its node: an enum in an arm (a const
+  arm's one-value enum too, or an enum of an arm's nested object) is converted when no other arm
+  of the same combinator, as the server wrote it, may take one of its strings as a string at the
+  same place (:func:`may_take`: another arm's ``type`` without ``string``, its ``enum`` or
+  ``const`` without the string, an object or array shape the place cannot be in). The call's
+  string then can only stand for the arm's value, and is converted back as above. Where another
+  arm may take it (``anyOf: [{enum: [12.5]}, {type: string}]``: a ``"12.5"`` could be either), the
+  conversion back could not be decided losslessly: the enum is left as the server wrote it, the
+  key's oracle still fires, and rule ``withhold_tools`` withholds the tool from that host alone
+  (every other tool listed, every other client given it unchanged). An enum under ``allOf``,
+  ``$defs`` or ``additionalProperties`` is left too, as is one holding ``null``, an object or an
+  array.
 
-Property names outside ``[a-zA-Z0-9_]{1,64}`` (the Gemini API's rule) are not renamed here: listed
-under ``refuses_unrepaired`` in ``hosts.toml``.
+Property names the Gemini API refuses are renamed by rule ``host_schemas`` (which runs first: the
+enum places are written in the names the client is shown).
 
 What the repair replaced is kept in the tool's ``_meta["dev.mcp-normalizer/original-keywords"]``
 (pointer into the tool -> the node as this rule got it).
@@ -53,6 +62,7 @@ from ...wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .host_faults import ANYOF_ARM_KEYWORD, ENUM_NON_STRING, REQUIRED_UNDEFINED, SCHEMA_KEYWORD
+from .host_schemas import gemini_named
 from .scan import ToolScan
 from .schemas import map_schema
 
@@ -83,7 +93,8 @@ def spell(value: JSON) -> str:
 
 def _argument_place(path: Path) -> list[str] | None:
     """The argument place a schema node at ``path`` (in the ``inputSchema``) describes, as pointer
-    segments (``*`` for an item), or ``None`` when it is no argument's own place."""
+    segments (``*`` for an item), or ``None`` when it is no argument's own place. An ``anyOf`` or
+    ``oneOf`` arm describes its node's place (:func:`_arm_steps` finds them)."""
     segments: list[str] = []
     index = 0
     while index < len(path):
@@ -97,9 +108,93 @@ def _argument_place(path: Path) -> list[str] | None:
         elif step == "items" and segments:
             segments.append(_ITEM)
             index += 1
+        elif step in _ARMS and index + 1 < len(path) and isinstance(path[index + 1], int):
+            index += 2
         else:
             return None
     return segments or None
+
+
+#: The combinators an argument's place goes through: the value is one arm's (``allOf``: all, so no
+#: arm's values could be written another way alone).
+_ARMS = ("anyOf", "oneOf")
+
+
+def _arm_steps(path: Path) -> list[int]:
+    """The positions in ``path`` (an argument place's, :func:`_argument_place`) of each ``anyOf`` or
+    ``oneOf`` it goes through."""
+    return [
+        index
+        for index, step in enumerate(path)
+        if step in _ARMS
+        and index + 1 < len(path)
+        and isinstance(path[index + 1], int)
+        and (index == 0 or path[index - 1] != "properties")
+    ]
+
+
+def _place_steps(path: Path) -> list[str | int]:
+    """The ``properties``/name and ``items`` steps of ``path``, arms left out."""
+    out: list[str | int] = []
+    index = 0
+    while index < len(path):
+        step = path[index]
+        if step == "properties" and index + 1 < len(path):
+            out += [step, path[index + 1]]
+            index += 2
+        elif step in _ARMS and index + 1 < len(path) and isinstance(path[index + 1], int):
+            index += 2
+        else:
+            out.append(step)
+            index += 1
+    return out
+
+
+def _types(node: JSONObject) -> list[JSON] | None:
+    kind = node.get("type")
+    return [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
+
+
+def may_take(schema: JSON, steps: list[str | int], text: str) -> bool:
+    """Whether ``schema`` may accept the string ``text`` at the place ``steps`` (``properties``/name
+    and ``items`` steps) leads to: ``False`` only where it surely does not (the place cannot be
+    there, a ``type`` without ``string``, an ``enum`` or ``const`` without ``text``); anything this
+    does not read (``$ref``, ``not``, ``if``, ``patternProperties``, a tuple) may accept it."""
+    if schema is False:
+        return False
+    if not isinstance(schema, dict):
+        return True
+    if any(key in schema for key in ("$ref", "$dynamicRef", "not", "if")):
+        return True
+    for key in _ARMS:
+        arms = schema.get(key)
+        if isinstance(arms, list) and not any(may_take(arm, steps, text) for arm in arms):
+            return False
+    arms = schema.get("allOf")
+    if isinstance(arms, list) and not all(may_take(arm, steps, text) for arm in arms):
+        return False
+    kinds = _types(schema)
+    if steps:
+        if steps[0] == "properties":
+            if kinds is not None and "object" not in kinds:
+                return False
+            name, members = steps[1], schema.get("properties")
+            if isinstance(members, dict) and name in members:
+                return may_take(members[name], steps[2:], text)
+            if "patternProperties" in schema:
+                return True
+            extra = schema.get("additionalProperties", True)
+            return may_take(extra, steps[2:], text)
+        if kinds is not None and "array" not in kinds:
+            return False
+        items = schema.get("items", True)
+        return True if isinstance(items, list) or "prefixItems" in schema else may_take(items, steps[1:], text)
+    if "const" in schema:
+        return bool(schema["const"] == text)
+    values = schema.get("enum")
+    if isinstance(values, list):
+        return text in values
+    return kinds is None or "string" in kinds
 
 
 def _described(node: JSONObject, note: str) -> str:
@@ -168,6 +263,11 @@ class _Walk:
             out = {k: v for k, v in out.items() if k != "$schema"}
         if ANYOF_ARM_KEYWORD in self.needs and isinstance(out.get("anyOf"), list):
             arms = [_arm(arm) for arm in out["anyOf"]]
+            if ENUM_NON_STRING in self.needs:  # (a const arm's enum, made here after its own visit)
+                arms = [
+                    self._enum(arm, (*path, "anyOf", index)) if isinstance(arm, dict) and arm is not old else arm
+                    for index, (arm, old) in enumerate(zip(arms, out["anyOf"], strict=True))
+                ]
             if any(new is not old for new, old in zip(arms, out["anyOf"], strict=True)):
                 out = {**out, "anyOf": arms}
         if REQUIRED_UNDEFINED in self.needs:
@@ -196,6 +296,9 @@ class _Walk:
         strings = _spellings(values, _listed_enum(self.listed, path))
         if len(set(strings)) != len(strings):
             return node  # two values one spelling ("1" and 1): no way back
+        texts = [text for text, v in zip(strings, values, strict=True) if not isinstance(v, str)]
+        if self._shared(path, texts):
+            return node  # another arm may take the same string: no way to tell which was meant
         kinds = sorted({_kind(v) for v in values if not isinstance(v, str)})
         kind = node.get("type")
         if isinstance(kind, list):
@@ -207,10 +310,22 @@ class _Walk:
         if "default" in node and not isinstance(default, str) and default in values:
             out["default"] = strings[values.index(default)]
         out["description"] = _described(node, f"{' or '.join(kinds)}, written as a string")
-        self.enums[format_pointer(place)] = [
-            text for text, v in zip(strings, values, strict=True) if not isinstance(v, str)
-        ]
+        known = self.enums.setdefault(format_pointer(place), [])
+        known += [text for text in texts if text not in known]
         return out
+
+    def _shared(self, path: Path, texts: list[str]) -> bool:
+        """Whether an ``anyOf``/``oneOf`` arm other than the one ``path`` goes through may take one
+        of ``texts`` as a string at the same place (as the server wrote the arms)."""
+        for at in _arm_steps(path):
+            arms = self._original_at(path[: at + 1])
+            if not isinstance(arms, list):
+                return True  # (not as the server wrote it: no sure answer)
+            steps = _place_steps(path[at + 2 :])
+            others = [arm for index, arm in enumerate(arms) if index != path[at + 1]]
+            if any(may_take(arm, steps, text) for arm in others for text in texts):
+                return True
+        return False
 
 
 def _kind(value: JSON) -> str:
@@ -312,31 +427,31 @@ def enum_arguments(tool: JSONObject) -> dict[str, tuple[str, ...]] | None:
         }
         return places or None
     schema = tool.get("inputSchema")
-    derived: dict[str, tuple[str, ...]] = {}
-    if isinstance(schema, dict):
-        _own_enums(schema, (), derived, 0)
-    return derived or None
+    if not isinstance(schema, dict) or not _non_string_enum(schema):
+        return None
+    named = gemini_named(tool)  # (the names a gemini client is shown: the places are written in them)
+    walk = _Walk(named, frozenset({ENUM_NON_STRING}))
+    try:
+        map_schema(named, walk.fix)
+    except RecursionError:
+        return None
+    return {place: tuple(texts) for place, texts in walk.enums.items()} or None
 
 
-def _own_enums(node: JSONObject, place: tuple[str, ...], out: dict[str, tuple[str, ...]], depth: int) -> None:
-    """The enum places of a schema's argument places under ``node`` (at ``place``), into ``out``."""
-    if depth > 64:
-        return
-    values = node.get("enum")
-    if place and isinstance(values, list) and any(not isinstance(v, str) for v in values):
-        if all(isinstance(v, str | int | float) for v in values):
-            strings = [v if isinstance(v, str) else spell(v) for v in values]
-            if len(set(strings)) == len(strings):
-                texts = tuple(text for text, v in zip(strings, values, strict=True) if not isinstance(v, str))
-                out[format_pointer(place)] = texts
-    members = node.get("properties")
-    if isinstance(members, dict):
-        for name, member in members.items():
-            if isinstance(member, dict) and name != _ITEM:
-                _own_enums(member, (*place, name), out, depth + 1)
-    items = node.get("items")
-    if place and isinstance(items, dict):
-        _own_enums(items, (*place, _ITEM), out, depth + 1)
+def _non_string_enum(schema: JSON) -> bool:
+    """Whether some ``enum`` list in ``schema`` holds a value that is not a string (a data value
+    shaped like a schema counts too: the caller only looks closer)."""
+    stack: list[JSON] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            values = node.get("enum")
+            if isinstance(values, list) and any(not isinstance(v, str) for v in values):
+                return True
+            stack.extend(v for v in node.values() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, dict | list))
+    return False
 
 
 def _segments(pointer: str) -> list[str]:

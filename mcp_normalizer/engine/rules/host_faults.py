@@ -56,6 +56,12 @@ REQUIRED_UNDEFINED = "required_undefined_gemini"
 #: ``Schema.enum`` is a list of strings ('Invalid value at ...enum[0] (TYPE_STRING), 0').
 ENUM_NON_STRING = "enum_non_string"
 
+#: A parameter name outside ``^[a-zA-Z_][a-zA-Z0-9_]{0,63}$`` (a dot, a hyphen, a leading digit,
+#: unicode) at an argument's place of an ``inputSchema``: google-genai documents that the Gemini
+#: API's parameter names "must start with a letter or an underscore and must only contain chars
+#: a-z, A-Z, 0-9, or underscores with a maximum length of 64".
+PROPERTY_KEY_GEMINI = "property_key_gemini"
+
 #: A ``structuredContent`` that is no JSON object (an array, a string, a number): valid from
 #: 2026-07-28 on (SEP-2106), but Claude Code before 2.1.332 ("expects record"), Claude Desktop and
 #: claude.ai ("Tool execution failed") refuse it, whatever the era.
@@ -490,6 +496,42 @@ def _enum_non_string(tool: JSON) -> bool:
     return False
 
 
+_GEMINI_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}")
+
+
+def _argument_objects(schema: JSON) -> Iterator[dict[str, JSON]]:
+    """The schema nodes of an inputSchema that describe an argument's own place: the root, each
+    node under ``properties`` and ``items`` (one schema) of such a node, and the arms of an
+    ``anyOf``/``oneOf``/``allOf`` of such a node (the same place, another shape)."""
+    stack: list[JSON] = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield node
+        members = node.get("properties")
+        if isinstance(members, dict):
+            stack.extend(members.values())
+        if isinstance(node.get("items"), dict):
+            stack.append(node["items"])
+        for key in ("anyOf", "oneOf", "allOf"):
+            arms = node.get(key)
+            if isinstance(arms, list):
+                stack.extend(arms)
+
+
+def _property_key_gemini(tool: JSON) -> bool:
+    """The Gemini API's parameter names (google-genai ``FunctionDeclaration.parameters``: "must start
+    with a letter or an underscore and must only contain chars a-z, A-Z, 0-9, or underscores with a
+    maximum length of 64"), checked on the names of every argument's place: the root's
+    ``properties``, a nested object's, an item object's (the model writes each of them as a name)."""
+    for node in _argument_objects(_input_schema(tool)):
+        members = node.get("properties")
+        if isinstance(members, dict) and any(_GEMINI_NAME.fullmatch(key) is None for key in members):
+            return True
+    return False
+
+
 #: The Gemini keys (appended to :data:`CONSTRAINTS`; ``gemini_schemas`` repairs them).
 GEMINI_CONSTRAINTS: tuple[Constraint, ...] = (
     Constraint(
@@ -534,4 +576,17 @@ GEMINI_CONSTRAINTS: tuple[Constraint, ...] = (
     ),
 )
 
-CONSTRAINTS = {**CONSTRAINTS, **{c.key: c for c in GEMINI_CONSTRAINTS}}
+#: The Gemini API's parameter names (appended to :data:`CONSTRAINTS`; ``host_schemas`` renames them,
+#: as it does the Anthropic API's property keys).
+GEMINI_PROPERTY_KEY = Constraint(
+    PROPERTY_KEY_GEMINI,
+    "host_schemas",
+    "tool",
+    "an inputSchema property name outside ^[a-zA-Z_][a-zA-Z0-9_]{0,63}$ at an argument's place",
+    "an inputSchema property name outside `^[a-zA-Z_][a-zA-Z0-9_]{0,63}$` (at the root, in a nested object,"
+    " in an item object, in an `anyOf` arm) is advertised under a valid one and called upstream by its own",
+    True,
+    _property_key_gemini,
+)
+
+CONSTRAINTS = {**CONSTRAINTS, **{c.key: c for c in GEMINI_CONSTRAINTS}, PROPERTY_KEY_GEMINI: GEMINI_PROPERTY_KEY}

@@ -9,14 +9,22 @@ repair runs only for a client whose ``clientInfo`` names such a host.
   arm carries both). An arm with a ``type`` of its own keeps it. Nodes are rewritten children first,
   anywhere in the ``inputSchema``.
 
-- property names outside ``^[a-zA-Z0-9_.-]{1,64}$`` for the Claude hosts (the Anthropic API
-  answers 400 for every request while one tool has one, anthropics/claude-code#4668): each such
-  name of the ``inputSchema``'s own ``properties`` (and of its ``required``) is advertised under
-  a valid one, its other characters made ``_``, cut to 47, then ``_`` and 16 hex digits of a
-  BLAKE2b digest of the name (hashed again with a counter while that is taken), so every listing
-  of the tool gets the same names. The map is kept in the tool's
-  ``_meta["dev.mcp-normalizer/original-keys"]`` (advertised -> own); a ``tools/call`` from that
-  host sends the arguments upstream under the tool's own names (:mod:`mcp_normalizer.engine.request_rewrite`).
+- property names a model API refuses, renamed (:func:`key_names`): for the Claude hosts, those
+  of the ``inputSchema``'s own ``properties`` outside ``^[a-zA-Z0-9_.-]{1,64}$`` (the Anthropic
+  API answers 400 for every request while one tool has one, anthropics/claude-code#4668); for a
+  client of the Gemini API (Gemini CLI, or a ``model_api`` setting naming ``gemini``), those
+  outside ``^[a-zA-Z_][a-zA-Z0-9_]{0,63}$`` (google-genai ``FunctionDeclaration.parameters``:
+  "Parameter names must start with a letter or an underscore and must only contain chars a-z,
+  A-Z, 0-9, or underscores with a maximum length of 64") at every argument's place: the root, a
+  nested object, an item object, an ``anyOf``/``oneOf``/``allOf`` arm of one (not under
+  ``$defs``, ``additionalProperties`` or ``patternProperties``, where no call's member could be
+  told apart). Each such name (and its entries in ``required``) is advertised under a valid one,
+  its other characters made ``_`` (``_`` put first where Gemini wants a letter), cut to 47, then
+  ``_`` and 16 hex digits of a BLAKE2b digest of the name (hashed again with a counter while that
+  is one of the tool's names), so every listing of the tool gets the same names, at every place.
+  The map is kept in the tool's ``_meta["dev.mcp-normalizer/original-keys"]`` (advertised -> own);
+  a ``tools/call`` from that client sends the arguments upstream under the tool's own names, at
+  every place (:mod:`mcp_normalizer.engine.request_rewrite`), each value's bytes as they came.
 
 - an array without ``items`` for VS Code (Copilot Chat's ``normalizeToolSchema`` throws "tool
   parameters array type must have items", microsoft/vscode-copilot-chat
@@ -34,11 +42,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...types import JSON, JSONObject
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
+from .host_faults import PROPERTY_KEY_GEMINI
 from .host_profiles import ARRAY_ITEMS, PROPERTY_KEY, TYPE_BESIDE_ANYOF
 from .scan import ToolScan
 from .schemas import map_schema
@@ -49,6 +60,7 @@ VALID_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 ORIGINAL_KEYS_KEY = META_PREFIX + "original-keys"
 _OTHER = re.compile(r"[^a-zA-Z0-9_.-]")
 _BASE = 47
+_MAX_DEPTH = 64
 #: A JSON object member whose name has the shape :func:`key_names` invents (in a request body).
 _INVENTED_MEMBER = re.compile(rb'"[a-zA-Z0-9_.-]{0,%d}_[0-9a-f]{16}"\s*:' % _BASE)
 
@@ -77,16 +89,52 @@ def _spread_type(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
     return {**{k: v for k, v in node.items() if k != "type"}, "anyOf": new_arms}
 
 
-def key_names(keys: Iterable[str]) -> dict[str, str]:
-    """The advertised name of each of ``keys`` (a schema's property names) outside
-    :data:`VALID_KEY`: own name -> advertised name, unique among them all."""
+@dataclass(frozen=True, slots=True)
+class KeyRule:
+    """A model API family's rule for property names, and how :func:`key_names` makes valid ones.
+
+    Attributes:
+        valid: the names the family takes (matched whole).
+        other: a character :func:`key_names` replaces with ``_``.
+        lead: the first character must be a letter or ``_`` (else ``_`` is put before the name).
+        nested: the rule holds at every argument's place (nested objects, item objects, ``anyOf``
+            arms), not at the root's ``properties`` alone.
+        text: the rule as the log writes it.
+    """
+
+    valid: re.Pattern[str]
+    other: re.Pattern[str]
+    lead: bool
+    nested: bool
+    text: str
+
+
+#: The Anthropic API's ``input_schema.properties`` keys (the top-level ones: the error names them).
+ANTHROPIC_KEYS = KeyRule(VALID_KEY, _OTHER, False, False, "[a-zA-Z0-9_.-]{1,64}")
+#: The Gemini API's parameter names (google-genai ``FunctionDeclaration.parameters``), at every
+#: argument's place.
+GEMINI_KEYS = KeyRule(
+    re.compile(r"[a-zA-Z_][a-zA-Z0-9_]{0,63}"), re.compile(r"[^a-zA-Z0-9_]"), True, True, "[a-zA-Z_][a-zA-Z0-9_]{0,63}"
+)
+_LEAD = re.compile(r"[a-zA-Z_]")
+
+
+def key_names(keys: Iterable[str], rule: KeyRule = ANTHROPIC_KEYS, taken: Iterable[str] = ()) -> dict[str, str]:
+    """The advertised name of each of ``keys`` (a schema's property names) outside ``rule``: own
+    name -> advertised name, unique among them all and ``taken`` (the tool's other names): its
+    other characters made ``_`` (and ``_`` put first where the rule wants a letter there), cut to
+    47, then ``_`` and 16 hex digits of a BLAKE2b digest of the name (hashed again with a counter
+    while that is taken). The same name gets the same advertised name at every place of a tool."""
     keys = list(keys)
-    taken = set(keys)
+    taken = {*keys, *taken}
     names: dict[str, str] = {}
     for key in keys:
-        if VALID_KEY.fullmatch(key) is not None or key in names:
+        if rule.valid.fullmatch(key) is not None or key in names:
             continue
-        base, raw, salt = _OTHER.sub("_", key)[:_BASE], key.encode("utf-8", "surrogatepass"), 0
+        base = rule.other.sub("_", key)
+        if rule.lead and _LEAD.match(base) is None:
+            base = "_" + base
+        base, raw, salt = base[:_BASE], key.encode("utf-8", "surrogatepass"), 0
         while True:
             digest = hashlib.blake2b(raw + (b"\0%d" % salt if salt else b""), digest_size=8).hexdigest()
             new = f"{base}_{digest}"
@@ -98,24 +146,157 @@ def key_names(keys: Iterable[str]) -> dict[str, str]:
     return names
 
 
+_ARMS = ("anyOf", "oneOf", "allOf")
+
+
+def _objects(
+    schema: JSON, names: Mapping[str, str], place: str = "", path: Path = (), depth: int = 0
+) -> Iterator[tuple[str, Path, JSONObject]]:
+    """Each node of an input schema at an argument's place, with that place and its path in the
+    schema. The place is a JSON pointer into the arguments under the advertised names (``names``:
+    own -> advertised), ``*`` for any item. The nodes: the root, the nodes under ``properties``
+    and ``items`` (one schema) of such a node, and the arms of its ``anyOf``/``oneOf``/``allOf``
+    (the same place). Not followed: ``$ref``, ``$defs``, ``additionalProperties``,
+    ``patternProperties`` (no call's member could be told apart there)."""
+    if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+        return
+    yield place, path, schema
+    members = schema.get("properties")
+    if isinstance(members, dict):
+        for key, member in members.items():
+            new = names.get(key, key)
+            yield from _objects(member, names, place + format_pointer((new,)), (*path, "properties", new), depth + 1)
+    yield from _objects(schema.get("items"), names, place + "/*", (*path, "items"), depth + 1)
+    for keyword in _ARMS:
+        arms = schema.get(keyword)
+        if isinstance(arms, list):
+            for index, arm in enumerate(arms):
+                yield from _objects(arm, names, place, (*path, keyword, index), depth + 1)
+
+
+def _own_names(schema: JSON, rule: KeyRule) -> tuple[list[str], list[str]]:
+    """The property names ``rule`` judges (the root's, or every argument place's) and all of them."""
+    judged: list[str] = []
+    every: list[str] = []
+    for place, _, node in _objects(schema, {}):
+        members = node.get("properties")
+        if isinstance(members, dict):
+            every += members
+            if place == "" or rule.nested:
+                judged += members
+    return list(dict.fromkeys(judged)), every
+
+
+def _renamed_schema(node: JSON, names: Mapping[str, str], nested: bool, depth: int = 0) -> JSON:
+    """``node`` with its ``properties`` names and ``required`` entries renamed by ``names`` (own ->
+    advertised): at the root alone, or (``nested``) at every argument place (:func:`_objects`)."""
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return node
+    out = node
+    members = node.get("properties")
+    if isinstance(members, dict):
+        inner = {k: _renamed_schema(v, names, nested, depth + 1) if nested else v for k, v in members.items()}
+        if any(k in names for k in members) or any(inner[k] is not members[k] for k in members):
+            out = {**out, "properties": {names.get(k, k): v for k, v in inner.items()}}
+        required = node.get("required")
+        if isinstance(required, list) and any(isinstance(k, str) and k in names for k in required):
+            out = {**out, "required": [names.get(k, k) if isinstance(k, str) else k for k in required]}
+    if not nested:
+        return out
+    items = node.get("items")
+    if isinstance(items, dict):
+        new_items = _renamed_schema(items, names, nested, depth + 1)
+        if new_items is not items:
+            out = {**out, "items": new_items}
+    for keyword in _ARMS:
+        arms = node.get(keyword)
+        if isinstance(arms, list):
+            new_arms = [_renamed_schema(arm, names, nested, depth + 1) for arm in arms]
+            if any(a is not b for a, b in zip(new_arms, arms, strict=True)):
+                out = {**out, keyword: new_arms}
+    return out
+
+
+def _names_for(schema: JSON, rule: KeyRule) -> dict[str, str]:
+    """Own -> advertised, for the names of ``schema`` that ``rule`` refuses."""
+    judged, every = _own_names(schema, rule)
+    return key_names(judged, rule, every)
+
+
+def _rule_for(ctx: ToolContext) -> tuple[KeyRule, str] | None:
+    """The key rule the client's model API has (the stricter when it has both), and its fault."""
+    if ctx.client.host_needs(PROPERTY_KEY_GEMINI):
+        return GEMINI_KEYS, PROPERTY_KEY_GEMINI
+    if ctx.client.host_needs(PROPERTY_KEY):
+        return ANTHROPIC_KEYS, PROPERTY_KEY
+    return None
+
+
 def _rename_keys(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], str] | None:
     """The tool with its ``inputSchema`` property names valid for the host, the pointers, why."""
     schema = tool.get("inputSchema")
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(schema, dict) or not isinstance(properties, dict) or not ctx.client.host_needs(PROPERTY_KEY):
+    found = _rule_for(ctx)
+    if not isinstance(schema, dict) or found is None:
         return None
-    names = key_names(properties)
+    rule, fault = found
+    if not _has_invalid(schema, rule):
+        return None  # (most tools: a plain look before the names are made)
+    names = _names_for(schema, rule)
     if not names:
         return None
-    new_schema = {**schema, "properties": {names.get(k, k): v for k, v in properties.items()}}
-    required = schema.get("required")
-    if isinstance(required, list):
-        new_schema["required"] = [names.get(k, k) if isinstance(k, str) else k for k in required]
+    new_schema = _renamed_schema(schema, names, rule.nested)
     meta = meta_of(tool)
     meta[ORIGINAL_KEYS_KEY] = {new: own for own, new in names.items()}
-    pointers = [format_pointer(("inputSchema", "properties", new)) for new in names.values()]
-    why = f"{len(names)} property names outside [a-zA-Z0-9_.-]{{1,64}} renamed ({_source(ctx, PROPERTY_KEY)})"
+    kept = meta.get(ORIGINAL_KEYWORDS_KEY)
+    if isinstance(kept, dict) and kept:  # (an earlier rule's places, written in the names as listed)
+        meta[ORIGINAL_KEYWORDS_KEY] = {advertised_pointer(p, names, rule.nested): v for p, v in kept.items()}
+    advertised = set(names.values())
+    pointers = [
+        format_pointer(("inputSchema", *path, "properties", key))
+        for _, path, node in _objects(new_schema, {})
+        if isinstance(node.get("properties"), dict)
+        for key in node["properties"]
+        if key in advertised
+    ]
+    why = f"{len(names)} property names outside {rule.text} renamed ({_source(ctx, fault)})"
     return {**tool, "inputSchema": new_schema, "_meta": meta}, pointers, why
+
+
+def advertised_pointer(pointer: str, names: Mapping[str, str], nested: bool) -> str:
+    """``pointer`` (into a tool, RFC 6901) with each property name at an argument's place (the
+    root's ``properties``; with ``nested``, every place :func:`_objects` walks) written under its
+    advertised name (``names``: own -> advertised): a place an earlier rule kept in the tool's
+    ``_meta``, as the tool is listed."""
+    steps = [s.replace("~1", "/").replace("~0", "~") for s in pointer.split("/")[1:]]
+    if steps[:1] != ["inputSchema"]:
+        return pointer
+    at_place, index = True, 1
+    while index < len(steps) and at_place:
+        step = steps[index]
+        following = steps[index + 1] if index + 1 < len(steps) else None
+        if step == "properties" and following is not None:
+            steps[index + 1] = names.get(following, following)
+            index, at_place = index + 2, nested
+        elif nested and step == "items" and not (following or "").isdigit():
+            index += 1
+        elif nested and step in _ARMS and (following or "").isdigit():
+            index += 2
+        else:
+            at_place = False
+    return format_pointer(steps)
+
+
+class ArgumentKeys(NamedTuple):
+    """How a call's argument names go back to the tool's own.
+
+    Attributes:
+        names: advertised -> own (every name the tool is advertised under, for any family).
+        places: the argument places whose members may carry one (JSON pointers into the
+            arguments under the advertised names, ``*`` any item; ``""`` the arguments object).
+    """
+
+    names: dict[str, str]
+    places: tuple[str, ...] = ("",)
 
 
 def argument_map(tool: JSONObject) -> dict[str, str] | None:
@@ -127,22 +308,80 @@ def argument_map(tool: JSONObject) -> dict[str, str] | None:
     return {k: v for k, v in keys.items() if isinstance(v, str)}
 
 
-def host_argument_map(tool: JSONObject) -> dict[str, str] | None:
-    """The argument map of a tool for a host that refuses some of its property names (advertised
-    -> own), whichever client the tool was listed for: the map this rule left in its ``_meta``
-    (listed for such a host), else the one this rule gives the tool's own ``inputSchema``
-    property names (listed for another client: its names are the tool's own); ``None`` when every
-    name is valid. A call from such a host is sent upstream by this map, never by the map of
-    whichever client listed last (:mod:`mcp_normalizer.engine.request_rewrite`)."""
-    found = argument_map(tool)
-    if found is not None:
-        return found
+def host_argument_map(tool: JSONObject) -> ArgumentKeys | None:
+    """The argument names of a tool for a host that refuses some of its property names, whichever
+    client the tool was listed for: the names each family's rule gives the tool's own
+    ``inputSchema`` (read back through the map this rule left in its ``_meta``, when it was listed
+    for such a host), advertised -> own, with the places they may be at (the root for the Anthropic
+    API; every argument place for the Gemini API, where the places are written in Gemini's names).
+    ``None`` when every name is valid for every family. A call from such a host is sent upstream by
+    these names, never by the map of whichever client listed last
+    (:mod:`mcp_normalizer.engine.request_rewrite`). The advertised names of the two families never
+    name a property of the tool (:func:`key_names` keeps them out of the tool's names), so one map
+    serves both."""
     schema = tool.get("inputSchema")
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
+    if not isinstance(schema, dict):
         return None
-    names = key_names(properties)
-    return {new: own for own, new in names.items()} or None
+    listed = argument_map(tool)
+    if listed is None and not _has_invalid(schema):
+        return None
+    own = _renamed_schema(schema, listed, True) if listed else schema
+    anthropic = _names_for(own, ANTHROPIC_KEYS)
+    gemini = _names_for(own, GEMINI_KEYS)
+    names = {
+        **(listed or {}),
+        **{new: old for old, new in anthropic.items()},
+        **{new: old for old, new in gemini.items()},
+    }
+    if not names:
+        return None
+    places = {"", *(place for place, _, node in _objects(own, gemini) if _has_member(node, gemini))}
+    return ArgumentKeys(names, tuple(sorted(places)))
+
+
+def gemini_named(tool: JSONObject) -> JSON:
+    """The tool's ``inputSchema`` with the property names a client of the Gemini API is shown (its
+    own names, read back through the map this rule left in its ``_meta`` when it was listed for a
+    host that refuses some, then renamed as :data:`GEMINI_KEYS` wants)."""
+    schema = tool.get("inputSchema")
+    listed = argument_map(tool)
+    own = _renamed_schema(schema, listed, True) if listed else schema
+    names = _names_for(own, GEMINI_KEYS)
+    return _renamed_schema(own, names, True) if names else own
+
+
+def _has_member(node: JSONObject, names: Mapping[str, str]) -> bool:
+    members = node.get("properties")
+    return isinstance(members, dict) and any(k in names for k in members)
+
+
+def _has_invalid(schema: JSON, rule: KeyRule = GEMINI_KEYS) -> bool:
+    """Whether a property name ``rule`` judges (the root's; with :attr:`KeyRule.nested`, every
+    argument place's, as :func:`_objects` walks them) is outside it (Gemini's rule, the stricter,
+    by default). A plain walk: what most tools of a listing cost."""
+    valid = rule.valid.fullmatch
+    stack: list[tuple[JSON, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict) or depth > _MAX_DEPTH:
+            continue
+        members = node.get("properties")
+        if isinstance(members, dict):
+            for key in members:
+                if valid(key) is None:
+                    return True
+            if rule.nested:
+                stack.extend((member, depth + 1) for member in members.values())
+        if not rule.nested:
+            return False
+        items = node.get("items")
+        if isinstance(items, dict):
+            stack.append((items, depth + 1))
+        for keyword in _ARMS:
+            arms = node.get(keyword)
+            if isinstance(arms, list):
+                stack.extend((arm, depth + 1) for arm in arms)
+    return False
 
 
 def _source(ctx: ToolContext, fault: str) -> str:
@@ -215,6 +454,7 @@ def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
         return False
     return (
         client.host_needs(PROPERTY_KEY)
+        or client.host_needs(PROPERTY_KEY_GEMINI)
         or (client.host_needs(TYPE_BESIDE_ANYOF) and scan.schema_has("inputSchema", b'"anyOf":'))
         or (client.host_needs(ARRAY_ITEMS) and scan.schema_has("inputSchema", b'"array"'))
     )
@@ -224,7 +464,8 @@ RULE = Rule(
     "host_schemas",
     "host_content",
     "for a host that refuses a schema the spec allows, one it takes: property names outside [a-zA-Z0-9_.-]{1,64}"
-    " renamed for the Claude hosts (calls sent upstream under the own names), type beside anyOf moved into each"
+    " renamed for the Claude hosts, and outside [a-zA-Z_][a-zA-Z0-9_]{0,63} at every argument place for a client"
+    " of the Gemini API (calls sent upstream under the own names), type beside anyOf moved into each"
     " arm for Gemini CLI, items: {} given to arrays without items for VS Code; the originals kept in the tool's"
     " _meta",
     on_tool=_repair,

@@ -275,7 +275,7 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
     client = ctx.client
     wanted = client.host_faults & KEYS
     schema = tool.get("inputSchema")
-    if client.host is None or not wanted or not isinstance(schema, dict):
+    if not wanted or not isinstance(schema, dict):  # (a host, or a client a model_api setting names the family of)
         return None
     if not needs_repair(schema, wanted):
         return None  # (a look without copies first: most schemas with an enum or objects are fine)
@@ -284,9 +284,8 @@ def _repair(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | 
     if new is schema:
         return None
     out = with_original_values({**tool, "inputSchema": new}, walk.kept, ORIGINAL_KEYWORDS_KEY)
-    faults = client.host.faults
-    reasons = [f"{_DONE[key]} ({faults.get(key, '')})" for key in _DONE if key in walk.done]
-    why = f"{'; '.join(reasons)}, for {client.host.title}"
+    reasons = [f"{_DONE[key]} ({client.fault_source(key)})" for key in _DONE if key in walk.done]
+    why = f"{'; '.join(reasons)}, for {client.title}"
     pointers = tuple(f"/inputSchema{p}" for p in touched)
     return out, Rewrite("model_schemas", "made a schema every model API takes", pointers, why)
 
@@ -297,7 +296,7 @@ def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
     but not as the type of a root with ``properties`` (then no other node can be an object); then
     a look at its nodes without copies (:func:`needs_repair`), which is what the hook finds first."""
     faults = ctx.client.host_faults
-    if ctx.client.host is None or faults.isdisjoint(KEYS):
+    if faults.isdisjoint(KEYS):
         return False
     text = scan.schema_text("inputSchema")
     if text is None:
