@@ -383,8 +383,10 @@ CONSTRAINTS: Mapping[str, Constraint] = {
             "host_schemas",
             "tool",
             'an inputSchema node of type `"array"` without `items`',
-            "an open 2020-12 tuple (`prefixItems` without `items`) gets `items: {}` (the same values); other"
-            " item-less arrays get `items: {}` for every client (`schema_shape`)",
+            "an open 2020-12 tuple (`prefixItems` without `items`) gets `items: {}` (the same values); a closed one"
+            " (`items: false`) gets `items: {anyOf: [each position's schema]}`, `maxItems` its length and the"
+            " positions in its description (the same values for a 2020-12 reader); other item-less arrays get"
+            " `items: {}` for every client (`schema_shape`)",
             False,
             _array_without_items,
         ),
