@@ -570,8 +570,8 @@ GEMINI_CONSTRAINTS: tuple[Constraint, ...] = (
         "gemini_schemas",
         "tool",
         "an `enum` holding numbers or booleans",
-        "an argument's `enum` of numbers or booleans becomes the same values as strings (`type: string`, the"
-        " original type in the description); a call's string argument is sent upstream as the value it"
+        "an argument's `enum` of numbers, booleans or `null` becomes the same values as strings (`type: string`,"
+        " the original type in the description); a call's string argument is sent upstream as the value it"
         " stands for",
         True,
         _enum_non_string,
