@@ -5,6 +5,7 @@ itself ``mcp`` in ``initialize`` (or, on 2026-07-28, in every request's ``_meta`
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -91,6 +92,54 @@ def test_for_an_unknown_client_the_2020_12_schema_is_made_plain_and_nothing_is_l
         "/inputSchema/properties/nick/$ref": "#/$defs/missing",
     }
     assert schema["additionalProperties"] is False
+
+
+TOOL_CYCLE: dict[str, Any] = {
+    "name": "walk_list",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"head": {"$ref": "#/$defs/Node", "description": "caf\u00e9 \u2713"}, "n": {"type": "integer"}},
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "number", "minimum": 1e-7, "maximum": 12.5},
+                    "next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]},
+                },
+                "required": ["value"],
+            }
+        },
+    },
+}
+
+
+def _put_back(tool: dict[str, Any]) -> Any:
+    """The listed ``inputSchema`` with each node kept in ``_meta`` put back at its pointer, outermost first."""
+    schema = copy.deepcopy(tool["inputSchema"])
+    for pointer, value in sorted(tool["_meta"][KEPT].items(), key=lambda item: item[0].count("/")):
+        steps = [int(s) if s.isdigit() else s for s in pointer.split("/")[2:]]
+        if not steps:
+            schema = copy.deepcopy(value)
+            continue
+        node = schema
+        for step in steps[:-1]:
+            node = node[step]
+        node[steps[-1]] = copy.deepcopy(value)
+    return schema
+
+
+@pytest.mark.pure
+def test_for_an_unknown_client_a_recursive_ref_inlined_one_level_keeps_each_ref_node_in_meta() -> None:
+    """The recursive ``$defs`` stays; each outermost node whose ``$ref`` was inlined (at the
+    property, and inside the definition itself) is kept in ``_meta`` as the server wrote it, so the
+    nodes put back give the server's schema (issue 39: nothing of the schema lost)."""
+    out = listed(TOOL_CYCLE, UNKNOWN)
+    schema = out["inputSchema"]
+    assert "$ref" not in schema["properties"]["head"] and schema["$defs"]  # inlined; the $defs still referenced
+    kept = out["_meta"][KEPT]
+    assert kept["/inputSchema/properties/head"] == TOOL_CYCLE["inputSchema"]["properties"]["head"]
+    assert _put_back(out) == TOOL_CYCLE["inputSchema"]
+    assert listed(TOOL_CYCLE, PYTHON) == TOOL_CYCLE  # a client that resolves $defs: the server's bytes
 
 
 TOOL_07: dict[str, Any] = {

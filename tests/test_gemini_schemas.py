@@ -40,6 +40,7 @@ from mcp_normalizer.engine.rules.host_faults import CONSTRAINTS, ENUM_NON_STRING
 from mcp_normalizer.errors import ConfigError
 from mcp_normalizer.types import Receive, Scope, Send
 
+from .model_api_judges import JUDGES
 from .support import HEADERS, proxy_for, serve
 
 GEMINI = {"name": "gemini-cli-mcp-client", "version": "0.61.0"}
@@ -292,6 +293,43 @@ async def test_a_big_integer_enum_reaches_the_upstream_exact() -> None:
     assert got["tools"]["ledger.pick"]["inputSchema"]["properties"]["id"]["enum"] == ["-1", str(2**80 + 7)]
     (call,) = recorder.calls()
     assert call["message"]["params"]["arguments"] == {"id": 2**80 + 7}
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_an_enum_with_null_and_strings_reaches_gemini_as_strings_and_the_server_as_its_values() -> None:
+    """An enum of mixed types (``null``, strings, numbers, a value listed twice): each value has one
+    spelling no string of the enum has, so the model is offered ``"null"``, ``"12.5"``, ``"29"`` and
+    the strings, and a call's ``"null"`` reaches the server as ``null``, ``"12.5"`` as ``12.5``,
+    ``"caf\u00e9"`` as it came, and a string of no value (``"nul"``) as it came. An enum where two
+    values share a spelling (``"null"`` and ``null``) stays, and that tool alone is withheld."""
+    mixed = {
+        "name": "shelf.pick",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "mode": {"type": ["integer", "number", "string", "null"], "enum": [None, "caf\u00e9", 12.5, 29, 29]},
+            },
+        },
+    }
+    clash = {"name": "shelf.clash", "inputSchema": {"type": "object", "properties": {"v": {"enum": ["null", None]}}}}
+    calls = [
+        {"name": "shelf.pick", "arguments": {"mode": "null"}},
+        {"name": "shelf.pick", "arguments": {"mode": "12.5"}},
+        {"name": "shelf.pick", "arguments": {"mode": "caf\u00e9"}},
+        {"name": "shelf.pick", "arguments": {"mode": "nul"}},
+    ]
+    recorder = Recorder(ScriptedServer([ToolSpec(mixed, _answer), ToolSpec(clash, _answer)], response_mode="sse"))
+    with serve(recorder) as url, proxy_for(url + "/mcp") as px:
+        got = await session(px + "/mcp", GEMINI, calls)
+    tool = got["tools"]["shelf.pick"]
+    mode = tool["inputSchema"]["properties"]["mode"]
+    assert mode["enum"] == ["null", "caf\u00e9", "12.5", "29", "29"] and mode["type"] == ["string", "null"]
+    assert tool["_meta"][ENUM_ARGUMENTS_KEY] == {"/mode": ["null", "12.5", "29"]}
+    assert not JUDGES["gemini"].refused(tool) and JUDGES["gemini"].refused(mixed)
+    assert "shelf.clash" not in got["tools"]  # withheld from Gemini CLI alone
+    sent = [call["message"]["params"]["arguments"]["mode"] for call in recorder.calls()]
+    assert sent == [None, 12.5, "caf\u00e9", "nul"]
 
 
 @pytest.mark.wire

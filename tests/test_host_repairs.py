@@ -622,5 +622,76 @@ async def test_vscode_gets_arrays_with_items_that_take_the_same_values_and_calls
 
 
 @pytest.mark.pure
-def test_only_vscode_names_arrays_without_items() -> None:
-    assert [host.profile for host in HOSTS if ARRAY_ITEMS in host.faults] == ["vscode"]
+def test_vscode_and_the_openai_hosts_name_arrays_without_items() -> None:
+    """VS Code of its own (Copilot Chat), Codex and ChatGPT through their model API (OpenAI)."""
+    named = [host.profile for host in HOSTS if ARRAY_ITEMS in host.faults]
+    assert named == [host.profile for host in HOSTS if host.model_api == "openai" or host.profile == "vscode"]
+    assert set(named) == {"codex", "chatgpt", "vscode"}
+
+
+#: Closed 2020-12 tuples (``prefixItems`` with ``items: false``, or its ``{"not": {}}``): the OpenAI
+#: API reads no ``prefixItems`` and refuses an array without ``items`` (ruvnet/ruflo#1294).
+CLOSED = {"type": "array", "prefixItems": [{"type": "number"}, {"type": "string", "maxLength": 4}], "items": False}
+CODEX_TOOL: dict[str, Any] = {
+    "name": "place_pin",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "at": {**CLOSED, "description": "caf\u00e9 \u2713", "maxItems": 5},
+            "maybe": {"anyOf": [{**CLOSED, "items": {"not": {}}}, {"type": "null"}]},
+            "rows": {"type": "array", "items": {**CLOSED, "minItems": 1}},
+        },
+        "required": ["at"],
+    },
+}
+CODEX_SAMPLES: list[Any] = [
+    *VSCODE_SAMPLES,
+    [12.5],
+    [1e-7, "\u2713\u2713"],
+    [-(2**70), "abcde"],
+    [12.5, "a", "b"],
+    [[12.5, "x"], [0, ""]],
+    [[12.5, "x", 1]],
+]
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_codex_gets_closed_tuples_with_items_openai_takes_and_the_same_values() -> None:
+    """Codex (the OpenAI family) lists a closed tuple with ``items: {anyOf: [the positions]}``, its
+    length as ``maxItems`` and the positions in the description, the node as listed in ``_meta``:
+    the OpenAI judge takes it and refuses what Codex got before (the closing ``items: false``
+    dropped, as another client still gets it for the TS SDK's draft-07 validator, rule
+    ``schema_tuple``), a 2020-12 validator takes the same arguments from both, and one that ignores
+    ``prefixItems`` (draft-07) takes every argument the tuple takes; the call reaches the tool."""
+    from jsonschema import Draft7Validator, Draft202012Validator
+
+    from .model_api_judges import OPENAI
+
+    upstream = ScriptedServer([ToolSpec(CODEX_TOOL, returning(RESULT))])
+    steps = [{"op": "listTools"}, {"op": "callTool", "name": "place_pin", "arguments": {"at": [12.5, "a"]}}]
+    with serve(upstream) as up, proxy_for(up + "/mcp") as px:
+        url = px + "/mcp"
+        codex, other = await run_node(
+            "v1", [{"url": url, "clientName": "codex-mcp-client", "steps": steps}, {"url": url, "steps": steps}]
+        )
+    (tool,) = codex["steps"][0]["value"]["tools"]
+    (theirs,) = other["steps"][0]["value"]["tools"]
+    assert "items" not in theirs["inputSchema"]["properties"]["at"]  # schema_tuple's, as before
+    assert OPENAI.refused(theirs) and not OPENAI.refused(tool), OPENAI.refused(tool)  # what Codex got before
+    at = tool["inputSchema"]["properties"]["at"]
+    assert at["items"] == {"anyOf": CLOSED["prefixItems"]} and at["maxItems"] == 2
+    assert at["description"].startswith("caf\u00e9 \u2713 (items by position: [")
+    kept = tool["_meta"]["dev.mcp-normalizer/original-keywords"]
+    properties = CODEX_TOOL["inputSchema"]["properties"]
+    assert kept["/inputSchema/properties/at"] == properties["at"]
+    assert kept["/inputSchema/properties/maybe/anyOf/0"] == properties["maybe"]["anyOf"][0]
+    assert kept["/inputSchema/properties/rows/items"] == properties["rows"]["items"]
+    assert codex["steps"][1]["ok"] and codex["steps"][1]["value"]["content"][0] == RESULT["content"][0]
+    before, after = Draft202012Validator(CODEX_TOOL["inputSchema"]), Draft202012Validator(tool["inputSchema"])
+    draft07 = Draft7Validator(tool["inputSchema"])
+    for name in properties:
+        for value in CODEX_SAMPLES:
+            instance = {"at": [0, ""], name: value}
+            assert before.is_valid(instance) == after.is_valid(instance), (name, value)
+            assert draft07.is_valid(instance) or not before.is_valid(instance), (name, value)

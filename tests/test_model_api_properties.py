@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from mcp_normalizer.config import NormalizerConfig
 from mcp_normalizer.engine.normalize import Normalizer
+from mcp_normalizer.engine.rules import withhold
 from mcp_normalizer.engine.rules.clients import profile_for
 
 from .model_api_judges import JUDGES
@@ -237,23 +238,10 @@ FEATURES["together"] = st.builds(
 )
 
 #: What each family still refuses through the proxy today, by feature (``xfail(strict=True)``).
-KNOWN_REFUSED: dict[tuple[str, str], str] = {
-    ("openai", "tuples"): "issue 39: array_without_items (a closed tuple's `items: false` dropped, none put back)",
-    (
-        "openai",
-        "together",
-    ): "issue 39: array_without_items (a closed tuple's `items: false` dropped), legacy_tuple_items",
-    ("openai-strict", "tuples"): "issue 39: array_without_items (a closed tuple's `items: false` dropped)",
-    ("openai-strict", "together"): "issue 39: array_without_items (a closed tuple's `items: false` dropped)",
-    ("gemini", "mixed_enums"): "issue 39: enum_non_string",
-    ("gemini", "together"): "issue 39: never_branch_anyof, enum_non_string, legacy_tuple_items",
-}
+KNOWN_REFUSED: dict[tuple[str, str], str] = {}
 #: Where the listing for a family's host still loses a value of the server's schema (neither in
 #: place nor in ``_meta``), by feature (``xfail(strict=True)``).
-KNOWN_LOST: dict[tuple[str, str], str] = {
-    (family, "ref_cycles"): "schema_refs inlines a local $ref one level and keeps no original in _meta"
-    for family in ("anthropic", "openai", "gemini")
-}
+KNOWN_LOST: dict[tuple[str, str], str] = {}
 
 # -- the checks ------------------------------------------------------------------------------------
 
@@ -265,11 +253,14 @@ def listed(tool: dict[str, Any], family: str) -> dict[str, Any] | None:
     if family == "openai-strict":
         config = dataclasses.replace(config, model_api=family)
     client = config.for_client(profile_for(CLIENTS[family]))
-    result = Normalizer(config).tools_list({"tools": [tool]}, ERA, client)
+    normalizer = Normalizer(config)
+    result = normalizer.tools_list({"tools": [tool]}, ERA, client)
     tools = result.result["tools"]
     assert json.loads(json.dumps(result.result, allow_nan=False)) == result.result  # valid JSON
     named = [t for t in tools if (t.get("_meta") or {}).get(ORIGINAL_NAME, t.get("name")) == tool["name"]]
     assert len(named) <= 1 and len(tools) == len(named), tools
+    if named and normalizer.withholds and withhold.withheld(named[0], client) is not None:
+        return None  # rule withhold_tools, as the engine's tools/list path runs it after every repair
     return named[0] if named else None
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from ...types import JSON, JSONObject
 from ...wire.pointer import Path, format_pointer
 from .base import Rewrite, Rule, ToolContext
+from .host_faults import ARRAY_ITEMS
 from .scan import ToolScan
 from .schemas import repair_tool_schemas, tool_subschemas
 
@@ -100,14 +101,15 @@ def _fix_booleans(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewri
 class _Tuples:
     """The walk of one schema: drops each tuple's closing ``items: false``, records it by pointer."""
 
-    __slots__ = ("base", "kept")
+    __slots__ = ("base", "kept", "skip")
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, skip: bool = False) -> None:
         self.base = base
         self.kept: dict[str, JSON] = {}
+        self.skip = skip
 
     def fix(self, node: JSONObject, path: Path) -> JSON:
-        if node.get("items") is not False or not isinstance(node.get("prefixItems"), list):
+        if self.skip or node.get("items") is not False or not isinstance(node.get("prefixItems"), list):
             return node
         self.kept[self.base + format_pointer((*path, "items"))] = False
         return {k: v for k, v in node.items() if k != "items"}
@@ -116,7 +118,10 @@ class _Tuples:
 def _fix_tuples(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, Rewrite] | None:
     if not ctx.client.needs("output_schema_tuple"):
         return None
-    out, kept = repair_tool_schemas(tool, _Tuples)
+    # A host that refuses an array without items (the OpenAI families, VS Code) gets its inputSchema's
+    # closed tuples from rule host_schemas, with an items it takes that keeps the tuple's length.
+    closes_input = ctx.client.host_needs(ARRAY_ITEMS)
+    out, kept = repair_tool_schemas(tool, lambda base: _Tuples(base, closes_input and base == "/inputSchema"))
     if not kept:
         return None
     reason = (

@@ -20,9 +20,10 @@ Each key is one of :mod:`~.host_faults`, whose oracle judges the output:
   ("other properties: {...}", or "no other properties" for ``false``; ``true`` is the default).
 - ``required_undefined_gemini``: names a node's ``required`` lists without defining them in its
   ``properties`` are dropped from it and written into its ``description`` ("also required: ...").
-- ``enum_non_string``: an ``enum`` of numbers and booleans at an argument's place (the root's
-  ``properties``, their ``properties`` and ``items``, at any depth) becomes the same values as
-  strings, each spelled as the server's listing wrote it (``2``, ``true``, ``1.50``, ``1e-7``; as
+- ``enum_non_string``: an ``enum`` of numbers, booleans and ``null`` (strings among them too) at an
+  argument's place (the root's ``properties``, their ``properties`` and ``items``, at any depth)
+  becomes the same values as strings, each spelled as the server's listing wrote it (``2``,
+  ``true``, ``null``, ``1.50``, ``1e-7``; as
   :func:`spell` writes it where the listing's text is not at hand), with ``type:
   "string"`` and the original type in the ``description``. The model then sends the string; a
   ``tools/call`` from such a client has each string argument at such a place that spells one of
@@ -41,9 +42,10 @@ Each key is one of :mod:`~.host_faults`, whose oracle judges the output:
   arm may take it (``anyOf: [{enum: [12.5]}, {type: string}]``: a ``"12.5"`` could be either), the
   conversion back could not be decided losslessly: the enum is left as the server wrote it, the
   key's oracle still fires, and rule ``withhold_tools`` withholds the tool from that host alone
-  (every other tool listed, every other client given it unchanged). An enum under ``allOf``,
-  ``$defs`` or ``additionalProperties`` is left too, as is one holding ``null``, an object or an
-  array.
+  (every other tool listed, every other client given it unchanged). So is an enum where two
+  different values share a spelling (``"1"`` and ``1``, ``"null"`` and ``null``: a call's string
+  could stand for either; a value listed twice is one value). An enum under ``allOf``, ``$defs`` or
+  ``additionalProperties`` is left too, as is one holding an object or an array.
 
 Property names the Gemini API refuses are renamed by rule ``host_schemas`` (which runs first: the
 enum places are written in the names the client is shown).
@@ -75,8 +77,10 @@ _NUMERIC = ("integer", "number", "boolean")
 
 
 def spell(value: JSON) -> str:
-    """``value`` (a number or a boolean) as JSON writes it: ``true``, ``2``, ``1.5``, ``1e-7``
-    (a float's shortest round-trip digits, its exponent without leading zeros)."""
+    """``value`` (a number, a boolean or ``null``) as JSON writes it: ``true``, ``null``, ``2``,
+    ``1.5``, ``1e-7`` (a float's shortest round-trip digits, its exponent without leading zeros)."""
+    if value is None:
+        return "null"
     if value is True:
         return "true"
     if value is False:
@@ -288,14 +292,17 @@ class _Walk:
         values = node.get("enum")
         if not isinstance(values, list) or all(isinstance(v, str) for v in values):
             return node
-        if not all(isinstance(v, str | int | float) for v in values):
-            return node  # null, an object, an array: not repaired
+        if not all(v is None or isinstance(v, str | int | float) for v in values):
+            return node  # an object, an array: not repaired
         place = _argument_place(path)
         if place is None:
             return node
         strings = _spellings(values, _listed_enum(self.listed, path))
-        if len(set(strings)) != len(strings):
-            return node  # two values one spelling ("1" and 1): no way back
+        meant: dict[str, JSON] = {}
+        for text, value in zip(strings, values, strict=True):
+            if text in meant and not (type(meant[text]) is type(value) and meant[text] == value):
+                return node  # two values one spelling ("1" and 1, "null" and null): no way back
+            meant[text] = value
         texts = [text for text, v in zip(strings, values, strict=True) if not isinstance(v, str)]
         if self._shared(path, texts):
             return node  # another arm may take the same string: no way to tell which was meant
@@ -311,7 +318,7 @@ class _Walk:
             out["default"] = strings[values.index(default)]
         out["description"] = _described(node, f"{' or '.join(kinds)}, written as a string")
         known = self.enums.setdefault(format_pointer(place), [])
-        known += [text for text in texts if text not in known]
+        known += [text for text in dict.fromkeys(texts) if text not in known]
         return out
 
     def _shared(self, path: Path, texts: list[str]) -> bool:
@@ -329,6 +336,8 @@ class _Walk:
 
 
 def _kind(value: JSON) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "boolean"
     return "integer" if isinstance(value, int) else "number"
@@ -478,12 +487,13 @@ def convert_arguments(arguments: bytes | Raw, enums: Mapping[str, tuple[str, ...
 
 
 def _is_json_scalar(text: str) -> bool:
-    """Whether ``text`` is the JSON text of a number or a boolean (what may be written unquoted)."""
+    """Whether ``text`` is the JSON text of a number, a boolean or ``null`` (what may be written
+    unquoted)."""
     try:
         value = loads(text)
     except DecodeError:
         return False
-    return isinstance(value, int | float) and text.strip() == text
+    return (value is None or isinstance(value, int | float)) and text.strip() == text
 
 
 def _convert(text: bytes, segments: list[str], spellings: set[str]) -> bytes | None:
@@ -521,7 +531,7 @@ RULE = Rule(
     "for a client whose tools go to the Gemini API (Gemini CLI, or a client or tool a model_api setting names"
     " gemini for): $schema removed, an anyOf arm's const made a one-value enum and its additionalProperties"
     " moved into its description, required names no property defines dropped (named in the description), and"
-    " an argument's enum of numbers or booleans given as strings (calls sent upstream with the values); the"
+    " an argument's enum of numbers, booleans or null given as strings (calls sent upstream with the values); the"
     " originals kept in the tool's _meta",
     on_tool=_repair,
     tool_gate=_may_repair,

@@ -383,8 +383,10 @@ CONSTRAINTS: Mapping[str, Constraint] = {
             "host_schemas",
             "tool",
             'an inputSchema node of type `"array"` without `items`',
-            "an open 2020-12 tuple (`prefixItems` without `items`) gets `items: {}` (the same values); other"
-            " item-less arrays get `items: {}` for every client (`schema_shape`)",
+            "an open 2020-12 tuple (`prefixItems` without `items`) gets `items: {}` (the same values); a closed one"
+            " (`items: false`) gets `items: {anyOf: [each position's schema]}`, `maxItems` its length and the"
+            " positions in its description (the same values for a 2020-12 reader); other item-less arrays get"
+            " `items: {}` for every client (`schema_shape`)",
             False,
             _array_without_items,
         ),
@@ -568,8 +570,8 @@ GEMINI_CONSTRAINTS: tuple[Constraint, ...] = (
         "gemini_schemas",
         "tool",
         "an `enum` holding numbers or booleans",
-        "an argument's `enum` of numbers or booleans becomes the same values as strings (`type: string`, the"
-        " original type in the description); a call's string argument is sent upstream as the value it"
+        "an argument's `enum` of numbers, booleans or `null` becomes the same values as strings (`type: string`,"
+        " the original type in the description); a call's string argument is sent upstream as the value it"
         " stands for",
         True,
         _enum_non_string,

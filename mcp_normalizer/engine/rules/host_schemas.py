@@ -32,7 +32,14 @@ repair runs only for a client whose ``clientInfo`` names such a host.
   ``type: "array"`` with no ``items`` gets ``items: {}``, which takes any item as the absent keyword
   did (beside ``prefixItems`` too: the items after the tuple stay free). The default
   ``schema_shape`` repair already gives every other item-less input array ``items: {}`` for every
-  client, so what is left for VS Code is the open 2020-12 tuple.
+  client, so what is left for VS Code is the open 2020-12 tuple. The OpenAI API reads the same
+  rule (ruvnet/ruflo#1294) and none of ``prefixItems`` (its Structured Outputs guide, "Supported
+  schemas": of the array keywords only ``items``, ``minItems`` and ``maxItems``), so for the OpenAI
+  families and VS Code a closed tuple (``prefixItems`` with ``items: false``, or its
+  ``{"not": {}}``) gets ``items: {"anyOf": [each position's schema]}``, ``maxItems`` its length and
+  the positions in its ``description`` (:func:`_closed_tuple`): the same arrays for a 2020-12
+  reader, every array of the tuple for one that ignores ``prefixItems``, and the order told to the
+  model. (Rule ``schema_tuple`` leaves such a client's ``inputSchema`` tuples to this one.)
 
 What the repair replaced is kept in the tool's ``_meta["dev.mcp-normalizer/original-keywords"]``
 (pointer into the tool -> the node as listed).
@@ -46,7 +53,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ...errors import DecodeError
 from ...types import JSON, JSONObject
+from ...wire.jsoncodec import dumps
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
 from .host_faults import PROPERTY_KEY_GEMINI
@@ -388,8 +397,45 @@ def _source(ctx: ToolContext, fault: str) -> str:
     return ctx.client.fault_source(fault)
 
 
+def _is_array(node: JSONObject) -> bool:
+    kind = node.get("type")
+    return kind == "array" or (isinstance(kind, list) and "array" in kind)
+
+
+def _closing(items: JSON) -> bool:
+    """Whether ``items`` beside ``prefixItems`` takes no further item: ``false``, or ``not`` of an
+    always schema (``boolean_subschema``'s spelling of ``false``)."""
+    return items is False or (isinstance(items, dict) and set(items) == {"not"} and items["not"] in ({}, True))
+
+
+def _closed_tuple(node: JSONObject, prefix: list[JSON]) -> JSONObject:
+    """A closed 2020-12 tuple (``prefixItems: [A, B]``, ``items: false``) with an ``items`` the
+    model APIs take: ``{"anyOf": [A, B]}``, ``maxItems`` the tuple's length (or less, as the node
+    said) and the positions in the ``description``. A 2020-12 reader takes the same arrays (with
+    ``maxItems`` no item is read by ``items``); one that ignores ``prefixItems`` (the OpenAI API's
+    subset, a draft-07 validator) takes every array the tuple takes, each item one of the
+    positions' schemas, and the model reads the order in the description."""
+    bound = node.get("maxItems")
+    whole = isinstance(bound, int) and not isinstance(bound, bool)
+    out: JSONObject = {k: v for k, v in node.items() if k != "items"}
+    out["items"] = {"anyOf": list(prefix)}
+    out["maxItems"] = min(bound, len(prefix)) if whole else len(prefix)  # type: ignore[type-var]
+    try:
+        positions = dumps(prefix).decode("utf-8")
+    except DecodeError:  # pragma: no cover - the schema came off the wire as JSON
+        positions = repr(prefix)
+    note = f"items by position: {positions}; no further items"
+    description = node.get("description")
+    out["description"] = f"{description} ({note})" if isinstance(description, str) and description else note
+    return out
+
+
 def _add_items(node: JSONObject, path: Path, kept: dict[str, JSON]) -> JSON:
-    if node.get("type") != "array" or "items" in node:
+    prefix = node.get("prefixItems")
+    if isinstance(prefix, list) and prefix and _closing(node.get("items")) and _is_array(node):
+        kept[format_pointer(("inputSchema", *path))] = node
+        return _closed_tuple(node, prefix)
+    if "items" in node or not (node.get("type") == "array" or ("prefixItems" in node and _is_array(node))):
         return node
     kept[format_pointer(("inputSchema", *path))] = node
     return {**node, "items": {}}
@@ -404,11 +450,12 @@ def _spread(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], 
 
 def _items(tool: JSONObject, ctx: ToolContext) -> tuple[JSONObject, list[str], str] | None:
     """The tool with ``items: {}`` in each array node of its ``inputSchema`` that had none (the
-    same values: an absent ``items`` and ``{}`` both take any item, beside ``prefixItems`` too), the
-    pointers, why."""
+    same values: an absent ``items`` and ``{}`` both take any item, beside ``prefixItems`` too), and
+    each closed tuple's ``items: false`` made :func:`_closed_tuple`'s; the pointers, why."""
     if not ctx.client.host_needs(ARRAY_ITEMS):
         return None
-    return _map_input(tool, _add_items, f"items: {{}} given to arrays without items ({_source(ctx, ARRAY_ITEMS)})")
+    why = f"items given to arrays without items and to closed tuples ({_source(ctx, ARRAY_ITEMS)})"
+    return _map_input(tool, _add_items, why)
 
 
 def _map_input(
@@ -466,7 +513,8 @@ RULE = Rule(
     "for a host that refuses a schema the spec allows, one it takes: property names outside [a-zA-Z0-9_.-]{1,64}"
     " renamed for the Claude hosts, and outside [a-zA-Z_][a-zA-Z0-9_]{0,63} at every argument place for a client"
     " of the Gemini API (calls sent upstream under the own names), type beside anyOf moved into each"
-    " arm for Gemini CLI, items: {} given to arrays without items for VS Code; the originals kept in the tool's"
+    " arm for Gemini CLI, items given to arrays without items and closed tuples for VS Code and the OpenAI"
+    " hosts; the originals kept in the tool's"
     " _meta",
     on_tool=_repair,
     tool_gate=_may_repair,

@@ -54,7 +54,7 @@ from ...wire.jsoncodec import dumps, loads
 from ...wire.pointer import Path, format_pointer
 from .base import ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, with_original_values
 from .host_faults import CONSTRAINTS
-from .host_profiles import ENUM_TYPE, LEGACY_TUPLE, NEVER_BRANCH, OBJECT_PROPERTIES
+from .host_profiles import ARRAY_ITEMS, ENUM_TYPE, LEGACY_TUPLE, NEVER_BRANCH, OBJECT_PROPERTIES
 from .scan import ToolScan
 from .schemas import map_schema, subschemas
 
@@ -314,8 +314,11 @@ def _may_repair(scan: ToolScan, ctx: ToolContext) -> bool:
 @functools.cache
 def listing_faults_checked(faults: frozenset[str]) -> bool:
     """Whether :func:`unchanged_input` answers for every listing repair ``faults`` (a client's host
-    faults) ask for: each is a result fault (a content block's) or one of this rule's :data:`KEYS`."""
-    return all(key in KEYS or CONSTRAINTS[key].subject == "block" for key in faults)
+    faults) ask for: each is a result fault (a content block's), one of this rule's :data:`KEYS`,
+    or ``array_without_items`` (rule ``host_schemas``), whose repair changes only what
+    ``Normalizer._unchanged`` already refuses: an array without ``items`` (``schema_shape``'s, for
+    every client) or a tuple (a ``prefixItems`` key)."""
+    return all(key in KEYS or key == ARRAY_ITEMS or CONSTRAINTS[key].subject == "block" for key in faults)
 
 
 _LIST_ITEMS = re.compile(rb'"items"[ \t\r\n]*:[ \t\r\n]*\[')

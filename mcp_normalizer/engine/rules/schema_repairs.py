@@ -12,8 +12,9 @@ clients reject it: they apply only for clients not known to accept the original
   gets ``type: object``; an ``outputSchema`` that is not an object (``true``: vacuous, ``false``:
   impossible, ``null``) moves into the tool's ``_meta["dev.mcp-normalizer/original-output-schema"]``.
 - ``schema_refs`` (``schema_ref_unresolvable``): local ``$ref``s are inlined (recursive ones and
-  their ``$defs`` kept); a ``$ref`` that resolves nowhere (dangling, split from its ``$defs``, or
-  remote: never fetched) is dropped, which leaves the place unconstrained.
+  their ``$defs`` kept, and then each node whose ``$ref`` was inlined kept in ``_meta`` as it was;
+  an emptied ``$defs`` is kept there whole); a ``$ref`` that resolves nowhere (dangling, split
+  from its ``$defs``, or remote: never fetched) is dropped, which leaves the place unconstrained.
 - ``schema_dialect`` (``schema_dialect``): a draft-04/06/07 ``outputSchema`` is translated to
   2020-12 (``definitions`` -> ``$defs``, array ``items`` -> ``prefixItems``, ``dependencies`` split,
   boolean ``exclusiveMaximum``) and loses its ``$schema``, so 2020-12-only validators accept it; an
@@ -154,11 +155,12 @@ class _RefResolver:
     """:func:`_resolve_refs`' step (a class, not a closure that passes itself on: that would be a
     reference cycle per call, left for the cyclic collector)."""
 
-    __slots__ = ("anchors", "dropped", "inline", "inlined", "old_dialect", "removed", "root", "stack")
+    __slots__ = ("anchors", "dropped", "inline", "inlined", "old_dialect", "removed", "replaced", "root", "stack")
 
     def __init__(self, root: JSONObject, inline: bool) -> None:
         self.root = root
         self.removed: dict[str, JSON] = {}
+        self.replaced: dict[str, JSON] = {}
         self.inline = inline
         self.anchors = _anchors(root)
         self.old_dialect = any(d in str(root.get("$schema", "")) for d in _OLD_DRAFTS)
@@ -185,6 +187,8 @@ class _RefResolver:
             finally:
                 self.stack.pop()
             self.inlined.append(format_pointer(path))
+            if not self.stack:  # (a path inside an inlined body is the body's own: its outermost node is kept)
+                self.replaced[format_pointer(path)] = node
             if self.old_dialect or not siblings:
                 return body  # draft-07 ignores the siblings of $ref
             return {**siblings, "allOf": [*siblings.get("allOf", []), body]}
@@ -200,7 +204,10 @@ def _resolve_refs(root: JSONObject, *, inline: bool) -> tuple[JSON, list[str], l
 
     Returns:
         The new schema, the pointers of dropped refs, the pointers of inlined refs, and what was
-        removed (pointer into ``root`` -> value: the dropped ``$ref`` strings, emptied ``$defs``).
+        removed (pointer into ``root`` -> value: the dropped ``$ref`` strings, emptied ``$defs``,
+        and, where a ``$defs`` stays because a recursive ``$ref`` still points into it, each
+        outermost node whose ``$ref`` was inlined, as it was: the inlined copy alone does not say
+        it was a ``$ref``, so nothing of the server's schema is lost).
     """
     resolver = _RefResolver(root, inline)
     new, _ = map_schema(root, resolver.fix)
@@ -210,6 +217,8 @@ def _resolve_refs(root: JSONObject, *, inline: bool) -> tuple[JSON, list[str], l
             if container in new and not _referenced(new, container):
                 removed["/" + container] = root.get(container, new[container])
                 new = {k: v for k, v in new.items() if k != container}  # everything was inlined
+    if resolver.replaced and isinstance(new, dict) and ("$defs" in new or "definitions" in new):
+        removed.update(resolver.replaced)
     return new, dropped, inlined, removed
 
 
