@@ -153,3 +153,29 @@ async def test_an_optional_null_the_proxy_drops_reaches_claude_codes_model_throu
     value = sdk["steps"][1]["value"]  # the SDK client: no resource, the value in _meta as before
     assert [block["type"] for block in value["content"]] == ["text"], value
     assert value["structuredContent"] == {} and value["_meta"]["dev.mcp-normalizer/original-values"] == {"/foo": None}
+
+
+RUNTIMES = {"name": "runtimes", "description": "Lists runtimes.", "inputSchema": {"type": "object"}}
+SAYS_LESS = {
+    "content": [{"type": "text", "text": "3 runtimes, 1 failed."}],
+    "structuredContent": {
+        "count": 3,
+        "failed": {"id": "r-17", "load": 12.5, "zone": "\u6771\u4eac"},
+        "bytes": 12345678901234567890,
+    },
+}
+
+
+def test_an_integer_past_2_53_reaches_claude_codes_model_exactly_through_the_proxy(tmp_path: Path) -> None:
+    """Claude Code reads ``structuredContent`` with JSON.parse: directly its model gets the integer
+    rounded (and not the text); through the proxy an embedded resource also names it as the server wrote it."""
+    with routes(RUNTIMES, SAYS_LESS) as (direct, proxied, _url):
+        before = run_claude_code(direct, "runtimes", {}, tmp_path / "direct")
+        after = run_claude_code(proxied, "runtimes", {}, tmp_path / "proxy")
+    rounded = '{"count":3,"failed":{"id":"r-17","load":12.5,"zone":"\u6771\u4eac"},"bytes":12345678901234567000}'
+    assert before.result == rounded, before.result
+    assert after.result is not None, after.log
+    named, shown = after.result.split("\n")
+    assert named.startswith("[Resource from demo at urn:dev.mcp-normalizer:exact-numbers] "), named
+    assert named.endswith(': {"/bytes":12345678901234567890}'), named
+    assert shown == rounded  # the structuredContent as before

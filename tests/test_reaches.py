@@ -192,3 +192,31 @@ def test_no_resource_for_an_mcp_apps_tool_or_past_the_limit() -> None:
     assert not [b for b in out["content"] if b["type"] == "resource"], out
     out = call(NULL_TOOL, result, "claude-code", limit=5).result
     assert not [b for b in out["content"] if b["type"] == "resource"], out
+
+
+RUNTIMES = {"name": "runtimes", "inputSchema": {"type": "object", "properties": {}}}
+
+
+def test_numbers_no_double_holds_are_named_exactly_for_claude_code_alone() -> None:
+    structured = {
+        "count": 3,
+        "bytes": 12345678901234567890,
+        "load": 12.5,
+        "tiny": 1e-7,
+        # (-2**60 is a double, but printed back as its shortest digits: -1152921504606847000)
+        "rows": [{"a/b": 2**53 + 1}, {"id": -(2**60) - 1, "pow": -(2**60)}],
+        "safe": 2**53,
+    }
+    result = {"content": [{"type": "text", "text": "3 runtimes, 1 failed."}], "structuredContent": structured}
+    for client in CLIENTS:
+        out = call(RUNTIMES, result, client).result
+        assert out["structuredContent"] == structured, client  # the value as the server sent it, always
+        resources = [b for b in out["content"] if b["type"] == "resource"]
+        if client != "claude-code":
+            assert not resources, (client, out)
+            continue
+        (named,) = resources
+        assert named["resource"]["uri"] == "urn:dev.mcp-normalizer:exact-numbers"
+        exact = '{"/bytes":12345678901234567890,"/rows/0/a~1b":9007199254740993,'
+        exact += '"/rows/1/id":-1152921504606846977,"/rows/1/pow":-1152921504606846976}'
+        assert named["resource"]["text"].endswith(": " + exact), named

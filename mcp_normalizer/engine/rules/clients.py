@@ -159,6 +159,12 @@ class ClientProfile:
         return self.host is not None and self.host.drops_text_beside_structured
 
     @property
+    def parses_numbers_as_doubles(self) -> bool:
+        """This client is a host that reads ``structuredContent`` into IEEE doubles
+        (:attr:`~.host_profiles.Host.parses_numbers_as_doubles`). ``False`` for every other client."""
+        return self.host is not None and self.host.parses_numbers_as_doubles
+
+    @property
     def reads_known(self) -> bool:
         """This client is a host whose ``reads`` a source gives (not ``unknown``)."""
         return self.host is not None and self.host.reads != "unknown"

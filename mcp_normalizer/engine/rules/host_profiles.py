@@ -192,6 +192,11 @@ class Host:
     drops_text_beside_structured: bool = False
     #: Where :attr:`drops_text_beside_structured` comes from.
     drops_text_beside_structured_source: str = ""
+    #: Whether it reads ``structuredContent`` into IEEE doubles before its model gets the JSON (a
+    #: JavaScript host: an integer past 2**53 reaches the model rounded). ``False`` when no source says.
+    parses_numbers_as_doubles: bool = False
+    #: Where :attr:`parses_numbers_as_doubles` comes from.
+    parses_numbers_as_doubles_source: str = ""
     #: Where its ``clientInfo.name`` values come from.
     source: str = ""
     #: What else the docs' table says of it.
@@ -319,6 +324,8 @@ _HOST_KEYS = {
     "validates_structured_source",
     "drops_text_beside_structured",
     "drops_text_beside_structured_source",
+    "parses_numbers_as_doubles",
+    "parses_numbers_as_doubles_source",
     "faults",
     "versions",
     "rejects",
@@ -364,6 +371,10 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi], every: Mode
     if not isinstance(drops, bool):
         raise ConfigError(f"{where}: drops_text_beside_structured must be true or false")
     drops_source = _text(table, "drops_text_beside_structured_source", where, required=drops)
+    doubles = table.get("parses_numbers_as_doubles", False)
+    if not isinstance(doubles, bool):
+        raise ConfigError(f"{where}: parses_numbers_as_doubles must be true or false")
+    doubles_source = _text(table, "parses_numbers_as_doubles_source", where, required=doubles)
     rejects = table.get("rejects", [])
     if not isinstance(rejects, list) or not all(isinstance(r, str) and r.strip() for r in rejects):
         raise ConfigError(f"{where}: rejects must be an array of non-empty strings")
@@ -385,6 +396,8 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi], every: Mode
         validates_structured_source=validates_source,
         drops_text_beside_structured=drops,
         drops_text_beside_structured_source=drops_source,
+        parses_numbers_as_doubles=doubles,
+        parses_numbers_as_doubles_source=doubles_source,
         source=_text(table, "source", where),
         note=_text(table, "note", where, required=False),
     )

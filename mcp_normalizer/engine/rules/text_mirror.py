@@ -35,17 +35,23 @@ And for a host whose model gets a result's non-text blocks and the JSON of its
   (a ``null`` dropped, a member pruned, a value coerced: ``_meta["dev.mcp-normalizer/original-values"]``),
   one more such resource, ``urn:dev.mcp-normalizer:original-values``, names the server's values by
   JSON pointer, within ``mirror_max_bytes``: the model reads what the server sent, the validator gets
-  the conforming ``structuredContent``.
+  the conforming ``structuredContent``;
+- for a host that also reads ``structuredContent`` into IEEE doubles (``parses_numbers_as_doubles``:
+  Claude Code shows ``12345678901234567890`` as ``12345678901234567000``), one more,
+  ``urn:dev.mcp-normalizer:exact-numbers``, names each number of it no double holds exactly, as the
+  server spelled it, by JSON pointer.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
 
 from ...errors import DecodeError
 from ...types import JSON, JSONObject
-from ...wire.jsoncodec import Codec
+from ...wire.jsoncodec import Codec, Raw
 from ...wire.pointer import PointerPattern
 from .base import ORIGINAL_VALUES_KEY, ResultContext, Rewrite, Rule, text_blocks
 from .host_content import ORIGINAL_BLOCK_KEY
@@ -53,6 +59,9 @@ from .host_content import ORIGINAL_BLOCK_KEY
 #: The URIs of the embedded resources this rule adds (RFC 8141 form, the proxy's own namespace).
 URN = "urn:dev.mcp-normalizer:"
 ORIGINAL_VALUES_URI = URN + "original-values"
+EXACT_NUMBERS_URI = URN + "exact-numbers"
+#: Most numbers named in one result (a result of many such numbers is named in part, in order).
+MAX_NUMBERS = 100
 
 
 def _leaves(value: JSON) -> Iterator[JSON]:
@@ -121,6 +130,28 @@ def _carried(structured: JSON, pointer: str, was: JSON, ctx: ResultContext) -> b
         return False
 
 
+def _inexact(value: JSON, ctx: ResultContext, at: str = "") -> Iterator[tuple[str, str]]:
+    """``(pointer, spelling)`` of each number in ``value`` that an IEEE double does not give back:
+    whose shortest round-trip spelling as a double (JavaScript's and Python's) is another number
+    (an integer past 2**53, a decimal with more digits than a double keeps; ``0.1`` and ``1e-7`` are
+    given back). The spelling is the codec's (the server's)."""
+    if isinstance(value, dict):
+        for name, member in value.items():
+            yield from _inexact(member, ctx, f"{at}/{name.replace('~', '~0').replace('/', '~1')}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _inexact(item, ctx, f"{at}/{index}")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        spelling = ctx.codec.dumps(value).decode()
+        try:
+            exact = Decimal(spelling)
+            held = Decimal(repr(float(exact))) if exact.is_finite() else exact  # what a double prints back
+        except (InvalidOperation, OverflowError, ValueError):
+            return
+        if held != exact:
+            yield at, spelling
+
+
 def _beside(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
     """For a host that drops text blocks beside ``structuredContent``: the proxy's own text as
     embedded resources, and the server's replaced values named in one (module docstring)."""
@@ -149,6 +180,13 @@ def _beside(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
         if len(named) <= ctx.settings.mirror_max_bytes:
             text = "structuredContent as the server sent it, where the proxy replaced values (JSON pointer: value): "
             blocks.append(_resource(text + named, ORIGINAL_VALUES_URI))
+            touched.append(f"/content/{len(blocks) - 1}")
+    if ctx.client.parses_numbers_as_doubles and not isinstance(result["structuredContent"], Raw):
+        numbers = list(itertools.islice(_inexact(result["structuredContent"], ctx), MAX_NUMBERS))
+        named = "{" + ",".join(f"{json.dumps(at, ensure_ascii=False)}:{spelling}" for at, spelling in numbers) + "}"
+        if numbers and len(named) <= ctx.settings.mirror_max_bytes:
+            text = "numbers of structuredContent as the server wrote them, exactly (JSON pointer: number): "
+            blocks.append(_resource(text + named, EXACT_NUMBERS_URI))
             touched.append(f"/content/{len(blocks) - 1}")
     if not touched:
         return None
