@@ -364,7 +364,8 @@ def test_an_array_structured_content_reaches_the_model_directly_and_through_the_
     reference/hosts.md §5), which 2026-07-28 (negotiated here) allows; 2.1.332 takes it and shows
     the model its JSON, so the proxy repairs it for earlier versions only (host key
     ``structured_content_not_object``, ``tests/test_host_results.py``) and passes it to this one as
-    it came: the model reads every row, the same directly and through the proxy."""
+    it came: the model reads every row, the same directly and through the proxy, and through the
+    proxy the integer past 2**53 as the server wrote it too (``text_mirror``, issue 40)."""
     schema = {"type": "array", "items": {"type": "object"}}
     spec = ToolSpec(
         {"name": "rows", "description": "The rows tool.", "inputSchema": QUERY, "outputSchema": schema},
@@ -373,7 +374,11 @@ def test_an_array_structured_content_reaches_the_model_directly_and_through_the_
     direct, proxied, server = both([spec], "rows", {"q": "all"}, tmp_path)
     infos = [message["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] for message, _ in server.requests]
     assert {(info["name"], info["version"]) for info in infos} == {("claude-code", "2.1.332")}
-    assert direct.result is not None and direct.result == proxied.result, (direct.log, proxied.log)
+    assert direct.result is not None and proxied.result is not None, (direct.log, proxied.log)
+    exact, shown = proxied.result.split("\n")
+    assert shown == direct.result  # the structuredContent's JSON as directly, the big integer rounded
+    assert exact.startswith("[Resource from demo at urn:dev.mcp-normalizer:exact-numbers] ")
+    assert exact.endswith(': {"/1/id":12345678901234567890}'), exact
     assert json.loads(direct.result)[0] == ROWS[0]
     assert "12345678901234567" in direct.result and "caf\u00e9 \u2713" in direct.result
 

@@ -29,6 +29,7 @@ from mcp_normalizer.engine.rules.host_faults import (
     ENUM_TYPE,
     IMAGE_MIME,
     IMAGE_SVG,
+    IMAGE_UNDECODABLE,
     LEGACY_TUPLE,
     NEVER_BRANCH,
     OBJECT_PROPERTIES,
@@ -139,6 +140,7 @@ FIXTURES: dict[str, dict[str, Any]] = {
         "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
         "mimeType": "image/webp",
     },
+    IMAGE_UNDECODABLE: {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},  # the PNG signature alone
 }
 
 

@@ -35,7 +35,10 @@ from .support import HEADERS, case_server, load_cases, proxy_for, run_cli, serve
 from .test_corpus import UNREPAIRABLE, check
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="12.5" height="1e1"><text>caf\u00e9 \u2713</text></svg>'
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
+# the signature and a header giving its size (IHDR: 3x2, 8-bit RGB); the rest not read by any host here
+PNG = base64.b64encode(
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x03\x00\x00\x00\x02\x08\x02\x00\x00\x00" + bytes(range(40))
+).decode()
 LINK = {"type": "resource_link", "uri": "ui://demo/view/v1?q=\u00e9", "name": "view", "mimeType": "text/html"}
 RESULT: dict[str, Any] = {
     "content": [
@@ -295,13 +298,27 @@ def without_times(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 KEPT = "dev.mcp-normalizer/original-keywords"
+ORIGINAL_BLOCK = "dev.mcp-normalizer/original-block"
+ORIGINAL_VALUES_URI = "urn:dev.mcp-normalizer:original-values"
 
 
 def put_back(seen: list[dict[str, Any]], plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``seen`` (a host's steps) with each ``/inputSchema`` node a host repair kept in a listed
-    tool's ``_meta`` (and ``plain``'s same tool did not) put back where it was."""
+    tool's ``_meta`` (and ``plain``'s same tool did not) put back where it was, and each content
+    block a host repair made of another (the original kept in the new block's ``_meta``) put back."""
     out = copy.deepcopy(seen)
     for step, other in zip(out, plain, strict=True):
+        found = step["value"].get("content") if isinstance(step.get("value"), dict) else None
+        content: list[Any] = found if isinstance(found, list) else []
+        before = other["value"].get("content") if isinstance(other.get("value"), dict) else None
+        sent: list[Any] = before if isinstance(before, list) else []
+        for index, block in enumerate(content):
+            was = sent[index] if index < len(sent) else None
+            original = block.get("_meta", {}).get(ORIGINAL_BLOCK) if isinstance(block, dict) else None
+            if original is not None and (not isinstance(was, dict) or ORIGINAL_BLOCK not in was.get("_meta", {})):
+                content[index] = original
+        if content:  # and the values a host repair named for a host that reads no text beside structuredContent
+            content[:] = [b for b in content if (b.get("resource") or {}).get("uri") != ORIGINAL_VALUES_URI]
         tools = (step.get("value") or {}).get("tools") if isinstance(step.get("value"), dict) else None
         others = (other.get("value") or {}).get("tools") if isinstance(other.get("value"), dict) else None
         for tool, was in zip(tools or [], others or [], strict=False):

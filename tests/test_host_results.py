@@ -111,6 +111,12 @@ async def test_claude_code_gets_an_array_result_wrapped_with_the_schema_that_acc
             (tool,) = (await modern(url, "claude-code", "tools/list", 1, version="2.1.332"))["tools"]
             result = await modern(url, "claude-code", "tools/call", 2, "rows", "2.1.332", name="rows", arguments={})
             seen[where, "claude-code 2.1.332"] = tool, result
+    for key in (("proxy", "claude-code"), ("proxy", "claude-code 2.1.332")):  # (issue 40: its model reads
+        # structuredContent with JSON.parse, so the proxy names the integer past 2**53 exactly beside it)
+        tool, result = seen[key]
+        exact = result["content"].pop()
+        assert exact["resource"]["uri"] == "urn:dev.mcp-normalizer:exact-numbers", exact
+        assert exact["resource"]["text"].endswith('1/id":123456789012345678901234567890}'), exact
     direct_tool, direct_result = seen["direct", "claude-code"]
     assert oracle(direct_result) and direct_tool["outputSchema"] == ROWS_SCHEMA  # the oracle bites
     assert seen["proxy", "claude-ai"] == seen["proxy", "claude-code"]

@@ -39,6 +39,7 @@ from mcp_normalizer.engine.rules.host_faults import (
     CONSTRAINTS,
     ENUM_TYPE,
     IMAGE_MIME,
+    IMAGE_UNDECODABLE,
     LEGACY_TUPLE,
     NEVER_BRANCH,
     OBJECT_PROPERTIES,
@@ -54,6 +55,7 @@ from .test_tool_gates import RulesAlways, _decoded, _same_listed, _text
 ERA = "2025-11-25"
 KEPT = "dev.mcp-normalizer/original-keywords"
 MIME_KEPT = "dev.mcp-normalizer/original-mime-type"
+ORIGINAL_BLOCK = "dev.mcp-normalizer/original-block"
 ENUM_ARGUMENTS = "dev.mcp-normalizer/enum-arguments"
 ORIGINAL_KEYS = "dev.mcp-normalizer/original-keys"
 #: A host of each kind of model API, by the clientInfo.name it sends (hosts.toml client_names).
@@ -471,7 +473,11 @@ GIF = (  # a 1x1 GIF
     b"\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
 )
 WEBP = base64.b64decode("UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")  # a 1x1 lossless WebP
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x01\x00H\x00H\x00\x00\xff\xdb\x00C\x00" + bytes(64) + b"\xff\xd9"
+JPEG = (  # a JPEG's header: JFIF, a quantisation table, the frame header (SOF0: 1x1, one component)
+    b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x01\x00H\x00H\x00\x00\xff\xdb\x00C\x00"
+    + bytes(64)
+    + b"\xff\xc0\x00\x0b\x08\x00\x01\x00\x01\x01\x01\x11\x00\xff\xd9"
+)
 
 
 def image(data: bytes, mime: str, **extra: Any) -> dict[str, Any]:
@@ -485,7 +491,9 @@ IMAGES: dict[str, Any] = {
         image(JPEG, "image/png", _meta={"io.example/id": "\u540d"}),  # a JPEG said to be PNG
         image(GIF, "IMAGE/GIF"),  # said right (any case)
         image(WEBP, "image/jpeg; q=0.9"),  # a WebP said to be JPEG
-        image(b"<svg xmlns='http://www.w3.org/2000/svg'/>", "image/png"),  # no known signature: not judged
+        # no known signature: not judged (for Claude Code and Codex, which cannot decode it, a text naming
+        # it: image_undecodable)
+        image(b"<svg xmlns='http://www.w3.org/2000/svg'/>", "image/png"),
     ],
     "structuredContent": {"count": 4, "sizes": [12.5, 1e-7, 123456789012345678901234, None]},
 }
@@ -511,8 +519,23 @@ async def test_each_host_gets_images_typed_as_their_bytes_the_declared_type_kept
         blocks, added = result["content"][:6], result["content"][6:]
         # (a host whose model reads only content also gets the structuredContent its text does not
         # carry, as one more text block: rule text_mirror)
+        # (and Claude Code, whose model reads structuredContent with JSON.parse, the number past 2**53
+        # named exactly, in an embedded resource: text_mirror)
+        exact = [b for b in added if b["type"] == "resource"]
+        assert [b["resource"]["text"][-32:] for b in exact] == (
+            ['{"/sizes/2":123456789012345678901234}'[-32:]] if client == "claude-code" else []
+        ), (client, added)
+        added = [b for b in added if b not in exact]
         assert all(block["type"] == "text" for block in added) and len(added) <= 1, (client, added)
         assert not any(oracle(block) for block in blocks), (client, blocks)
+        profile = profile_for({"name": client})
+        if profile.host_needs(IMAGE_UNDECODABLE):  # the last: text naming it, the block kept whole
+            named = blocks[5]  # (an embedded text resource beside structuredContent for Claude Code)
+            kind = "resource" if profile.drops_text_beside_structured else "text"
+            text = named["resource"]["text"] if kind == "resource" else named["text"]
+            assert named["type"] == kind and named["_meta"][ORIGINAL_BLOCK] == IMAGES["content"][5], named
+            assert "data:image/png;base64," + IMAGES["content"][5]["data"] in text, named
+            blocks = [*blocks[:5], IMAGES["content"][5]]
         assert [block.get("mimeType") for block in blocks[1:]] == [
             "image/png",
             "image/jpeg",

@@ -169,6 +169,19 @@ def _reaches(host: Host) -> tuple[str, str]:
             "`error_problem`: a problem object stays in `structuredContent` (copied to `_meta`); a"
             " non-conforming `structuredContent` is left as it is",
         )
+    if host.reads != "unknown" and host.drops_text_beside_structured:
+        return (
+            "the conforming shape every client gets (replaced values kept in `_meta`); as its model reads no"
+            " text block beside `structuredContent`, `text_mirror` names the replaced values, and the text"
+            " the proxy made of a block, in embedded text resources"
+            + (
+                ", and the numbers no double holds exactly as the server wrote them"
+                if host.parses_numbers_as_doubles
+                else ""
+            ),
+            "`error_problem`: the problem moves to `_meta`; the added text is `[CODE] detail` and the"
+            " problem's whole JSON",
+        )
     if host.reads != "unknown":
         return (
             "the conforming shape every client gets (replaced values kept in `_meta`)",

@@ -796,8 +796,9 @@ class Normalizer:
         entry, result = ctx.tool, track.would
         if entry is None or entry.compiled is None or result.get("isError") is True:
             return
-        if ctx.client.keeps_structured and "structuredContent" in result:
+        if ctx.client.keeps_structured:
             return  # a host that reads structuredContent and validates none of it: repairs only hide data
+            # (and a missing one is no fault for it: nothing to learn)
         if "structuredContent" not in result:
             reason = "structuredContent is missing and no rule could supply one"
             fix = suggest.for_missing_structured(tool)

@@ -155,6 +155,19 @@ class ClientProfile:
         return self.host is not None and self.host.content_only
 
     @property
+    def drops_text_beside_structured(self) -> bool:
+        """This client is a host whose model gets a result's non-text blocks and the JSON of its
+        ``structuredContent``, not its text blocks (:attr:`~.host_profiles.Host.drops_text_beside_structured`).
+        ``False`` for every other client."""
+        return self.host is not None and self.host.drops_text_beside_structured
+
+    @property
+    def parses_numbers_as_doubles(self) -> bool:
+        """This client is a host that reads ``structuredContent`` into IEEE doubles
+        (:attr:`~.host_profiles.Host.parses_numbers_as_doubles`). ``False`` for every other client."""
+        return self.host is not None and self.host.parses_numbers_as_doubles
+
+    @property
     def reads_known(self) -> bool:
         """This client is a host whose ``reads`` a source gives (not ``unknown``)."""
         return self.host is not None and self.host.reads != "unknown"

@@ -11,6 +11,12 @@ the blocks as the server sent them.
   the whole call on one) and Kiro (it discards the result, kirodotdev/Kiro#8960): the link
   becomes a text block naming it, ``<name>: <uri>`` (and its MIME type).
 
+- a PNG, JPEG, GIF or WebP image whose bytes hold no header giving its size (a cut file: the
+  8-byte PNG signature alone, ``Cocoanetics/SwiftMCP#176``) for Claude Code and Codex, which show
+  their model only that it could not be processed: the image becomes a text block naming it, with
+  its data as a ``data:`` URI (RFC 2397) when the base64 is at most ``mirror_max_bytes``, so the
+  model reads the image's source; bytes that are no base64 are left to ``media_data``.
+
 Each new text block keeps the original block whole under its ``_meta["dev.mcp-normalizer/original-block"]``
 and the original's ``annotations``, so nothing is lost.
 
@@ -31,7 +37,7 @@ from collections.abc import Callable
 from ...types import JSON, JSONObject
 from .base import META_PREFIX, ResultContext, Rewrite, Rule, meta_of
 from .clients import ClientProfile
-from .host_profiles import IMAGE_MIME, IMAGE_SVG, RESOURCE_LINK
+from .host_profiles import IMAGE_MIME, IMAGE_SVG, IMAGE_UNDECODABLE, RESOURCE_LINK
 
 ORIGINAL_BLOCK_KEY = META_PREFIX + "original-block"
 #: ``_meta`` key of an image block keeping the ``mimeType`` the server declared.
@@ -86,6 +92,78 @@ def _svg_text(block: JSONObject) -> str | None:
         return None
 
 
+def image_size(raw: bytes) -> tuple[int, int] | None:
+    """Width and height as the header of a PNG (its first chunk, IHDR), GIF (the logical screen
+    descriptor), JPEG (the first SOFn segment, reached segment by segment) or WebP (a VP8, VP8L or
+    VP8X chunk) gives them; ``None`` when ``raw`` holds no such header or a side is 0."""
+    found: tuple[int, int] | None = None
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        if raw[12:16] == b"IHDR" and len(raw) >= 24:
+            found = int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+    elif raw.startswith((b"GIF87a", b"GIF89a")):
+        if len(raw) >= 10:
+            found = int.from_bytes(raw[6:8], "little"), int.from_bytes(raw[8:10], "little")
+    elif raw.startswith(b"RIFF") and raw[8:12] == b"WEBP":
+        found = _webp_size(raw)
+    elif raw.startswith(b"\xff\xd8"):
+        found = _jpeg_size(raw)
+    return found if found is not None and min(found) > 0 else None
+
+
+def _webp_size(raw: bytes) -> tuple[int, int] | None:
+    chunk = raw[12:16]
+    if chunk == b"VP8 " and len(raw) >= 30 and raw[23:26] == b"\x9d\x01\x2a":  # RFC 6386 9.1
+        return int.from_bytes(raw[26:28], "little") & 0x3FFF, int.from_bytes(raw[28:30], "little") & 0x3FFF
+    if chunk == b"VP8L" and len(raw) >= 25 and raw[20] == 0x2F:  # RFC 9649 3.2
+        bits = int.from_bytes(raw[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X" and len(raw) >= 30:
+        return int.from_bytes(raw[24:27], "little") + 1, int.from_bytes(raw[27:30], "little") + 1
+    return None
+
+
+def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
+    at = 2
+    while at + 4 <= len(raw) and raw[at] == 0xFF:
+        marker = raw[at + 1]
+        if marker == 0xFF:  # a fill byte before the marker
+            at += 1
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOFn (ITU T.81 B.2.2)
+            if at + 9 > len(raw):
+                return None
+            return int.from_bytes(raw[at + 7 : at + 9], "big"), int.from_bytes(raw[at + 5 : at + 7], "big")
+        at += 2 + int.from_bytes(raw[at + 2 : at + 4], "big")
+    return None
+
+
+#: The image types :func:`image_size` reads (the raster types the Anthropic API and Codex take).
+_RASTER = frozenset({"image/png", "image/jpeg", "image/jpg", "image/gif", "image/webp"})
+
+
+def _undecodable_text(block: JSONObject, host: str, limit: int) -> str | None:
+    """The text naming an image block ``host`` cannot decode (a raster type whose bytes give no
+    size), with its data as a ``data:`` URI when the base64 is at most ``limit`` characters;
+    ``None`` for any other block."""
+    data, media = block.get("data"), block.get("mimeType")
+    if block.get("type") != "image" or not isinstance(data, str):
+        return None
+    compact = "".join(data.split())
+    try:
+        raw = base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    declared = media.partition(";")[0].strip().lower() if isinstance(media, str) else ""
+    sniffed = sniffed_type(compact)
+    if (declared not in _RASTER and sniffed is None) or image_size(raw) is not None:
+        return None
+    mime = sniffed or declared
+    head = f"[an {mime} image of {len(raw)} bytes that {host} cannot decode (no header giving its size)"
+    if len(compact) > limit:
+        return head + "; its data is kept in this block's _meta]"
+    return f"{head}; its data: data:{mime};base64,{compact}]"
+
+
 def _link_text(block: JSONObject) -> str | None:
     """The text naming a ``resource_link`` block, ``None`` when it is no such block."""
     if block.get("type") != "resource_link" or not isinstance(block.get("uri"), str):
@@ -109,8 +187,15 @@ def _as_text(block: JSONObject, text: str) -> JSONObject:
 Fix = Callable[[JSONObject], "str | None"]
 
 
-def _fixes(client: ClientProfile) -> list[tuple[str, str, Fix]]:
+def _fixes(client: ClientProfile, limit: int) -> list[tuple[str, str, Fix]]:
     fixes: list[tuple[str, str, Fix]] = []
+    if client.host_needs(IMAGE_UNDECODABLE):
+        title = client.title
+
+        def undecodable(block: JSONObject) -> str | None:
+            return _undecodable_text(block, title, limit)
+
+        fixes.append((IMAGE_UNDECODABLE, "an image whose bytes give no size as text naming it", undecodable))
     if client.host_needs(IMAGE_SVG):
         fixes.append((IMAGE_SVG, "an SVG image as its source text", _svg_text))
     if client.host_needs(RESOURCE_LINK):
@@ -123,7 +208,7 @@ def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite
     content = result.get("content")
     if host is None or not isinstance(content, list):
         return None
-    fixes = _fixes(ctx.client)
+    fixes = _fixes(ctx.client, ctx.settings.mirror_max_bytes)
     retype = ctx.client.host_needs(IMAGE_MIME)
     if not fixes and not retype:
         return None
@@ -161,7 +246,8 @@ RULE = Rule(
     "host_content",
     "host_content",
     "for a host that refuses a content block the spec allows (an SVG image for Claude, a resource_link for "
-    "Codex before 0.171.0, ChatGPT and Kiro), that block becomes text it takes, the original kept in the block's _meta;"
+    "Codex before 0.171.0, ChatGPT and Kiro, an image whose bytes give no size for Claude Code and Codex),"
+    " that block becomes text it takes, the original kept in the block's _meta;"
     " for every host, an image's mimeType the type its bytes are, the declared one kept in the block's _meta",
     on_result=_repair,
 )

@@ -88,6 +88,12 @@ ENUM_TYPE = "enum_type_conflict"
 #: Anthropic API answers 400 for the whole turn.
 IMAGE_MIME = "image_mime_mismatch"
 
+#: A raster image block (PNG, JPEG, GIF, WebP) whose bytes do not hold the header that gives its
+#: width and height (the first bytes of a cut file, as the 8-byte PNG signature alone): Claude Code
+#: 2.1.332 shows its model "[Image could not be processed: ... dimensions could not be read from the
+#: file header ...]" and Codex 0.171.0 "image content omitted because it could not be processed".
+IMAGE_UNDECODABLE = "image_undecodable"
+
 #: What an oracle judges: a content block of a ``CallToolResult``, a member of ``tools/list``, or
 #: a whole ``CallToolResult``.
 Subject = Literal["block", "tool", "result"]
@@ -325,6 +331,70 @@ def _image_mime_mismatch(block: JSON) -> bool:
     return found is not None and found != media.split(";", 1)[0].strip().lower()
 
 
+#: The raster types whose header :func:`_header_size` reads (what the Anthropic API takes, and Codex).
+_RASTER = frozenset({"image/png", "image/jpeg", "image/jpg", "image/gif", "image/webp"})
+
+
+def _header_size(raw: bytes) -> tuple[int, int] | None:
+    """Width and height from the header of a PNG (IHDR, the first chunk), GIF (the logical screen),
+    JPEG (the first SOFn segment) or WebP (VP8, VP8L or VP8X) file; ``None`` when the bytes hold
+    none of them, or a side of 0 (PNG spec 11.2.2, GIF89a 18, ITU T.81 B.2.2, RFC 9649)."""
+    if raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR" and len(raw) >= 24:
+        size = int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+    elif raw[:6] in (b"GIF87a", b"GIF89a") and len(raw) >= 10:
+        size = int.from_bytes(raw[6:8], "little"), int.from_bytes(raw[8:10], "little")
+    elif raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        chunk = raw[12:16]
+        if chunk == b"VP8 " and len(raw) >= 30 and raw[23:26] == b"\x9d\x01\x2a":
+            size = int.from_bytes(raw[26:28], "little") & 0x3FFF, int.from_bytes(raw[28:30], "little") & 0x3FFF
+        elif chunk == b"VP8L" and len(raw) >= 25 and raw[20] == 0x2F:
+            bits = int.from_bytes(raw[21:25], "little")
+            size = (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        elif chunk == b"VP8X" and len(raw) >= 30:
+            size = int.from_bytes(raw[24:27], "little") + 1, int.from_bytes(raw[27:30], "little") + 1
+        else:
+            return None
+    elif raw[:2] == b"\xff\xd8":
+        at = 2
+        while at + 4 <= len(raw):
+            if raw[at] != 0xFF:
+                return None
+            marker = raw[at + 1]
+            if marker == 0xFF:  # fill byte
+                at += 1
+                continue
+            length = int.from_bytes(raw[at + 2 : at + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                if at + 9 > len(raw):
+                    return None
+                size = int.from_bytes(raw[at + 7 : at + 9], "big"), int.from_bytes(raw[at + 5 : at + 7], "big")
+                break
+            at += 2 + length
+        else:
+            return None
+    else:
+        return None
+    return size if size[0] > 0 and size[1] > 0 else None
+
+
+def _image_undecodable(block: JSON) -> bool:
+    """Claude Code 2.1.332's and Codex 0.171.0's image check (real runs): an ``image`` block whose
+    ``mimeType`` is a raster type they take (PNG, JPEG, GIF, WebP), or whose bytes start as one,
+    and whose base64 ``data`` does not decode to a header giving its width and height. ``data``
+    that is no base64 is not judged (``media_data``'s)."""
+    if not isinstance(block, dict) or block.get("type") != "image" or not isinstance(block.get("data"), str):
+        return False
+    try:
+        raw = base64.b64decode("".join(block["data"].split()), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    media = block.get("mimeType")
+    declared = media.split(";", 1)[0].strip().lower() if isinstance(media, str) else ""
+    if declared not in _RASTER and image_type(raw[:16]) is None:
+        return False
+    return _header_size(raw) is None
+
+
 #: The closed set, by key.
 CONSTRAINTS: Mapping[str, Constraint] = {
     c.key: c
@@ -450,6 +520,16 @@ CONSTRAINTS: Mapping[str, Constraint] = {
             " declared one kept in the block's `_meta`",
             False,
             _image_mime_mismatch,
+        ),
+        Constraint(
+            IMAGE_UNDECODABLE,
+            "host_content",
+            "block",
+            "a PNG, JPEG, GIF or WebP image block whose bytes hold no header giving its size",
+            "an image whose bytes hold no header giving its size becomes a text block naming it, with its"
+            " data as a `data:` URI (within `mirror_max_bytes`), the original block kept in the block's `_meta`",
+            False,
+            _image_undecodable,
         ),
     )
 }

@@ -33,6 +33,7 @@ from .host_faults import (
     ENUM_TYPE,
     IMAGE_MIME,
     IMAGE_SVG,
+    IMAGE_UNDECODABLE,
     LEGACY_TUPLE,
     NEVER_BRANCH,
     OBJECT_PROPERTIES,
@@ -50,6 +51,7 @@ __all__ = [
     "HOSTS",
     "IMAGE_MIME",
     "IMAGE_SVG",
+    "IMAGE_UNDECODABLE",
     "LEGACY_TUPLE",
     "MODEL_APIS",
     "NEVER_BRANCH",
@@ -184,6 +186,17 @@ class Host:
     validates_structured: bool | None = None
     #: Where :attr:`validates_structured` comes from.
     validates_structured_source: str = ""
+    #: Whether its model gets a result's non-text blocks and the JSON of its ``structuredContent`` but
+    #: none of its text blocks when ``structuredContent`` is there (Claude Code): text the proxy adds
+    #: for such a host goes as an embedded text resource, which it shows. ``False`` when no source says.
+    drops_text_beside_structured: bool = False
+    #: Where :attr:`drops_text_beside_structured` comes from.
+    drops_text_beside_structured_source: str = ""
+    #: Whether it reads ``structuredContent`` into IEEE doubles before its model gets the JSON (a
+    #: JavaScript host: an integer past 2**53 reaches the model rounded). ``False`` when no source says.
+    parses_numbers_as_doubles: bool = False
+    #: Where :attr:`parses_numbers_as_doubles` comes from.
+    parses_numbers_as_doubles_source: str = ""
     #: Where its ``clientInfo.name`` values come from.
     source: str = ""
     #: What else the docs' table says of it.
@@ -309,6 +322,10 @@ _HOST_KEYS = {
     "reads_source",
     "validates_structured",
     "validates_structured_source",
+    "drops_text_beside_structured",
+    "drops_text_beside_structured_source",
+    "parses_numbers_as_doubles",
+    "parses_numbers_as_doubles_source",
     "faults",
     "versions",
     "rejects",
@@ -350,6 +367,14 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi], every: Mode
     validates_source = _text(table, "validates_structured_source", where, required=validates is not None)
     if validates is None and validates_source:
         raise ConfigError(f"{where}: validates_structured_source without validates_structured")
+    drops = table.get("drops_text_beside_structured", False)
+    if not isinstance(drops, bool):
+        raise ConfigError(f"{where}: drops_text_beside_structured must be true or false")
+    drops_source = _text(table, "drops_text_beside_structured_source", where, required=drops)
+    doubles = table.get("parses_numbers_as_doubles", False)
+    if not isinstance(doubles, bool):
+        raise ConfigError(f"{where}: parses_numbers_as_doubles must be true or false")
+    doubles_source = _text(table, "parses_numbers_as_doubles_source", where, required=doubles)
     rejects = table.get("rejects", [])
     if not isinstance(rejects, list) or not all(isinstance(r, str) and r.strip() for r in rejects):
         raise ConfigError(f"{where}: rejects must be an array of non-empty strings")
@@ -369,6 +394,10 @@ def _host(profile: str, table: object, apis: Mapping[str, ModelApi], every: Mode
         reads_source=_text(table, "reads_source", where),
         validates_structured=validates,
         validates_structured_source=validates_source,
+        drops_text_beside_structured=drops,
+        drops_text_beside_structured_source=drops_source,
+        parses_numbers_as_doubles=doubles,
+        parses_numbers_as_doubles_source=doubles_source,
         source=_text(table, "source", where),
         note=_text(table, "note", where, required=False),
     )

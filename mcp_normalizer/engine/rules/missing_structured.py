@@ -4,7 +4,8 @@ Every SDK client rejects it ("Tool X has an output schema but did not return str
 These rules try, in order, to make it conforming without inventing data:
 
 - ``promote_text_json`` (``missing_structured_content``, ``wrapped_result``): the text holds the
-  JSON (a single text block that parses): it becomes ``structuredContent`` if it conforms to the
+  JSON (a single text block that parses; a text block the proxy made of another block is not the
+  server's text and is not counted): it becomes ``structuredContent`` if it conforms to the
   advertised schema, directly or wrapped as ``{result: ...}`` for wrap-result schemas (FastMCP's
   ``x-fastmcp-wrap-result``, or the proxy's own), or the whole text as ``{result: <text>}`` when that
   is what the schema wants. The text stays.
@@ -14,6 +15,12 @@ These rules try, in order, to make it conforming without inventing data:
 - ``error_flag`` (``error_not_flagged``): the only text is plainly an error message (it starts with
   an error word or status such as ``error:``, ``invalid_argument:``, ``404 Not Found``): the server
   reported an error as a success; it becomes ``isError: true``, text unchanged.
+
+The first two add a ``structuredContent``, which a host that shows its model ``structuredContent``
+in place of ``content`` and validates none of it (``keeps_structured``: Codex, ``hosts.toml``) does
+not need, and whose model would then read it instead of the content: Codex 0.171.0 shows ``{}`` or
+``{"result": "<the text>"}`` and drops an image beside it (issue 40, ``spurious_output_schema``). For
+such a host they leave the result as the server sent it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,10 @@ from http import HTTPStatus
 from ...errors import DecodeError
 from ...types import JSON, JSONObject
 from ..schema import SchemaUnusable
-from .base import ResultContext, Rewrite, Rule, text_blocks
+from .base import META_PREFIX, ResultContext, Rewrite, Rule, text_blocks
+
+#: Where ``host_content`` and ``media_data`` keep the block a text block was made of.
+ORIGINAL_BLOCK_KEY = META_PREFIX + "original-block"
 
 #: ``404 Not Found``, ``503 Service Unavailable``: a 4xx/5xx status with its reason phrase (RFC 9110).
 _HTTP_ERRORS = "|".join(
@@ -52,6 +62,20 @@ def _missing(result: JSONObject, ctx: ResultContext) -> bool:
     )
 
 
+def _made_by_proxy(block: JSONObject) -> bool:
+    """A text block the proxy made of another block (``host_content``, ``media_data``: the original
+    kept in its ``_meta``): it is no text of the server's to promote."""
+    meta = block.get("_meta")
+    return isinstance(meta, dict) and ORIGINAL_BLOCK_KEY in meta
+
+
+def _supplies(result: JSONObject, ctx: ResultContext) -> bool:
+    """:func:`_missing`, for a client that needs a ``structuredContent`` supplied: not a host whose
+    model reads ``structuredContent`` in place of ``content`` and that validates none of it
+    (:attr:`~.clients.ClientProfile.keeps_structured`), where one added only hides the content."""
+    return _missing(result, ctx) and not ctx.client.keeps_structured
+
+
 def _valid(ctx: ResultContext, value: JSON) -> bool:
     assert ctx.tool is not None and ctx.tool.compiled is not None
     try:
@@ -61,9 +85,9 @@ def _valid(ctx: ResultContext, value: JSON) -> bool:
 
 
 def _promote(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
-    if not _missing(result, ctx):
+    if not _supplies(result, ctx):
         return None
-    texts = text_blocks(result)
+    texts = [block for block in text_blocks(result) if not _made_by_proxy(block)]
     if len(texts) != 1:
         return None
     text = texts[0]["text"]
@@ -88,7 +112,7 @@ def _promote(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrit
 
 
 def _vacuous(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
-    if not _missing(result, ctx) or not _valid(ctx, {}):
+    if not _supplies(result, ctx) or not _valid(ctx, {}):
         return None
     return {**result, "structuredContent": {}}, Rewrite(
         "vacuous_structured_content",
