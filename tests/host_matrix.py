@@ -209,15 +209,7 @@ RESULT_KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 #: The cells (host, fault kind) where the model still misses something through the proxy because of
 #: the host alone (the proxy's bytes are spec-valid and carry it), and what the host does: shown
 #: after the cell in the page's last list. ``tests/test_host_matrix.py`` fails when one no longer misses.
-HOST_CAUSES: dict[tuple[str, str], str] = {
-    ("gemini-cli", "null_optional_fields"): "Gemini CLI's own doing: the proxy drops the null `_meta` and sends"
-    ' `{"content":[{"type":"text","text":"[]"}]}`; the host\'s `McpComplianceTransport` (gemini-cli-core'
-    " `tools/mcp-compliance-transport.js`) parses a result's first text block into a missing `structuredContent`"
-    " whatever JSON it is, and its TS SDK 1.23 refuses the array there (`expected record, received array`), so"
-    " the model reads that error; the same for this result straight from a server, as for any text `42`,"
-    ' `"x"` or `null` (`tests/test_host_gemini.py`). Directly it hangs: the SDK\'s transport drops the response'
-    " (`_meta: null` fails its message schema) and the call waits for its request timeout",
-}
+HOST_CAUSES: dict[tuple[str, str], str] = {}
 
 
 #: The kinds also run over stdio: the server's own command directly, ``mcp-normalizer stdio -- CMD``

@@ -39,6 +39,7 @@ from mcp_normalizer.engine.rules.host_faults import (
     RESOURCE_LINK,
     SCHEMA_KEYWORD,
     STRUCTURED_NOT_OBJECT,
+    TEXT_PARSED_AS_STRUCTURED,
     TOOL_NAME,
     TYPE_BESIDE_ANYOF,
 )
@@ -109,6 +110,7 @@ FIXTURES: dict[str, dict[str, Any]] = {
         "name": "level",
         "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "enum": [1, 2.5, 1e-7]}}},
     },
+    TEXT_PARSED_AS_STRUCTURED: {"content": [{"type": "text", "text": ' [12.5, "\u6771\u4eac", null] '}]},
     STRUCTURED_NOT_OBJECT: {
         "content": [{"type": "text", "text": "two rows"}],
         "structuredContent": [{"id": 1, "prix": 12.5, "note": None}, {"id": 123456789012345678901, "prix": 1e-7}],

@@ -418,12 +418,14 @@ def meta_null_case() -> dict[str, Any]:
     return case
 
 
-def test_a_json_text_that_is_not_an_object_is_refused_by_gemini_itself(tmp_path: Path) -> None:
+def test_a_json_text_that_is_not_an_object_reaches_gemini_only_through_the_proxy(tmp_path: Path) -> None:
     """Gemini CLI's fault, on its own code (``@google/gemini-cli-core`` as a library): a spec-valid
     result with no ``structuredContent`` whose first text block is JSON but not an object (``[]``,
     ``42``) gets one from the host's ``McpComplianceTransport`` (the parsed text), which its TS SDK
-    1.23 refuses ("expected record"): the model gets that error instead of the text, directly and
-    through the proxy alike. A JSON object or plain text is read as sent."""
+    1.23 refuses ("expected record"): directly the model gets that error instead of the text.
+    Through the proxy (host fault ``text_parsed_as_structured``) the result carries
+    ``structuredContent: {"result": <the value>}``, so the host parses nothing, and the model reads
+    the text. A JSON object or plain text is read as sent either way."""
     answers = {"arr": "[]", "num": "42", "obj": '{"groups": []}', "plain": "no groups"}
     tools = [
         ToolSpec({"name": name, "inputSchema": {"type": "object"}}, returning({"content": text(value)}))
@@ -433,25 +435,29 @@ def test_a_json_text_that_is_not_an_object_is_refused_by_gemini_itself(tmp_path:
     with routes(tools) as servers:
         for name in answers:
             views[("direct", name)] = run_gemini_core(servers["direct"], name, {}, tmp_path / name)
-        views[("proxy", "arr")] = run_gemini_core(servers["proxy"], "arr", {}, tmp_path / "proxy")
+        for name in ("arr", "num"):
+            views[("proxy", name)] = run_gemini_core(servers["proxy"], name, {}, tmp_path / f"proxy-{name}")
     for key, view in views.items():
         assert view.result is not None, key
-    for key in (("direct", "arr"), ("proxy", "arr")):
-        assert refused_as_structured(views[key].result), key
+    assert refused_as_structured(views[("direct", "arr")].result)
     assert refused_as_structured(views[("direct", "num")].result, "number")
+    for name in ("arr", "num"):
+        result = views[("proxy", name)].result or ""
+        assert answers[name] in result and "expected record" not in result, name
     for name in ("obj", "plain"):
         result = views[("direct", name)].result or ""
         assert answers[name] in result and "expected record" not in result, name
 
 
-def test_the_meta_null_case_reaches_gemini_through_the_proxy_as_text_alone(tmp_path: Path) -> None:
+def test_the_meta_null_case_reaches_gemini_through_the_proxy(tmp_path: Path) -> None:
     """``apicurio-result-meta-null`` through the proxy with the real Gemini CLI: the host names
     itself ``gemini-cli-mcp-client`` at 2025-06-18 and sends no ``MCP-Protocol-Version`` header
     (its ``McpComplianceTransport`` wraps the SDK's transport without ``setProtocolVersion``); the
-    proxy answers the call with the text alone (``_meta: null`` dropped, no ``structuredContent``);
-    the model still reads the SDK's refusal of a ``structuredContent`` array, which only the host
-    can have made. Directly the host hangs: the SDK's transport drops the response (``_meta: null``
-    fails its message schema) and the call waits for its request timeout (30 s here)."""
+    proxy answers the call with the text (``_meta: null`` dropped) and, for this host alone, a
+    ``structuredContent`` holding the parsed text (``{"result": []}``), so the host does not make the
+    array its ``structuredContent`` and its model reads ``[]``. Directly the host hangs: the SDK's
+    transport drops the response (``_meta: null`` fails its message schema) and the call waits for
+    its request timeout (30 s here)."""
     case = meta_null_case()
     tool = case["tool"]["name"]
     upstream = Recording(ScriptedServer([ToolSpec(case["tool"], returning(case["result"]))]))
@@ -468,19 +474,21 @@ def test_the_meta_null_case_reaches_gemini_through_the_proxy_as_text_alone(tmp_p
     assert initialize["params"]["protocolVersion"] == "2025-06-18"
     assert all("mcp-protocol-version" not in headers for headers, _body, _response in proxy.exchanges)
     _, answer = proxy.answer_to("tools/call")
-    assert answer["result"] == case["expected"]["result"] == {"content": [{"type": "text", "text": "[]"}]}
+    assert case["expected"]["result"] == {"content": [{"type": "text", "text": "[]"}]}
+    assert answer["result"] == {**case["expected"]["result"], "structuredContent": {"result": []}}
     assert tool in view.tools
-    assert refused_as_structured(view.result)
+    assert view.result is not None and "[]" in view.result and "expected record" not in view.result
     assert str(hung.value).startswith(f"{HOST}: did not end within 8 s")
     _, sent = upstream.answer_to("tools/call")  # the server did answer the direct call
     assert sent["result"] == case["result"]
 
 
 @pytest.mark.anyio
-async def test_as_gemini_speaks_the_proxy_answers_the_meta_null_case_with_the_text_alone() -> None:
+async def test_as_gemini_speaks_the_proxy_answers_the_meta_null_case_with_the_parsed_text_as_structured() -> None:
     """The proxy's side of the case without the host: a client naming itself as Gemini CLI 0.61.0
     does (``gemini-cli-mcp-client``, 2025-06-18, no ``MCP-Protocol-Version`` header on any request)
-    gets the case's expected result: no ``_meta``, no ``structuredContent`` made of the text."""
+    gets the case's expected result (no ``_meta``) with a ``structuredContent`` holding the parsed
+    text as an object's member; an SDK client gets the expected result alone."""
     case = meta_null_case()
     params = {
         "protocolVersion": "2025-06-18",
@@ -502,7 +510,7 @@ async def test_as_gemini_speaks_the_proxy_answers_the_meta_null_case_with_the_te
             )
     datas = [line[5:].strip() for line in called.text.splitlines() if line.startswith("data:")]
     answer = json.loads(datas[-1] if datas else called.text)
-    assert answer["result"] == case["expected"]["result"]
+    assert answer["result"] == {**case["expected"]["result"], "structuredContent": {"result": []}}
 
 
 def test_parameter_names_the_gemini_api_refuses_reach_the_model_renamed_and_the_server_as_its_own(

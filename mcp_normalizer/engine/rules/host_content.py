@@ -34,10 +34,11 @@ import base64
 import binascii
 from collections.abc import Callable
 
+from ...errors import DecodeError
 from ...types import JSON, JSONObject
 from .base import META_PREFIX, ResultContext, Rewrite, Rule, meta_of
 from .clients import ClientProfile
-from .host_profiles import IMAGE_MIME, IMAGE_SVG, IMAGE_UNDECODABLE, RESOURCE_LINK
+from .host_profiles import IMAGE_MIME, IMAGE_SVG, IMAGE_UNDECODABLE, RESOURCE_LINK, TEXT_PARSED_AS_STRUCTURED
 
 ORIGINAL_BLOCK_KEY = META_PREFIX + "original-block"
 #: ``_meta`` key of an image block keeping the ``mimeType`` the server declared.
@@ -203,7 +204,51 @@ def _fixes(client: ClientProfile, limit: int) -> list[tuple[str, str, Fix]]:
     return fixes
 
 
+def _structured_for_parser(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+    """For a host that parses a result's first text block into a missing ``structuredContent``
+    (Gemini CLI) and takes only an object there: a known tool that declares no ``outputSchema`` gets
+    ``structuredContent: {"result": <the parsed value>}`` when that value is no object; ``content``
+    stays as it came (what the host reads)."""
+    host = ctx.client.host
+    tool = ctx.tool
+    if host is None or tool is None or tool.has_output_schema:
+        return None
+    present = result.get("structuredContent")
+    if present not in (None, False, "") and not (type(present) in (int, float) and present == 0):
+        return None  # (an object, an array, a string: the host takes it as it is, or refuses it as sent)
+    content = result.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    if not isinstance(first, dict) or first.get("type") != "text" or not isinstance(first.get("text"), str):
+        return None
+    try:
+        value = ctx.codec.loads(first["text"])
+    except DecodeError:
+        return None  # no JSON: the host parses nothing
+    if isinstance(value, dict):
+        return None
+    why = (
+        f"{host.title} makes the first text block its structuredContent when there is none and takes only an"
+        f" object there ({host.faults[TEXT_PARSED_AS_STRUCTURED]})"
+    )
+    action = "supplied structuredContent for a host that parses the text into one"
+    return {**result, "structuredContent": {"result": value}}, Rewrite(
+        "host_content", action, ("/structuredContent",), why
+    )
+
+
 def _repair(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
+    blocks = _blocks(result, ctx)
+    if not ctx.client.host_needs(TEXT_PARSED_AS_STRUCTURED):
+        return blocks
+    supplied = _structured_for_parser(blocks[0] if blocks is not None else result, ctx)
+    if supplied is None or blocks is None:
+        return supplied or blocks
+    first, second = blocks[1], supplied[1]
+    action, reason = f"{first.action}; {second.action}", f"{first.reason}; {second.reason}"
+    return supplied[0], Rewrite("host_content", action, first.pointers + second.pointers, reason)
+
+
+def _blocks(result: JSONObject, ctx: ResultContext) -> tuple[JSONObject, Rewrite] | None:
     host = ctx.client.host
     content = result.get("content")
     if host is None or not isinstance(content, list):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,12 @@ IMAGE_MIME = "image_mime_mismatch"
 #: 2.1.332 shows its model "[Image could not be processed: ... dimensions could not be read from the
 #: file header ...]" and Codex 0.171.0 "image content omitted because it could not be processed".
 IMAGE_UNDECODABLE = "image_undecodable"
+
+#: A ``tools/call`` result without a ``structuredContent`` (or a falsy one) whose first content block
+#: is text holding JSON that is no object (``[]``, ``42``, ``"x"``, ``null``): Gemini CLI 0.61.0's
+#: ``McpComplianceTransport`` makes the parsed text the ``structuredContent``, which the TS SDK 1.23
+#: it embeds refuses ("expected record"); its model reads that error, not the text.
+TEXT_PARSED_AS_STRUCTURED = "text_parsed_as_structured"
 
 #: What an oracle judges: a content block of a ``CallToolResult``, a member of ``tools/list``, or
 #: a whole ``CallToolResult``.
@@ -377,6 +384,35 @@ def _header_size(raw: bytes) -> tuple[int, int] | None:
     return size if size[0] > 0 and size[1] > 0 else None
 
 
+def _js_falsy(value: JSON) -> bool:
+    """JavaScript's ``!value`` for a JSON value (``{}`` and ``[]`` are true there)."""
+    return value is None or value is False or value == "" or (type(value) in (int, float) and value == 0)
+
+
+def _no_constant(name: str) -> JSON:
+    raise ValueError(name)  # NaN, Infinity: no JSON for JSON.parse
+
+
+def _text_parsed_as_structured(result: JSON) -> bool:
+    """Gemini CLI 0.61.0's ``McpComplianceTransport.fixStructuredContent`` (``@google/gemini-cli-core``
+    ``tools/mcp-compliance-transport.js``): a result whose ``structuredContent`` is falsy in JavaScript
+    and whose first content block is a text ``JSON.parse`` reads gets that value as its
+    ``structuredContent``; its TS SDK 1.23 takes only an object there."""
+    if not isinstance(result, dict) or not _js_falsy(result.get("structuredContent")):
+        return False
+    content = result.get("content")
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+        return False
+    first = content[0]
+    if first.get("type") != "text" or not isinstance(first.get("text"), str):
+        return False
+    try:
+        parsed = json.loads(first["text"], parse_constant=_no_constant)
+    except ValueError:
+        return False
+    return not isinstance(parsed, dict)
+
+
 def _image_undecodable(block: JSON) -> bool:
     """Claude Code 2.1.332's and Codex 0.171.0's image check (real runs): an ``image`` block whose
     ``mimeType`` is a raster type they take (PNG, JPEG, GIF, WebP), or whose bytes start as one,
@@ -530,6 +566,17 @@ CONSTRAINTS: Mapping[str, Constraint] = {
             " data as a `data:` URI (within `mirror_max_bytes`), the original block kept in the block's `_meta`",
             False,
             _image_undecodable,
+        ),
+        Constraint(
+            TEXT_PARSED_AS_STRUCTURED,
+            "host_content",
+            "result",
+            "a result without `structuredContent` whose first content block is text holding JSON that is no"
+            " object (`[]`, `42`, `null`)",
+            "for a tool that declares no `outputSchema`, the result gets `structuredContent: {result: <that"
+            " value>}` (the host reads `content`, which stays as it came)",
+            False,
+            _text_parsed_as_structured,
         ),
     )
 }

@@ -40,6 +40,7 @@ from .host_faults import (
     PROPERTY_KEY,
     RESOURCE_LINK,
     STRUCTURED_NOT_OBJECT,
+    TEXT_PARSED_AS_STRUCTURED,
     TOOL_NAME,
     TYPE_BESIDE_ANYOF,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "PROPERTY_KEY",
     "RESOURCE_LINK",
     "STRUCTURED_NOT_OBJECT",
+    "TEXT_PARSED_AS_STRUCTURED",
     "TOOL_NAME",
     "TYPE_BESIDE_ANYOF",
     "Fact",
