@@ -295,15 +295,16 @@ async def response_of(call: UpstreamCall, request_id: JSON, limit: int) -> JSONO
 
 async def relay_whole(send: Send, call: UpstreamCall, body: bytes, *, rest: bool = False) -> None:
     """Send the upstream's answer as it came: its status and headers, ``body`` (what was read of it),
-    and with ``rest`` the rest of its body; 502 when no answer came."""
+    and with ``rest`` the rest of its body (the head then as it came, ``Content-Length`` included:
+    the bytes are the upstream's); 502 when no answer came."""
     if not call.status:
         await respond(send, 502, error_body(None, "the upstream gave no answer", -32603))
         return
-    head = [(k, v) for k, v in call.headers if k.lower() not in (b"content-length", b"transfer-encoding")]
     if not rest:
+        head = [(k, v) for k, v in call.headers if k.lower() not in (b"content-length", b"transfer-encoding")]
         await respond(send, call.status, body, None, headers=head)
         return
-    await send({"type": "http.response.start", "status": call.status, "headers": head})
+    await send({"type": "http.response.start", "status": call.status, "headers": call.headers})
     if body:
         await send({"type": "http.response.body", "body": body, "more_body": True})
     async for chunk in call.chunks():
