@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -39,3 +39,16 @@ RawHeaders: TypeAlias = list[tuple[bytes, bytes]]
 JSON: TypeAlias = Any
 #: A decoded JSON object.
 JSONObject: TypeAlias = dict[str, Any]
+
+
+class ArgumentKeys(NamedTuple):
+    """How a call's argument names go back to the tool's own.
+
+    Attributes:
+        names: advertised -> own (every name the tool is advertised under, for any family).
+        places: the argument places whose members may carry one (JSON pointers into the
+            arguments under the advertised names, ``*`` any item; ``""`` the arguments object).
+    """
+
+    names: dict[str, str]
+    places: tuple[str, ...] = ("",)

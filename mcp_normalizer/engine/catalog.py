@@ -23,10 +23,9 @@ import msgspec
 import orjson
 
 from ..errors import DecodeError
-from ..types import JSON, JSONObject
+from ..types import JSON, ArgumentKeys, JSONObject
 from ..wire.jsoncodec import dumps, fingerprint, loads
 from ..wire.pointer import PointerPattern
-from .rules.host_schemas import ArgumentKeys
 from .schema import CompiledSchema, SchemaCompiler, SchemaUnusable
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import DecodeError
+from ..types import ArgumentKeys
 from ..wire.jsoncodec import Raw, dumps, join_array, join_object, loads, split_array, split_object
 from ..wire.jsonrpc import TOOLS_CALL, IdKey, PendingRequest, id_key, read_batch
 from ..wire.pointer import format_pointer
@@ -30,7 +31,7 @@ from .rules.clients import ClientProfile, with_model_api
 from .rules.gemini_schemas import convert_arguments
 from .rules.host_faults import ENUM_NON_STRING, PROPERTY_KEY_GEMINI
 from .rules.host_profiles import PROPERTY_KEY
-from .rules.host_schemas import ArgumentKeys, mentions_invented_key
+from .rules.host_schemas import mentions_invented_key
 from .rules.tool_names import invented
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def rename_calls(
         pending: its requests by id key.
         names: the scope's map, advertised name -> the upstream's name.
         keys: by upstream tool name, its argument names, advertised key -> the tool's own key, and
-            the argument places they may be at (:class:`~mcp_normalizer.engine.rules.host_schemas.ArgumentKeys`:
+            the argument places they may be at (:class:`~mcp_normalizer.types.ArgumentKeys`:
             the arguments object, and for the Gemini API nested objects and items too); a member
             whose own key the same object also sends is left as it came.
         enums: by upstream tool name, its arguments' enum places for a client shown them as

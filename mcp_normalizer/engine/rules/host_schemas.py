@@ -51,10 +51,9 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ...errors import DecodeError
-from ...types import JSON, JSONObject
+from ...types import JSON, ArgumentKeys, JSONObject
 from ...wire.jsoncodec import dumps
 from ...wire.pointer import Path, format_pointer
 from .base import META_PREFIX, ORIGINAL_KEYWORDS_KEY, Rewrite, Rule, ToolContext, meta_of, with_original_values
@@ -293,19 +292,6 @@ def advertised_pointer(pointer: str, names: Mapping[str, str], nested: bool) -> 
         else:
             at_place = False
     return format_pointer(steps)
-
-
-class ArgumentKeys(NamedTuple):
-    """How a call's argument names go back to the tool's own.
-
-    Attributes:
-        names: advertised -> own (every name the tool is advertised under, for any family).
-        places: the argument places whose members may carry one (JSON pointers into the
-            arguments under the advertised names, ``*`` any item; ``""`` the arguments object).
-    """
-
-    names: dict[str, str]
-    places: tuple[str, ...] = ("",)
 
 
 def argument_map(tool: JSONObject) -> dict[str, str] | None:
