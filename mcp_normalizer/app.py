@@ -111,6 +111,7 @@ def create_app(
             max_body_bytes=limits.max_request_bytes,
             max_message_bytes=limits.max_rewrite_bytes,
             ask_timeout=limits.first_byte_timeout,
+            send_timeout=limits.send_timeout,
         )
     if isinstance(inner, Forwarder) and limits.serve_modern_hosts:
         front = FrontCore(

@@ -23,7 +23,18 @@ from mcp_normalizer import NormalizerConfig
 from mcp_normalizer.config import ProxyConfig
 from mcp_normalizer.types import Receive, Scope, Send
 
-from .support import HEADERS, RawUpstream, capture_rewrites, proxy_for, read_body, read_request, serve, serving
+from .support import (
+    HEADERS,
+    RawUpstream,
+    capture_rewrites,
+    initialize,
+    proxy_for,
+    read_body,
+    read_request,
+    replay_body,
+    serve,
+    serving,
+)
 
 pytestmark = pytest.mark.wire
 
@@ -136,6 +147,61 @@ class Flood:
                     await send({"type": "http.response.body", "body": event, "more_body": True})
                     self.sent += 1
                     await anyio.lowlevel.checkpoint()  # (uvicorn's send returns at once once the peer is gone)
+
+
+class ModernFlood(Flood):
+    """:class:`Flood` as a server that speaks only 2026-07-28: it answers ``server/discover``, and
+    a ``tools/call`` with the endless stream."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = await read_body(receive)
+        if b"server/discover" in body:
+            result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete"}
+            answer = orjson.dumps({"jsonrpc": "2.0", "id": orjson.loads(body)["id"], "result": result})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": answer})
+            return
+        await super().__call__(scope, replay_body(body, receive), send)
+
+
+@pytest.mark.anyio
+async def test_a_client_that_never_reads_a_bridged_stream_loses_its_connection_and_frees_the_upstream() -> None:
+    """The era bridge writes a bridged session's stream itself: a legacy client that stops reading
+    it is given ``send_timeout`` per message; then the stream is broken off (the upstream request
+    with it) and the server closes the connection, as for a forwarded stream."""
+    flood = ModernFlood()
+    limits = _limits(send_timeout=0.5, idle_timeout=0, upstream_era="2026-07-28")
+    with serve(flood) as up, proxy_for(up + "/mcp", limits) as px, capture_rewrites("mcp_normalizer") as log:
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = await initialize(http, px + "/mcp")
+        port = httpx.URL(px).port or 80
+        sock = socket.create_connection(("127.0.0.1", port))
+        head = b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        head += b"Mcp-Session-Id: %s\r\n" % session["mcp-session-id"].encode()
+        head += b"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(CALL)
+        sock.sendall(head + CALL)  # and then never a read
+        try:
+            assert await anyio.to_thread.run_sync(flood.stopped.wait, 60)  # the upstream is let go
+            with anyio.fail_after(60):
+                while not any("broken off" in r.getMessage() for r in log.records):
+                    await anyio.sleep(0.1)
+            sock.settimeout(30)
+            drained, closed = b"", False
+            try:
+                while chunk := sock.recv(1 << 20):  # what the kernel had taken, then the end
+                    drained += chunk
+                closed = True
+            except ConnectionResetError:
+                closed = True
+        finally:
+            sock.close()
+    assert closed and drained.startswith(b"HTTP/1.1 200 ")
+    assert not drained.endswith(b"0\r\n\r\n")  # cut, never ended as if whole
+    assert flood.sent > 10  # (a stream that was flowing when the client stopped reading it)
 
 
 @pytest.mark.anyio

@@ -59,7 +59,9 @@ from ..wire.sse import SSESplitter, parse_event
 from .subrequest import (
     SSE_HEAD,
     ClientStream,
+    ClientTooSlow,
     UpstreamCall,
+    deadline_send,
     hang_up,
     message_of,
     relay_whole,
@@ -100,6 +102,9 @@ class EraBridge:
         max_body_bytes: the largest request body read (a larger one passes to ``inner``, which refuses it).
         max_message_bytes: the largest upstream answer translated; a larger JSON answer passes as it came.
         ask_timeout: seconds a client has to answer one of the server's questions.
+        send_timeout: seconds a client may take to accept one message of a response the bridge
+            writes (a client that stopped reading: the response is broken off, the upstream
+            request cancelled); 0: no bound.
     """
 
     def __init__(
@@ -110,12 +115,14 @@ class EraBridge:
         max_body_bytes: int = 16 * 1024 * 1024,
         max_message_bytes: int = 16 * 1024 * 1024,
         ask_timeout: float = 300.0,
+        send_timeout: float = 60.0,
     ) -> None:
         self.inner = inner
         self.core = core
         self.max_body_bytes = max_body_bytes
         self.max_message_bytes = max_message_bytes
         self.ask_timeout = ask_timeout
+        self.send_timeout = send_timeout
         #: Requests in flight per session: the client's request id to its cancel event.
         self._inflight: dict[str, dict[IdKey, asyncio.Event]] = {}
         #: Questions to the client waiting for answers: the minted id to its future.
@@ -133,7 +140,10 @@ class EraBridge:
         method = scope["method"]
         if session_id is not None and session_id.startswith(SESSION_PREFIX):
             _bridged(scope, self.core.upstream_version)
-            await self._in_session(session_id, scope, receive, send)
+            try:
+                await self._in_session(session_id, scope, receive, deadline_send(send, self.send_timeout))
+            except ClientTooSlow as exc:
+                logger.warning("a bridged session's response was broken off: %s", exc)
             return
         if method != "POST" or session_id is not None or not (self.core.bridging or self.core.may_probe):
             await self.inner(scope, receive, send)
@@ -400,8 +410,7 @@ class EraBridge:
         call = UpstreamCall(
             self.inner, self._upstream_scope(scope, upstream, session.version, declared), dumps(upstream)
         )
-        stop = asyncio.ensure_future(cancelled.wait())
-        stop.add_done_callback(call.cancelled_by)
+        stop = call.cancel_on(cancelled)
         try:
             status = await call.start()
             if cancelled.is_set():
@@ -575,8 +584,7 @@ class EraBridge:
                 call = UpstreamCall(
                     self.inner, self._upstream_scope(scope, request, session.version, None), dumps(request)
                 )
-                waker = asyncio.ensure_future(wake.wait())
-                waker.add_done_callback(call.cancelled_by)
+                waker = call.cancel_on(wake)
                 try:
                     status = await call.start()
                     if status != 200 or call.content_type != b"text/event-stream":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from ..errors import DecodeError
 from ..types import HANG_UP, JSON, ASGIApp, JSONObject, Message, RawHeaders, Receive, Scope, Send
@@ -28,7 +29,9 @@ from ..wire.sse import SSESplitter, parse_event
 __all__ = [
     "SSE_HEAD",
     "ClientStream",
+    "ClientTooSlow",
     "UpstreamCall",
+    "deadline_send",
     "hang_up",
     "message_of",
     "relay_whole",
@@ -182,9 +185,11 @@ class UpstreamCall:
         """Hang up on the upstream request (the forwarder closes its connection)."""
         self._gone.set()
 
-    def cancelled_by(self, _: object) -> None:
-        """:meth:`cancel`, as a done callback."""
-        self._gone.set()
+    def cancel_on(self, event: asyncio.Event) -> asyncio.Future[Any]:
+        """Hang up once ``event`` is set; the waiter returned (cancel it when the call is over)."""
+        waiter: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
+        waiter.add_done_callback(lambda _: self._gone.set())
+        return waiter
 
     async def aclose(self) -> None:
         """Hang up if still running, and wait for the inner app to end."""
@@ -246,6 +251,26 @@ class ClientStream:
         else:
             self.started = True
             await respond(self.send, 202, b"", None)
+
+
+class ClientTooSlow(Exception):
+    """The client took no bytes of a response the proxy writes itself for ``send_timeout`` seconds."""
+
+
+def deadline_send(send: Send, limit: float) -> Send:
+    """``send`` bounded by ``limit`` seconds a message (``[proxy] send_timeout``; 0: unbounded): a
+    client that stops reading a stream the proxy writes itself raises :class:`ClientTooSlow`, so
+    the writer ends, its upstream request with it, and the server closes the connection."""
+    if limit <= 0:
+        return send
+
+    async def bounded(message: Message) -> None:
+        try:
+            await asyncio.wait_for(send(message), limit)
+        except TimeoutError:
+            raise ClientTooSlow(f"the client took no bytes for {limit:g} s (send_timeout)") from None
+
+    return bounded
 
 
 async def hang_up(receive: Receive, *events: asyncio.Event) -> None:
