@@ -24,7 +24,10 @@ from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 
-from mcp_normalizer.types import ASGIApp, Message, Receive, Scope, Send
+from mcp_normalizer.demo.upstream import unsupported_version
+from mcp_normalizer.types import ASGIApp, Receive, Scope, Send
+
+from .support import replay_body
 
 #: The one version the server speaks.
 MODERN = "2026-07-28"
@@ -165,32 +168,16 @@ class ModernOnly:
         method = decoded.get("method") if isinstance(decoded, dict) else None
         if version is None or version in LEGACY:
             self.seen.refused.append(("POST", method, version))
-            error = {
-                "jsonrpc": "2.0",
-                "id": decoded.get("id") if isinstance(decoded, dict) else None,
-                "error": {
-                    "code": -32022,
-                    "message": "Unsupported protocol version",
-                    "data": {"supported": [MODERN], "requested": version},
-                },
-            }
-            await _respond(send, 400, json.dumps(error).encode(), [(b"content-type", b"application/json")])
+            request_id = decoded.get("id") if isinstance(decoded, dict) else None
+            body400 = unsupported_version(request_id, version)
+            await _respond(send, 400, body400, [(b"content-type", b"application/json")])
             return
         params = decoded.get("params") if isinstance(decoded, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         self.seen.requests.append((str(method), version, dict(meta) if isinstance(meta, dict) else {}))
         if method == "tools/call":
             self.seen.param_headers.append({k: v for k, v in headers.items() if k.startswith("mcp-param-")})
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.inner(scope, replay, send)
+        await self.inner(scope, replay_body(body, receive), send)
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:

@@ -217,17 +217,8 @@ class ScriptedServer:
         if not self.modern and await self._refused(decoded, messages, headers, send):
             return
         if not modern and not self.legacy:
-            asked = headers.get("mcp-protocol-version")
-            error = {
-                "jsonrpc": "2.0",
-                "id": decoded.get("id") if isinstance(decoded, dict) else None,
-                "error": {
-                    "code": -32022,
-                    "message": "Unsupported protocol version",
-                    "data": {"supported": [MODERN], "requested": asked},
-                },
-            }
-            await respond(send, 400, orjson.dumps(error))
+            request_id = decoded.get("id") if isinstance(decoded, dict) else None
+            await respond(send, 400, unsupported_version(request_id, headers.get("mcp-protocol-version")))
             return
         if modern and decoded.get("method") == "subscriptions/listen":
             await self._listen(decoded, receive, send)
@@ -467,6 +458,17 @@ class ScriptedServer:
         else:
             reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
         return reply
+
+
+def unsupported_version(request_id: Any, requested: str | None) -> bytes:
+    """The body of a 2026-07-28-only server's 400 for a legacy request: ``UnsupportedProtocolVersionError``
+    (``-32022``, ``data: {supported, requested}``; ``S2026-07-28/basic/transports/streamable-http.mdx``)."""
+    error = {
+        "code": -32022,
+        "message": "Unsupported protocol version",
+        "data": {"supported": [MODERN], "requested": requested},
+    }
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
 def _encode(value: Any) -> bytes:
